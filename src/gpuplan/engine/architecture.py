@@ -116,6 +116,7 @@ class Architecture:
     max_position_embeddings: int = 0
     torch_dtype: str = "bfloat16"
     quantization: QuantizationSpec | None = None
+    hidden_act: str = "silu"  # the MLP activation (decides what autograd saves in training)
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -249,6 +250,7 @@ def _gpt2(cfg: _Config, model_type: str) -> Architecture:
         max_position_embeddings=cfg.positive("max_position_embeddings", 1024),
         torch_dtype=_torch_dtype(cfg),
         quantization=quantization_from_config(cfg.get("quantization_config"), cfg.name),
+        hidden_act=str(cfg.get("activation_function", "gelu_new")),
     )
 
 
@@ -407,6 +409,7 @@ def _decoder(cfg: _Config, model_type: str) -> Architecture:
         max_position_embeddings=cfg.int("max_position_embeddings", 0),
         torch_dtype=_torch_dtype(cfg),
         quantization=quantization_from_config(cfg.get("quantization_config"), cfg.name),
+        hidden_act=str(cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))),
         notes=tuple(notes),
     )
 

@@ -1,0 +1,201 @@
+"""Model states per GPU: weights, gradients, fp32 master copy, optimizer states, and the
+transient communication buffers that come with sharding them.
+
+    model states = Ψ × (weights + gradients + master + optimizer) bytes        (ZeRO §3.1)
+
+Ψ is the parameters one GPU holds after tensor, pipeline and expert parallelism (the heaviest
+pipeline stage: its layers ÷ tp, plus the embedding on the first stage and the LM head on the
+last, as engine/weights.py lays them out; experts further ÷ ep). ZeRO then divides each state
+by the ranks it is sharded over (engine/sharding.py): stage ≥ 1 the master and optimizer
+states, ≥ 2 the gradients, 3 the weights (Rajbhandari et al. 2020, §5.1-5.3, Figure 1).
+Each rank holds ⌈Ψ ÷ d⌉ (DeepSpeed pads the flat buffer to a multiple of d).
+
+Transient buffers (what makes a run whose states fit go out of memory):
+  * ZeRO-3 / FSDP FULL_SHARD gathers a whole unit (a decoder layer, or the embedding / LM head)
+    before using it and prefetches the next one: 2 × the largest unit in the weight dtype
+    (FSDP's forward/backward prefetch, Zhao et al. 2023 §3.3), and holds one unit's unsharded
+    gradient until its reduce-scatter (grad dtype).
+  * FSDP SHARD_GRAD_OP likewise holds one unit's unsharded gradient.
+  * DeepSpeed ZeRO 0-2 reduce gradients through a bucket of reduce_bucket_size = 5e8 elements
+    and, for stages 1-2, all-gather updated weights through allgather_bucket_size = 5e8
+    elements (DeepSpeed config defaults), capped at the parameters held.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.params import count_params, expert_params, layer_params
+from gpuplan.engine.precision import Precision
+from gpuplan.engine.recipes import TrainingRecipe
+from gpuplan.engine.sharding import Layout
+from gpuplan.engine.weights import (
+    WeightFormat,
+    layer_bytes_per_rank,
+    stage_layers,
+    weights_per_gpu,
+)
+
+ONE_BYTE = Precision(id="count", bits=8)  # a format whose bytes are the element count
+COUNT = WeightFormat(ONE_BYTE, ONE_BYTE)
+DEEPSPEED_BUCKET_ELEMENTS = 500_000_000  # reduce_bucket_size / allgather_bucket_size defaults
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class StageParams:
+    """Parameters on the heaviest GPU after tp/pp/ep: dense, experts, and the largest unit."""
+
+    stage: int
+    layers: range
+    dense: int  # non-expert parameters on this GPU
+    experts: int  # routed-expert parameters on this GPU (already ÷ ep)
+    largest_unit: int  # parameters of the largest FSDP unit on this GPU (layer, embedding, head)
+    embedding: int
+    lm_head: int
+
+    @property
+    def total(self) -> int:
+        return self.dense + self.experts
+
+
+@lru_cache(maxsize=4096)
+def stage_params(arch: Architecture, tp: int, pp: int, ep: int = 1) -> StageParams:
+    """Ψ on the most loaded GPU: weights_per_gpu counted in parameters, experts ÷ ep."""
+    w = weights_per_gpu(arch, COUNT, tp, pp)
+    experts_per_layer = (
+        arch.moe.num_experts * expert_params(arch) if arch.moe is not None else 0
+    )
+    moe_layers = sum(1 for i in w.layers if arch.layers[i].moe)
+    experts_tp = round(moe_layers * experts_per_layer / tp)
+    dense = w.bytes - experts_tp
+    experts = _ceil_div(experts_tp, ep)
+    units = [w.embedding_bytes, w.lm_head_bytes]
+    for i in {next(j for j in w.layers if arch.layers[j].moe == kind) for kind in
+              {arch.layers[j].moe for j in w.layers}}:
+        layer = layer_bytes_per_rank(arch, i, COUNT, tp)
+        if arch.layers[i].moe and ep > 1:
+            e = round(experts_per_layer / tp)
+            layer = layer - e + _ceil_div(e, ep)
+        units.append(layer)
+    return StageParams(w.stage, w.layers, dense, experts, max(units), w.embedding_bytes,
+                       w.lm_head_bytes)
+
+
+def factored_moment_params(arch: Architecture, layers: range, tp: int) -> int:
+    """Elements of Adafactor's factored second moment on one GPU (Shazeer & Stern 2018, §3).
+
+    An n × m matrix keeps a row and a column accumulator, n + m values; vectors (norms,
+    biases) keep a full second moment. Matrices are taken per projection (q, k, v, o; gate,
+    up, down; per expert), ÷ tp; embedding and LM head count V + h each.
+    """
+    a, h = arch.attention, arch.hidden_size
+    q, kv = a.num_heads * a.head_dim, a.num_kv_heads * a.head_dim
+    attn = (h + q) + 2 * (h + kv) + (a.num_heads * a.v_head_dim + h)
+    total = 0
+    for i in layers:
+        layer = arch.layers[i]
+        c = layer_params(arch, layer)
+        total += attn + c.get("norm", 0) + c.get("bias", 0)
+        if layer.moe and arch.moe is not None:
+            m = arch.moe
+            total += m.num_experts * 3 * (h + m.expert_intermediate_size) + (h + m.num_experts)
+            if m.shared_intermediate_size:
+                total += 3 * (h + m.shared_intermediate_size)
+        elif arch.mlp is not None:
+            total += (3 if arch.mlp.gated else 2) * (h + arch.mlp.intermediate_size)
+    total += 2 * (arch.vocab_size + h)
+    return _ceil_div(total, tp)
+
+
+@dataclass(frozen=True)
+class ModelStates:
+    """Bytes per GPU of each model state, and of the buffers sharding adds."""
+
+    weights: int
+    gradients: int
+    master: int
+    optimizer: int
+    gather_buffer: int  # ZeRO-3/FSDP all-gathered units (prefetch included)
+    grad_buffer: int  # reduce bucket or one unit's unsharded gradient
+    allgather_bucket: int  # DeepSpeed ZeRO-1/2 weight all-gather bucket
+    trainable: int  # trainable parameters on this GPU (before ZeRO)
+    frozen: int  # frozen parameters on this GPU (LoRA base)
+
+    @property
+    def total(self) -> int:
+        """weights + gradients + master + optimizer: the issue's `model_states_bytes`."""
+        return self.weights + self.gradients + self.master + self.optimizer
+
+
+def model_states(
+    recipe: TrainingRecipe,
+    layout: Layout,
+    dense: int,
+    experts: int = 0,
+    largest_unit: int = 0,
+    largest_unit_bytes: int | None = None,
+    frozen_bytes: int = 0,
+    frozen_params: int = 0,
+    factored: int = 0,
+) -> ModelStates:
+    """Per-GPU model states of `dense` + `experts` trainable parameters under `layout`.
+
+    ZeRO paper, §5.1 eq. for P_os: (2 + 2)Ψ + KΨ/N_d; P_os+g: 2Ψ + (2 + K)Ψ/N_d;
+    P_os+g+p: (2 + 2 + K)Ψ/N_d. `frozen_bytes` are weights that are not trained (a LoRA base):
+    they are sharded like weights under ZeRO-3 and have no gradient or optimizer state.
+    `largest_unit` is the trainable parameters of the largest FSDP unit (its unsharded gradient),
+    `largest_unit_bytes` its stored bytes when they are not the recipe's weight dtype (a 4-bit
+    base). `factored` adds Adafactor's row/column accumulators (fp32) for recipes that factor.
+    """
+    d, de = layout.shard_degree, layout.expert_shard_degree
+
+    def held(fmt: Precision, stage: int) -> int:
+        if layout.zero >= stage:
+            return fmt.bytes_for(_ceil_div(dense, d)) + fmt.bytes_for(_ceil_div(experts, de))
+        return fmt.bytes_for(dense) + fmt.bytes_for(experts)
+
+    weights = held(recipe.weights, 3)
+    base = _ceil_div(frozen_bytes, d) if layout.zero >= 3 else frozen_bytes
+    grads = held(recipe.grads, 2)
+    master = held(recipe.master, 1) if recipe.master else 0
+    states = sum(held(s.format, 1) for s in recipe.states)
+    if recipe.factored and factored:
+        states += 4 * (_ceil_div(factored, d) if layout.zero >= 1 else factored)
+    trainable = dense + experts
+    gather = grad_buffer = allgather = 0
+    if layout.fsdp is not None or layout.zero == 3:
+        if layout.zero == 3:
+            unit = recipe.weights.bytes_for(largest_unit)
+            gather = 2 * (unit if largest_unit_bytes is None else largest_unit_bytes)
+        if layout.zero >= 2:
+            grad_buffer = recipe.grads.bytes_for(largest_unit)
+        elif trainable:
+            grad_buffer = recipe.grads.bytes_for(min(trainable, DEEPSPEED_BUCKET_ELEMENTS))
+    elif trainable:
+        grad_buffer = recipe.grads.bytes_for(min(trainable, DEEPSPEED_BUCKET_ELEMENTS))
+        if layout.zero in (1, 2) and layout.shard_degree > 1:
+            allgather = recipe.weights.bytes_for(min(trainable, DEEPSPEED_BUCKET_ELEMENTS))
+    return ModelStates(
+        weights=weights + base,
+        gradients=grads,
+        master=master,
+        optimizer=states,
+        gather_buffer=gather,
+        grad_buffer=grad_buffer,
+        allgather_bucket=allgather,
+        trainable=trainable,
+        frozen=frozen_params,
+    )
+
+
+def total_params(arch: Architecture) -> int:
+    return count_params(arch).total
+
+
+__all__ = ["ModelStates", "StageParams", "model_states", "stage_params", "stage_layers"]

@@ -1,0 +1,114 @@
+"""How a training job is laid out over GPUs, and what each kind of parallelism divides.
+
+    GPUs = dp × cp × tp × pp                      (Megatron-LM's rank grid; ep is carved out of dp)
+
+ZeRO (Rajbhandari et al. 2020, §5, Figure 1) shards over the data-parallel ranks:
+    stage 1 (P_os)      optimizer states and fp32 master ÷ dp
+    stage 2 (P_os+g)    + gradients ÷ dp
+    stage 3 (P_os+g+p)  + weights ÷ dp
+PyTorch FSDP (Zhao et al. 2023, §3.2) names the same points: FULL_SHARD = ZeRO-3,
+SHARD_GRAD_OP = ZeRO-2, NO_SHARD = ZeRO-0, HYBRID_SHARD = ZeRO-3 within a node (sharded over
+the node's data-parallel ranks, replicated across nodes), _HYBRID_SHARD_ZERO2 likewise for ZeRO-2.
+
+Megatron-LM shards its distributed optimizer over the data-parallel *and* context-parallel ranks
+(they hold the same parameters), so the sharding degree here is dp × cp. Expert parameters
+are split ep ways and then sharded over the dp × cp ÷ ep ranks that hold the same experts
+(Megatron-core's expert-data-parallel group).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import gcd
+
+from gpuplan.errors import GpuplanError
+
+FSDP_MODES = {
+    "no_shard": (0, False),
+    "shard_grad_op": (2, False),
+    "full_shard": (3, False),
+    "hybrid_shard": (3, True),
+    "hybrid_shard_zero2": (2, True),
+}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A training layout: parallel degrees, ZeRO stage, and where the sharding stops."""
+
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    sp: bool = False  # Megatron sequence parallelism (needs tp > 1 to divide anything)
+    zero: int = 0
+    fsdp: str | None = None  # an FSDP sharding strategy (sets `zero`), or None
+    hybrid: bool = False  # shard within a node only (FSDP HYBRID_SHARD)
+    gpus_per_node: int = 8
+
+    @property
+    def gpus(self) -> int:
+        return self.dp * self.cp * self.tp * self.pp
+
+    @property
+    def shard_degree(self) -> int:
+        """Ranks the ZeRO/FSDP shards are spread over: dp × cp, or only those in one node."""
+        ranks = self.dp * self.cp
+        if self.hybrid:
+            in_node = max(1, self.gpus_per_node // (self.tp * self.cp))
+            return gcd(self.dp, in_node) * self.cp
+        return ranks
+
+    @property
+    def expert_shard_degree(self) -> int:
+        """Ranks that hold the same experts and shard their states: dp × cp ÷ ep."""
+        return max(1, self.shard_degree // self.ep)
+
+    def describe(self) -> str:
+        parts = [f"dp={self.dp}", f"tp={self.tp}", f"pp={self.pp}"]
+        if self.cp > 1:
+            parts.append(f"cp={self.cp}")
+        if self.ep > 1:
+            parts.append(f"ep={self.ep}")
+        if self.sp:
+            parts.append("sp")
+        parts.append(f"FSDP {self.fsdp.upper()}" if self.fsdp else f"ZeRO-{self.zero}")
+        return " ".join(parts)
+
+
+def fsdp_layout(mode: str) -> tuple[int, bool]:
+    """(ZeRO stage, hybrid) for an FSDP sharding strategy name."""
+    key = mode.strip().lower().replace("-", "_")
+    if key not in FSDP_MODES:
+        raise GpuplanError(
+            f"unknown FSDP mode {mode!r}; use one of {', '.join(m.upper() for m in FSDP_MODES)}"
+        )
+    return FSDP_MODES[key]
+
+
+def validate_layout(
+    layout: Layout, num_heads: int, num_kv_heads: int, num_layers: int, num_experts: int
+) -> None:
+    """Reject layouts no framework can run, with a one-line reason."""
+    for name in ("dp", "tp", "pp", "cp", "ep"):
+        value = getattr(layout, name)
+        if isinstance(value, bool) or value < 1:
+            raise GpuplanError(f"{name} must be at least 1, got {value}")
+    if layout.zero not in (0, 1, 2, 3):
+        raise GpuplanError(f"ZeRO stage must be 0, 1, 2 or 3, got {layout.zero}")
+    if num_heads % layout.tp:
+        raise GpuplanError(f"tp={layout.tp} does not divide the {num_heads} attention heads")
+    if layout.pp > num_layers:
+        raise GpuplanError(f"pp={layout.pp} is larger than the {num_layers} layers")
+    if layout.ep > 1:
+        if num_experts == 0:
+            raise GpuplanError(f"ep={layout.ep} needs a mixture-of-experts model")
+        if num_experts % layout.ep:
+            raise GpuplanError(f"ep={layout.ep} does not divide the {num_experts} experts")
+        if (layout.dp * layout.cp) % layout.ep:
+            raise GpuplanError(
+                f"ep={layout.ep} must divide the data-parallel ranks dp×cp={layout.dp * layout.cp}"
+            )
+    if layout.sp and layout.tp == 1:
+        raise GpuplanError("sequence parallelism (--sp) splits activations over tp; set --tp > 1")
