@@ -9,6 +9,7 @@ import click
 
 from gpuplan.cli.catalog import gpus_command, models_command
 from gpuplan.cli.serve import serve_command
+from gpuplan.cli.train import train_command
 from gpuplan.errors import GpuplanError
 
 EXIT_USER_ERROR = 2
@@ -21,6 +22,7 @@ def cli() -> None:
 
 
 cli.add_command(serve_command)
+cli.add_command(train_command)
 cli.add_command(models_command)
 cli.add_command(gpus_command)
 

@@ -247,7 +247,7 @@ def edge_tensors(
             out.append(Saved("position ids (int64)", 8 * (spec.seq // spec.cp)))
     if spec.kernel == "eager" and spec.recompute == "full" and arch.model_type == "gpt2":
         # GPT2Block receives the additive causal mask positionally: the checkpoint saves it
-        out.append(Saved("attention mask (checkpoint input)", a * spec.micro_batch * t * spec.seq))
+        out.append(Saved("attention mask (checkpoint input)", a * spec.micro_batch * (spec.seq // spec.cp) * spec.seq))
     if not arch.learned_positions and spec.recompute != "full":
         rot = arch.attention.qk_rope_head_dim or arch.attention.head_dim
         out.append(Saved("rope cos+sin (shared by all layers)", 2 * a * (spec.seq // spec.cp) * rot))

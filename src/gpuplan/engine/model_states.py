@@ -31,12 +31,7 @@ from gpuplan.engine.params import count_params, expert_params, layer_params
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.sharding import Layout
-from gpuplan.engine.weights import (
-    WeightFormat,
-    layer_bytes_per_rank,
-    stage_layers,
-    weights_per_gpu,
-)
+from gpuplan.engine.weights import WeightFormat, layer_bytes_per_rank, stage_layers
 
 ONE_BYTE = Precision(id="count", bits=8)  # a format whose bytes are the element count
 COUNT = WeightFormat(ONE_BYTE, ONE_BYTE)
@@ -65,26 +60,42 @@ class StageParams:
 
 
 @lru_cache(maxsize=4096)
-def stage_params(arch: Architecture, tp: int, pp: int, ep: int = 1) -> StageParams:
-    """Ψ on the most loaded GPU: weights_per_gpu counted in parameters, experts ÷ ep."""
-    w = weights_per_gpu(arch, COUNT, tp, pp)
-    experts_per_layer = (
-        arch.moe.num_experts * expert_params(arch) if arch.moe is not None else 0
+def stage_param_list(arch: Architecture, tp: int, pp: int, ep: int = 1) -> tuple[StageParams, ...]:
+    """Ψ on one GPU of each pipeline stage: its layers ÷ tp (experts further ÷ ep), the token
+    embedding on the first stage, the final norm and LM head on the last (a tied embedding gets
+    a second copy there when pp > 1), laid out as engine/weights.py does for serving."""
+    counts = count_params(arch)
+    h = arch.hidden_size
+    emb = round(counts.embedding / tp)
+    head_params = 0 if arch.tie_word_embeddings else arch.vocab_size * h
+    head = round(head_params / tp) + (counts.lm_head - head_params)
+    if arch.tie_word_embeddings and pp > 1:
+        head += round(arch.vocab_size * h / tp)
+    experts_tp = (
+        round(arch.moe.num_experts * expert_params(arch) / tp) if arch.moe is not None else 0
     )
-    moe_layers = sum(1 for i in w.layers if arch.layers[i].moe)
-    experts_tp = round(moe_layers * experts_per_layer / tp)
-    dense = w.bytes - experts_tp
-    experts = _ceil_div(experts_tp, ep)
-    units = [w.embedding_bytes, w.lm_head_bytes]
-    for i in {next(j for j in w.layers if arch.layers[j].moe == kind) for kind in
-              {arch.layers[j].moe for j in w.layers}}:
-        layer = layer_bytes_per_rank(arch, i, COUNT, tp)
-        if arch.layers[i].moe and ep > 1:
-            e = round(experts_per_layer / tp)
-            layer = layer - e + _ceil_div(e, ep)
-        units.append(layer)
-    return StageParams(w.stage, w.layers, dense, experts, max(units), w.embedding_bytes,
-                       w.lm_head_bytes)
+    per_kind: dict[bool, tuple[int, int]] = {}  # moe? -> (dense part, expert part) per layer
+    for i, layer in enumerate(arch.layers):
+        if layer.moe not in per_kind:
+            total = layer_bytes_per_rank(arch, i, COUNT, tp)
+            e = experts_tp if layer.moe else 0
+            per_kind[layer.moe] = (total - e, _ceil_div(e, ep))
+    out = []
+    for s, layers in enumerate(stage_layers(arch.num_layers, pp)):
+        dense = sum(per_kind[arch.layers[i].moe][0] for i in layers)
+        experts = sum(per_kind[arch.layers[i].moe][1] for i in layers)
+        e = emb if s == 0 else 0
+        lm = head if s == pp - 1 else 0
+        kinds = {arch.layers[i].moe for i in layers}
+        unit = max([e, lm] + [sum(per_kind[k]) for k in kinds])
+        out.append(StageParams(s, layers, dense + e + lm, experts, unit, e, lm))
+    return tuple(out)
+
+
+def stage_params(arch: Architecture, tp: int, pp: int, ep: int = 1) -> StageParams:
+    """The most loaded stage's parameters (ties go to the first stage)."""
+    stages = stage_param_list(arch, tp, pp, ep)
+    return max(stages, key=lambda st: (st.total, -st.stage))
 
 
 def factored_moment_params(arch: Architecture, layers: range, tp: int) -> int:
@@ -169,7 +180,9 @@ def model_states(
         states += 4 * (_ceil_div(factored, d) if layout.zero >= 1 else factored)
     trainable = dense + experts
     gather = grad_buffer = allgather = 0
-    if layout.fsdp is not None or layout.zero == 3:
+    if layout.dp * layout.cp == 1:
+        pass  # nothing to gather or reduce on a single data-parallel rank
+    elif layout.fsdp is not None or layout.zero == 3:
         if layout.zero == 3:
             unit = recipe.weights.bytes_for(largest_unit)
             gather = 2 * (unit if largest_unit_bytes is None else largest_unit_bytes)

@@ -1,0 +1,147 @@
+"""`gpuplan train`: the training bill per GPU, the host bill, and what a step costs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from gpuplan.cli.options import gpus_option, units_option
+from gpuplan.cli.render import bill_table, console, memory_bar, print_json
+from gpuplan.units import format_bytes, format_count
+
+
+@click.command("train")
+@click.argument("model")
+@click.option("--gpu", default="h100", show_default=True, help="GPU name or alias (see `gpuplan gpus`).")
+@gpus_option
+@click.option("--zero", type=int, default=None, help="ZeRO stage 0-3 (DeepSpeed). [default: searched]")
+@click.option(
+    "--fsdp",
+    default=None,
+    help="FSDP sharding strategy: full_shard (=ZeRO-3), shard_grad_op (=ZeRO-2), hybrid_shard, no_shard.",
+)
+@click.option("--tp", type=int, help="Tensor-parallel degree.")
+@click.option("--pp", type=int, help="Pipeline-parallel degree.")
+@click.option("--sp", is_flag=True, help="Sequence parallelism (splits norm/residual activations over tp).")
+@click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel degree.")
+@click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel degree (MoE).")
+@click.option("--recipe", default="adamw-bf16", show_default=True, help="Training recipe (see `gpuplan recipes`).")
+@click.option("--seq", type=int, default=4096, show_default=True, help="Sequence length.")
+@click.option("--micro-batch", type=int, default=1, show_default=True, help="Sequences per micro-batch per GPU.")
+@click.option("--grad-accum", type=int, default=None, help="Micro-batches per step. [default: pp]")
+@click.option(
+    "--checkpointing",
+    type=click.Choice(["none", "selective", "full"]),
+    default="none",
+    show_default=True,
+    help="Activation checkpointing (recompute).",
+)
+@click.option(
+    "--attention",
+    type=click.Choice(["flash", "sdpa", "eager"]),
+    default="flash",
+    show_default=True,
+    help="Attention kernel: flash/sdpa store no s² scores; eager does.",
+)
+@click.option("--lora-rank", type=int, default=None, help="Train LoRA adapters of this rank on a frozen base.")
+@click.option("--lora-targets", default=None, help="Comma-separated modules, or all-linear. [default: q,k,v,o]")
+@click.option("--qlora", is_flag=True, help="QLoRA: NF4 base with double quantisation (rank 64 unless given).")
+@click.option("--offload", type=click.Choice(["optimizer", "params"]), default=None, help="CPU offload.")
+@click.option("--offload-activations", is_flag=True, help="Offload saved activations to CPU.")
+@click.option("--capacity-factor", type=float, default=1.0, show_default=True, help="MoE expert capacity factor.")
+@click.option("--headroom", type=float, default=0.9, show_default=True, help="Fraction of GPU memory the plan may use.")
+@click.option("--gpu-memory", default=None, help="Override the GPU's memory, e.g. 80GB.")
+@click.option("--mfu", type=float, default=0.4, show_default=True, help="Utilisation of peak bf16 FLOP/s.")
+@click.option("--network", default=None, help="Inter-node bandwidth per GPU per direction [default: 50GB (/s)].")
+@units_option
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON schema of docs/json.md.")
+@click.option("--explain", is_flag=True, help="Show each line's arithmetic with the numbers substituted.")
+def train_command(model: str, gpus: str | None, as_json: bool, explain: bool, units: str, **kw: Any) -> None:
+    """Will training MODEL fit, on how many GPUs, and how fast?
+
+    MODEL is a catalog name (llama-3.1-8b), a Hugging Face id in the catalog, or a path to a
+    config.json or to a model directory holding one.
+    """
+    from gpuplan.api import train
+
+    network = kw.pop("network")
+    plan = train(
+        model,
+        kw.pop("gpu"),
+        gpus=_gpus(gpus),
+        network_bandwidth=network,
+        **kw,
+    )
+    data = plan.to_dict(units)
+    if as_json:
+        print_json(data)
+        return
+    render_training(data, units, explain)
+
+
+def _gpus(value: str | None) -> int | str | None:
+    if value is None or value == "auto":
+        return value
+    if value.isdigit():
+        return int(value)
+    raise click.BadParameter(f"--gpus takes a number or 'auto', got {value!r}")
+
+
+def render_training(data: dict[str, Any], units: str, explain: bool) -> None:
+    out = console()
+    gpu, m, lo = data["gpu"], data["model"], data["layout"]
+    lora = data["lora"]
+    what = (
+        f"{'QLoRA' if lora['qlora'] else 'LoRA'} r={lora['rank']} ({format_count(data['params_trainable'])} trainable)"
+        if lora
+        else "full training"
+    )
+    out.print(
+        f"[bold]{m['id']}[/bold]  {format_count(data['params_total'])} params · {what}"
+        f" · {data['recipe']['describe']}"
+    )
+    out.print(
+        f"{data['gpus']} × {gpu['name']} ({format_bytes(gpu['memory_bytes'], units)}, {gpu['memory_basis']})"
+        f"  {lo['describe']}  seq {data['seq']:,} × micro-batch {data['micro_batch']}"
+        f" × {data['grad_accum']} micro-batches · checkpointing {data['checkpointing']}"
+        f" · {data['attention_kernel']} attention"
+    )
+    items = data["per_gpu"]["items"]
+    out.print(memory_bar(items, gpu["memory_bytes"], data["budget_bytes"]))
+    out.print(bill_table(items, data["per_gpu_total_bytes"], data["budget_bytes"], units, explain))
+    verdict = "[bold green]fits[/bold green]" if data["fits"] else "[bold red]does not fit[/bold red]"
+    pct = data["per_gpu_total_bytes"] / gpu["memory_bytes"]
+    out.print(
+        f"{verdict}: {format_bytes(data['per_gpu_total_bytes'], units)} of"
+        f" {format_bytes(gpu['memory_bytes'], units)} per GPU ({pct:.0%}; headroom line at"
+        f" {data['headroom']:.0%}); model states {format_bytes(data['model_states_bytes'], units)},"
+        f" activations {format_bytes(data['activations_bytes'], units)}"
+    )
+    host = data["host"]
+    if host["items"]:
+        out.print(
+            f"Host memory (offload): {format_bytes(host['per_gpu_bytes'], units)} per GPU,"
+            f" {format_bytes(host['per_node_bytes'], units)} per node"
+        )
+        out.print(bill_table(host["items"], host["per_gpu_bytes"], host["per_gpu_bytes"], units, explain))
+    comm = data["comm_bytes_by_kind"]
+    parts = ", ".join(f"{k} {format_bytes(v, units)}" for k, v in comm.items() if v)
+    out.print(
+        f"Step: {data['step_flops'] / 1e15:,.1f} PFLOP over {data['tokens_per_step']:,} tokens;"
+        f" communication per GPU {format_bytes(data['comm_bytes_per_step'], units)}"
+        + (f" ({parts})" if parts else "")
+    )
+    if data["tokens_per_second"]:
+        out.print(
+            f"Estimated step {data['step_time_s']:.2f} s (compute {data['compute_time_s']:.2f} s at"
+            f" {data['mfu']:.0%} utilisation, exposed communication {data['exposed_comm_time_s']:.2f} s)"
+            f" → {data['tokens_per_second']:,.0f} tokens/s"
+        )
+    rejected = [a for a in data["search"] if not a["fits"]]
+    if rejected:
+        out.print(f"Why {data['gpus']} and not fewer:")
+        for a in rejected:
+            out.print(f"  {a['gpus']} GPU{'s' if a['gpus'] > 1 else ''}: {a['reason']}")
+    for note in data["notes"]:
+        out.print(f"[dim]note: {note}[/dim]")

@@ -1,0 +1,157 @@
+"""What each training choice costs: FLOPs per step, bytes communicated per GPU, step time.
+
+FLOPs (Kaplan et al. 2020 §2.1; Chinchilla's C ≈ 6ND; PaLM, Chowdhery et al. 2022, App. B):
+    forward 2N + backward 4N per token, plus attention 12·L·n_heads·d_head·s per token,
+    so a step of D tokens is 6·N·D + 12·L·H·Q·s·D. Full recompute re-runs the forward:
+    8·N·D (the lesson's "a third more compute"); selective recompute re-runs only the attention
+    core (+ 4·L·H·Q·s·D). With a frozen base (LoRA) the backward skips the weight gradients:
+    4·N·D (Hu et al. 2021 §4.2 notes the saving). N counts the active parameters that do matmuls
+    (the input embedding lookup is excluded, a tied LM head is kept).
+
+Communication, bytes sent per GPU per step, ring collectives (an all-reduce of M bytes over d
+ranks sends 2·(d − 1)/d·M; all-gather and reduce-scatter (d − 1)/d·M each):
+    data parallel / ZeRO-1/2    2Ψ (reduce-scatter + all-gather = all-reduce)    ZeRO §7
+    ZeRO-3 / FSDP FULL_SHARD    3Ψ = 1.5× (all-gather in forward and backward + reduce-scatter),
+                                per micro-batch
+    tensor parallel             4 all-reduces of b·s·h per layer per micro-batch (2 forward,
+                                2 backward; 6 with full recompute), Shoeybi et al. 2019 §3;
+                                the same volume as SP's all-gathers + reduce-scatters
+    pipeline parallel           one activation forward and one gradient back per micro-batch
+    context parallel            K and V passed around the ring: (cp − 1) chunks forward, twice
+                                that backward, per layer (Liu et al. 2023, Ring Attention)
+    expert parallel             all-to-all dispatch + combine, forward and backward: 4·T·k·h
+                                per MoE layer per micro-batch (Lepikhin et al. 2020, GShard)
+
+Step time: compute = FLOPs per GPU ÷ (peak bf16 × utilisation) × (1 + (pp − 1)/m) for the 1F1B
+pipeline bubble (Narayanan et al. 2021 §2.2). Data-parallel traffic overlaps with compute (DDP/FSDP
+buckets) and only the excess is exposed; TP, CP, EP and PP traffic is on the critical path.
+The utilisation is applied to the FLOPs actually executed, so recompute costs time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuplan.engine.architecture import Architecture
+
+DEFAULT_MFU = 0.4
+DEFAULT_NETWORK_BYTES_PER_S = 50e9  # 400 Gb/s InfiniBand NDR per GPU, one direction
+
+
+def _ring(d: int) -> float:
+    return (d - 1) / d if d > 1 else 0.0
+
+
+@dataclass(frozen=True)
+class StepFlops:
+    model: float  # 6ND + attention: what MFU is measured against
+    executed: float  # with recompute (and a frozen base's skipped weight gradients)
+
+
+def step_flops(
+    arch: Architecture,
+    flop_params: int,
+    tokens: int,
+    seq: int,
+    recompute: str = "none",
+    frozen_base: bool = False,
+) -> StepFlops:
+    """FLOPs of one optimizer step over `tokens` tokens (all GPUs together)."""
+    a = arch.attention
+    attn = 12 * arch.num_layers * a.num_heads * a.head_dim * seq * tokens
+    model = 6 * flop_params * tokens + attn
+    dense_factor = 4 if frozen_base else 6
+    executed = dense_factor * flop_params * tokens + attn
+    if recompute == "full":
+        executed += 2 * flop_params * tokens + attn / 3
+    elif recompute == "selective":
+        executed += attn / 3
+    return StepFlops(float(model), float(executed))
+
+
+@dataclass(frozen=True)
+class CommBytes:
+    """Bytes one GPU sends per step, by kind of parallelism."""
+
+    dp: float = 0.0
+    tp: float = 0.0
+    pp: float = 0.0
+    cp: float = 0.0
+    ep: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.dp + self.tp + self.pp + self.cp + self.ep
+
+    def to_dict(self) -> dict[str, int]:
+        return {k: round(getattr(self, k)) for k in ("dp", "tp", "pp", "cp", "ep")}
+
+
+def dp_comm_bytes(
+    trainable: int,
+    weight_bytes: float,
+    grad_bytes: float,
+    zero: int,
+    shard: int,
+    replicas: int = 1,
+    micro_batches: int = 1,
+) -> float:
+    """Data-parallel bytes per GPU per step for Ψ = `trainable` parameters on this GPU.
+
+    ZeRO 0-2: 2Ψ of gradients (one all-reduce, or reduce-scatter + all-gather) over the shard
+    ranks. ZeRO-3: 3Ψ per micro-batch (two weight all-gathers and one gradient reduce-scatter).
+    Hybrid sharding adds an all-reduce of each shard across the `replicas` node groups.
+    """
+    if zero == 3:
+        sharded = micro_batches * (2 * weight_bytes + grad_bytes) * trainable * _ring(shard)
+    else:
+        sharded = 2 * grad_bytes * trainable * _ring(shard)
+    cross = 2 * grad_bytes * trainable / max(1, shard) * _ring(replicas)
+    return sharded + cross
+
+
+@dataclass(frozen=True)
+class StepTime:
+    compute_s: float
+    comm_s: float
+    exposed_comm_s: float
+    bubble: float
+    step_s: float
+    tokens_per_second: float
+    mfu: float
+    peak_flops: float
+
+
+def step_time(
+    flops: StepFlops,
+    gpus: int,
+    tokens: int,
+    peak_flops: float,
+    mfu: float,
+    comm: CommBytes,
+    intra_bytes_per_s: float,
+    network_bytes_per_s: float,
+    dp_spans_nodes: bool,
+    pp_spans_nodes: bool,
+    pp: int,
+    micro_batches: int,
+) -> StepTime:
+    """Step time and throughput at utilisation `mfu` of `peak_flops` per GPU."""
+    bubble = (pp - 1) / micro_batches if pp > 1 else 0.0
+    compute = flops.executed / gpus / (peak_flops * mfu) * (1 + bubble)
+    dp_bw = network_bytes_per_s if dp_spans_nodes else intra_bytes_per_s
+    pp_bw = network_bytes_per_s if pp_spans_nodes else intra_bytes_per_s
+    dp_s = comm.dp / dp_bw
+    critical = (comm.tp + comm.cp + comm.ep) / intra_bytes_per_s + comm.pp / pp_bw
+    exposed = max(0.0, dp_s - compute) + critical
+    step = compute + exposed
+    return StepTime(
+        compute_s=compute,
+        comm_s=dp_s + critical,
+        exposed_comm_s=exposed,
+        bubble=bubble,
+        step_s=step,
+        tokens_per_second=tokens / step if step > 0 else 0.0,
+        mfu=mfu,
+        peak_flops=peak_flops,
+    )

@@ -1,0 +1,126 @@
+"""LoRA and QLoRA: trainable low-rank adapters on a frozen base.
+
+    adapter params per adapted linear = r × (in + out)       (Hu et al. 2021, §4.1: W + B·A,
+                                                               A ∈ ℝ^{r×in}, B ∈ ℝ^{out×r})
+
+Only the adapters are trained, so only they carry gradients, a master copy and optimizer states
+(the recipe's bytes per parameter); the base keeps its weights alone, in bf16 for LoRA or in
+4-bit NF4 with double-quantised scales for QLoRA (Dettmers et al. 2023, §3: 4 + 8/64 + 32/(64·256)
+bits per packed weight; embeddings, norms and the LM head stay 16-bit, as bitsandbytes leaves
+them). Module names are those PEFT's `target_modules` matches in `transformers`' models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuplan.engine.architecture import Architecture, LayerSpec
+from gpuplan.errors import GpuplanError
+
+ALL_LINEAR = "all-linear"
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    """Rank, target modules and how the frozen base is stored."""
+
+    rank: int
+    targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    quantized: bool = False  # QLoRA: NF4 base with double quantisation
+
+
+def linear_shapes(arch: Architecture, layer: LayerSpec) -> dict[str, list[tuple[int, int]]]:
+    """(in, out) of each linear module of one layer, by the name PEFT targets.
+
+    Routed experts list one entry per expert (PEFT's target_parameters on fused experts).
+    """
+    a, h = arch.attention, arch.hidden_size
+    out: dict[str, list[tuple[int, int]]] = {}
+    if arch.model_type == "gpt2":
+        inner = arch.mlp.intermediate_size if arch.mlp else 4 * h
+        out["c_attn"] = [(h, 3 * h)]
+        out["c_proj"] = [(h, h), (inner, h)]  # attn.c_proj and mlp.c_proj share the name
+        out["c_fc"] = [(h, inner)]
+        return out
+    if a.is_mla:
+        assert a.kv_lora_rank is not None
+        q_out = a.num_heads * a.head_dim
+        if a.q_lora_rank:
+            out["q_a_proj"] = [(h, a.q_lora_rank)]
+            out["q_b_proj"] = [(a.q_lora_rank, q_out)]
+        else:
+            out["q_proj"] = [(h, q_out)]
+        out["kv_a_proj_with_mqa"] = [(h, a.kv_lora_rank + a.qk_rope_head_dim)]
+        out["kv_b_proj"] = [(a.kv_lora_rank, a.num_heads * (a.qk_nope_head_dim + a.v_head_dim))]
+    else:
+        out["q_proj"] = [(h, a.num_heads * a.head_dim)]
+        out["k_proj"] = [(h, a.num_kv_heads * a.head_dim)]
+        out["v_proj"] = [(h, a.num_kv_heads * a.v_head_dim)]
+    out["o_proj"] = [(a.num_heads * a.v_head_dim, h)]
+    if layer.moe and arch.moe is not None:
+        m = arch.moe
+        i = m.expert_intermediate_size
+        out["gate_proj"] = [(h, i)] * m.num_experts
+        out["up_proj"] = [(h, i)] * m.num_experts
+        out["down_proj"] = [(i, h)] * m.num_experts
+        if m.shared_intermediate_size:
+            s = m.shared_intermediate_size
+            out["gate_proj"] = out["gate_proj"] + [(h, s)]
+            out["up_proj"] = out["up_proj"] + [(h, s)]
+            out["down_proj"] = out["down_proj"] + [(s, h)]
+    elif arch.mlp is not None:
+        i = arch.mlp.intermediate_size
+        out["gate_proj"] = [(h, i)]
+        out["up_proj"] = [(h, i)]
+        out["down_proj"] = [(i, h)]
+    return out
+
+
+def module_names(arch: Architecture) -> list[str]:
+    names: dict[str, None] = {}
+    for layer in {*arch.layers}:
+        names.update(dict.fromkeys(linear_shapes(arch, layer)))
+    return list(names)
+
+
+def resolve_targets(arch: Architecture, targets: tuple[str, ...]) -> tuple[str, ...]:
+    """Expand 'all-linear' and reject names the model does not have."""
+    known = module_names(arch)
+    if ALL_LINEAR in targets:
+        return tuple(known)
+    missing = [t for t in targets if t not in known]
+    if missing:
+        raise GpuplanError(
+            f"LoRA target {', '.join(repr(m) for m in missing)} is not a linear module of"
+            f" {arch.name}; it has {', '.join(known)} (or use all-linear)"
+        )
+    return targets
+
+
+def lora_layer_params(arch: Architecture, layer: LayerSpec, spec: LoraSpec) -> int:
+    """Adapter parameters in one layer: Σ over adapted modules of r × (in + out)."""
+    shapes = linear_shapes(arch, layer)
+    return sum(
+        spec.rank * (i + o) for name in spec.targets for (i, o) in shapes.get(name, [])
+    )
+
+
+def lora_modules_per_layer(arch: Architecture, spec: LoraSpec) -> int:
+    """Adapted linear modules per (first) layer: each saves a T × r lora_A output."""
+    shapes = linear_shapes(arch, arch.layers[0])
+    return sum(len(shapes.get(name, [])) for name in spec.targets)
+
+
+def lora_params(arch: Architecture, spec: LoraSpec, layers: range | None = None) -> int:
+    """Adapter parameters over `layers` (all layers by default)."""
+    if spec.rank < 1:
+        raise GpuplanError(f"LoRA rank must be at least 1, got {spec.rank}")
+    chosen = range(arch.num_layers) if layers is None else layers
+    per_kind: dict[LayerSpec, int] = {}
+    total = 0
+    for i in chosen:
+        layer = arch.layers[i]
+        if layer not in per_kind:
+            per_kind[layer] = lora_layer_params(arch, layer, spec)
+        total += per_kind[layer]
+    return total

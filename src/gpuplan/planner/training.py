@@ -1,0 +1,113 @@
+"""Fewest GPUs for training, and the layout that achieves it.
+
+The lesson's lower bound first: fewest GPUs ≥ ⌈model states of the whole model ÷ usable memory
+per GPU⌉ (usable = headroom × memory): no layout can beat dividing the bytes perfectly. From there
+GPU counts go up one by one; for each, layouts are tried from the least communication to the most
+(ZeRO stage 0 → 3 unless fixed, then tensor parallelism within a node, then pipeline stages), and
+the first whose heaviest GPU fits wins. Every smaller count gets its reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from gpuplan.engine.training import TrainingBill, TrainingSetup, training_bill
+from gpuplan.errors import GpuplanError
+from gpuplan.units import format_bytes
+
+MAX_GPUS = 4096
+
+
+@dataclass(frozen=True)
+class TrainAttempt:
+    """One GPU count the search looked at, and why it was or was not the answer."""
+
+    gpus: int
+    layout: str | None
+    fits: bool
+    reason: str
+    per_gpu_total_bytes: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "gpus": self.gpus,
+            "layout": self.layout,
+            "fits": self.fits,
+            "reason": self.reason,
+            "per_gpu_total_bytes": self.per_gpu_total_bytes,
+        }
+
+
+def lower_bound(setup: TrainingSetup) -> int:
+    """⌈total model-state bytes ÷ (headroom × memory per GPU)⌉: the lesson's fewest GPUs."""
+    one = training_bill(replace(setup, layout=replace(setup.layout, dp=1, tp=1, pp=1, cp=1, ep=1, sp=False, zero=0)))
+    total = one.model_states_bytes
+    budget = int(setup.gpu.memory_bytes * setup.headroom)
+    return max(1, -(-total // budget))
+
+
+def _layouts(setup: TrainingSetup, n: int, fixed: set[str]) -> Iterator[TrainingSetup]:
+    lo, arch = setup.layout, setup.arch
+    node = setup.gpu.gpus_per_node
+    zeros = [lo.zero] if "zero" in fixed else [0, 1, 2, 3]
+    tps = [lo.tp] if "tp" in fixed else [
+        t for t in range(1, node + 1) if arch.attention.num_heads % t == 0 and n % t == 0
+    ]
+    for zero in zeros:
+        for tp in tps:
+            pps = [lo.pp] if "pp" in fixed else [
+                p for p in range(1, arch.num_layers + 1) if (n // tp) % p == 0
+            ]
+            for pp in pps:
+                rest = n // (tp * pp * lo.cp) if n % (tp * pp * lo.cp) == 0 else 0
+                if rest < 1 or (lo.ep > 1 and (rest * lo.cp) % lo.ep):
+                    continue
+                yield replace(setup, layout=replace(lo, zero=zero, tp=tp, pp=pp, dp=rest))
+
+
+def fewest_gpus(
+    setup: TrainingSetup, fixed: frozenset[str] = frozenset(), max_gpus: int = MAX_GPUS
+) -> tuple[TrainingBill, list[TrainAttempt]]:
+    """Search GPU counts from the lower bound up for the first layout whose bill fits."""
+    start = lower_bound(setup)
+    attempts: list[TrainAttempt] = []
+    if start > 1:
+        attempts.append(
+            TrainAttempt(
+                start - 1,
+                None,
+                False,
+                f"below the lower bound: the model states alone need ≥ {start} GPUs"
+                f" at {setup.headroom:.0%} of {format_bytes(setup.gpu.memory_bytes)}",
+            )
+        )
+    for n in range(start, max_gpus + 1):
+        best: TrainingBill | None = None
+        for candidate in _layouts(setup, n, set(fixed)):
+            try:
+                bill = training_bill(candidate)
+            except GpuplanError:
+                continue
+            if bill.fits:
+                attempts.append(
+                    TrainAttempt(n, candidate.layout.describe(), True, "fits", bill.per_gpu_total_bytes)
+                )
+                return bill, attempts
+            if best is None or bill.per_gpu_total_bytes < best.per_gpu_total_bytes:
+                best = bill
+        if best is None:
+            continue
+        attempts.append(
+            TrainAttempt(
+                n,
+                best.setup.layout.describe(),
+                False,
+                f"best layout needs {format_bytes(best.per_gpu_total_bytes)} per GPU >"
+                f" {format_bytes(best.budget_bytes)} budget",
+                best.per_gpu_total_bytes,
+            )
+        )
+    raise GpuplanError(
+        f"{setup.arch.name} does not fit for training on up to {max_gpus} × {setup.gpu.name}"
+    )
