@@ -65,8 +65,7 @@ def kv_cache_bytes_per_sequence(
 ) -> int:
     """Bytes of KV cache for one sequence of `context` tokens, sliding layers capped at their window."""
     per_layer_token = kv.bytes_for(kv_elements_per_token_per_layer(arch, layout))
-    tokens = sum(min(context, layer.sliding_window or context) for layer in arch.layers)
-    return per_layer_token * tokens
+    return per_layer_token * _capped_tokens(arch, context)
 
 
 def kv_cache_bytes_per_sequence_per_gpu(
@@ -75,5 +74,12 @@ def kv_cache_bytes_per_sequence_per_gpu(
     """KV bytes one GPU holds for one sequence: its stage's layers, its share of the KV heads."""
     per_layer_token = kv.bytes_for(kv_elements_per_token_per_layer(arch))
     layers = stage_layers(arch.num_layers, pp)[stage]
-    tokens = sum(min(context, arch.layers[i].sliding_window or context) for i in layers)
+    tokens = _capped_tokens(arch, context, layers)
     return round(per_layer_token * tokens * kv_fraction_per_rank(arch, tp))
+
+
+def _capped_tokens(arch: Architecture, context: int, layers: range | None = None) -> int:
+    """Σ over layers of the tokens each caches: context, or its window if smaller."""
+    return sum(
+        count * min(context, window or context) for window, count in arch.window_counts(layers)
+    )
