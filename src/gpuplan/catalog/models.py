@@ -110,7 +110,9 @@ def resolve_model(model: str) -> tuple[dict[str, Any], str, ModelEntry | None]:
         raise GpuplanError(f"{model}: no such file or directory")
     error = did_you_mean("model", model, names)
     if model.count("/") == 1:  # a Hugging Face id we do not ship
-        raise GpuplanError(f"{error}; for a model outside the catalog pass the path to its config.json")
+        raise GpuplanError(
+            f"{error}; for a model outside the catalog pass the path to its config.json"
+        )
     raise error
 
 
