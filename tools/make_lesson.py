@@ -309,5 +309,7 @@ for n, step in enumerate(STEPS, 1):
     out.append(step)
 assert len(out) == 23, len(out)
 path = Path(__file__).resolve().parent.parent / "src/gpuplan/web/static/lesson.json"
-path.write_text(json.dumps({"title": "GPU memory math", "parts": PARTS, "steps": out}, indent=1) + "\n")
+path.write_text(
+    json.dumps({"title": "GPU memory math", "parts": PARTS, "steps": out}, indent=1) + "\n"
+)
 print(f"wrote {len(out)} steps to {path}")

@@ -176,7 +176,9 @@ def _model_arg(req: _Request) -> Any:
         return load_architecture(config, name)
     except GpuplanError as err:
         text = str(err)
-        raise ConfigError(text if text.startswith("config.json") else f"config.json: {text}") from None
+        raise ConfigError(
+            text if text.startswith("config.json") else f"config.json: {text}"
+        ) from None
     except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as err:
         detail = f"missing field {err}" if isinstance(err, KeyError) else str(err)
         raise ConfigError(f"config.json is not a model configuration this tool reads ({detail})")
@@ -290,7 +292,9 @@ def run_sweep(req: SweepRequest) -> dict[str, Any]:
     if req.vary not in allowed:
         raise GpuplanError(f"a {req.mode} sweep varies one of {', '.join(allowed)}, not {req.vary}")
     base_model = ServeRequest if req.mode == "serve" else TrainRequest
-    base = base_model.model_validate({**req.base, "fixes": False} if req.mode == "serve" else req.base)
+    base = base_model.model_validate(
+        {**req.base, "fixes": False} if req.mode == "serve" else req.base
+    )
     points = []
     for value in req.values:
         change: dict[str, Any] = {req.vary: value}
@@ -417,7 +421,9 @@ class BodyLimit:
 
     async def _refuse(self, send: Any) -> None:
         body = json.dumps(
-            {"detail": f"request body larger than {self.limit // 1024} KiB; a config.json is a few KB"}
+            {
+                "detail": f"request body larger than {self.limit // 1024} KiB; a config.json is a few KB"
+            }
         ).encode()
         await send(
             {
@@ -468,7 +474,11 @@ def create_app() -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, err: RequestValidationError) -> JSONResponse:
         errors = [
-            {"loc": [str(p) for p in e.get("loc", ())], "msg": e.get("msg", ""), "type": e.get("type")}
+            {
+                "loc": [str(p) for p in e.get("loc", ())],
+                "msg": e.get("msg", ""),
+                "type": e.get("type"),
+            }
             for e in err.errors()
         ]
         first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
@@ -502,7 +512,9 @@ def create_app() -> FastAPI:
     def train_endpoint(body: TrainRequest) -> dict[str, Any]:
         return run_train(body)
 
-    @app.post("/api/sweep", tags=["engine"], summary="Vary one input; the engine's totals per point")
+    @app.post(
+        "/api/sweep", tags=["engine"], summary="Vary one input; the engine's totals per point"
+    )
     def sweep_endpoint(body: SweepRequest) -> dict[str, Any]:
         return run_sweep(body)
 

@@ -78,7 +78,9 @@ function roundSlider(value) {
   return n >= 1024 ? Math.round(n / 256) * 256 : Math.max(1, Math.round(n));
 }
 
+let inputAt = null;
 form.addEventListener("input", (event) => {
+  inputAt = performance.now();
   const id = event.target.id;
   if (id === "c-context-range") form.elements.context.value = roundSlider(event.target.value);
   if (id === "c-users-range") form.elements.users.value = roundSlider(event.target.value);
@@ -257,6 +259,10 @@ function render(data) {
     notes.append(li);
   }
   document.body.dataset.rendered = String(++renders);
+  if (inputAt !== null) {
+    document.body.dataset.latency = String(Math.round(performance.now() - inputAt));
+    inputAt = null;
+  }
   if (!window.gpuplanFirstRender) window.gpuplanFirstRender = performance.now();
 }
 
@@ -311,7 +317,7 @@ function updateUrl() {
   const url = `#/${path}${q ? `?${q}` : ""}`;
   if (location.hash !== url) history.replaceState(null, "", url);
   const share = new URL(location.href);
-  share.hash = `#/playground${q ? `?${q}` : ""}`;
+  share.hash = `/playground${q ? `?${q}` : ""}`;
   $("#share-url").value = share.toString();
 }
 

@@ -111,6 +111,7 @@ export class Lesson {
     }
     const n = this.progress.visited.length;
     $("#step-progress").textContent = `${n} of ${this.steps.length} steps visited · progress is kept in this browser`;
+    $("#toc-summary").textContent = `All ${this.steps.length} steps (${n} visited)`;
   }
 
   go(id) {

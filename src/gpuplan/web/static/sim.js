@@ -34,7 +34,7 @@ export function drawServer(svg, data) {
   const columns = Math.max(server, planned);
   const drawn = Math.min(columns, MAX_DRAWN);
 
-  const W = 800, top = 46, bottom = 34, H = 360, plotH = H - top - bottom, left = 64;
+  const W = 800, top = 40, bottom = 30, H = 330, plotH = H - top - bottom, left = 84;
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   const gap = drawn > 8 ? 6 : 12;
   const colW = Math.min(110, (W - left - 8 - gap * (drawn - 1)) / drawn);
