@@ -113,27 +113,32 @@ def kv_row(pg) -> str:  # type: ignore[no-untyped-def]
     return pg.inner_text("#bill tr[data-key='kv_cache'] td.num")
 
 
+def _load_clean(browser, base_url: str, name: str, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    pg = context.new_page()
+    requests: list[str] = []
+    errors: list[str] = []
+    pg.on("request", lambda r: requests.append(r.url))
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.goto(base_url + "/#/playground")
+    pg.wait_for_selector("body[data-rendered]", timeout=15_000)
+    pg.wait_for_selector("#gpus rect.block")
+    assert "Fits" in pg.inner_text("#verdict")
+    outside = [u for u in requests if not u.startswith(base_url) and not u.startswith("data:")]
+    assert not outside, outside
+    assert not errors, errors
+    width = pg.evaluate("document.documentElement.scrollWidth")
+    assert width <= size[0] + 1, f"horizontal scroll at {size}: {width}"
+    ARTIFACTS.mkdir(exist_ok=True)
+    pg.screenshot(path=str(ARTIFACTS / f"playground-{name}.png"), full_page=True)
+    context.close()
+
+
 def test_page_loads_with_no_external_requests(browser, base_url) -> None:  # type: ignore[no-untyped-def]
-    for name, size in (("desktop", (1280, 800)), ("phone", (390, 844))):
-        context = browser.new_context(viewport={"width": size[0], "height": size[1]})
-        pg = context.new_page()
-        requests: list[str] = []
-        errors: list[str] = []
-        pg.on("request", lambda r: requests.append(r.url))
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        pg.goto(base_url + "/#/playground")
-        pg.wait_for_selector("body[data-rendered]", timeout=15_000)
-        pg.wait_for_selector("#gpus rect.block")
-        assert "Fits" in pg.inner_text("#verdict")
-        outside = [u for u in requests if not u.startswith(base_url) and not u.startswith("data:")]
-        assert not outside, outside
-        assert not errors, errors
-        width = pg.evaluate("document.documentElement.scrollWidth")
-        assert width <= size[0] + 1, f"horizontal scroll at {size}: {width}"
-        ARTIFACTS.mkdir(exist_ok=True)
-        pg.screenshot(path=str(ARTIFACTS / f"playground-{name}.png"), full_page=True)
-        context.close()
+    """With the real Content-Security-Policy: at 1280×800 and at phone width."""
+    _load_clean(browser, base_url, "desktop", (1280, 800))
+    _load_clean(browser, base_url, "phone", (390, 844))
 
 
 def test_lesson_first_steps(page) -> None:  # type: ignore[no-untyped-def]

@@ -181,7 +181,9 @@ def _model_arg(req: _Request) -> Any:
         ) from None
     except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as err:
         detail = f"missing field {err}" if isinstance(err, KeyError) else str(err)
-        raise ConfigError(f"config.json is not a model configuration this tool reads ({detail})")
+        raise ConfigError(
+            f"config.json is not a model configuration this tool reads ({detail})"
+        ) from None
 
 
 SERVE_KWARGS = (

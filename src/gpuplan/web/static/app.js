@@ -219,7 +219,7 @@ function render(data) {
   if (data.mode === "serve") {
     add("KV cache per token", `${count(data.kv_bytes_per_token)} bytes`, "kv-per-token");
     add("KV capacity", `${count(data.kv_capacity_tokens)} tokens = ${count(data.max_concurrent_sequences)} concurrent sequences of ${count(data.context)}`, "kv-capacity");
-    if (data.view?.replicas > 1) add("Server", `${data.view.server_gpus} GPUs hold ${data.view.replicas} copies of this ${data.gpus}-GPU plan`);
+    if (data.fits && data.view?.replicas > 1) add("Server", `${data.view.server_gpus} GPUs hold ${data.view.replicas} copies of this ${data.gpus}-GPU plan`);
   }
 
   const fixes = $("#fixes");

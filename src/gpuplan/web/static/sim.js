@@ -52,7 +52,7 @@ export function drawServer(svg, data) {
   for (let i = 0; i < drawn; i++) {
     const inPlan = i < planned;
     const outside = i >= server;
-    const replica = !inPlan && view.replicas > 1 && i < view.replicas * planned;
+    const replica = !inPlan && data.fits && view.replicas > 1 && i < view.replicas * planned;
     const g = el("g", { class: `gpu${inPlan ? "" : replica ? " replica" : " idle"}${outside ? " outside" : ""}`, "data-gpu": i });
     g.append(el("rect", { x: x(i), y: y(memory), width: colW, height: y(0) - y(memory), class: "gpu-box", rx: 3 }));
     if (inPlan || replica) {
