@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-H100 = {"gpu": "h100", "gpu_memory": "80GB", "server_gpus": 8}
+H100 = {"gpu": "h100-sxm", "gpu_memory": "80GB", "server_gpus": 8}
 
 
 def serve(**kw):

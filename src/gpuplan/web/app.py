@@ -167,7 +167,7 @@ def _model_arg(req: _Request) -> Any:
         name = f"{key} (modified)"
     else:
         config, name = dict(req.config or {}), None
-    config.update(req.overrides or {})
+    config.update({str(k): v for k, v in (req.overrides or {}).items()})
     if _depth(config) > MAX_CONFIG_DEPTH:
         raise ConfigError(f"config.json is nested deeper than {MAX_CONFIG_DEPTH} levels")
     from gpuplan.catalog import load_architecture
@@ -247,7 +247,11 @@ def run_train(req: TrainRequest) -> dict[str, Any]:
     accepted = inspect.signature(train).parameters
     fields = req.model_dump(exclude={"model", "config", "overrides", "units", "server_gpus"})
     kwargs = {k: v for k, v in fields.items() if v is not None and k in accepted}
-    ignored = sorted(k for k, v in fields.items() if v is not None and k not in accepted)
+    ignored = sorted(
+        k
+        for k, v in fields.items()
+        if v is not None and k not in accepted and k in req.model_fields_set
+    )
     plan = train(_model_arg(req), **kwargs)
     try:
         data = plan.to_dict(req.units)

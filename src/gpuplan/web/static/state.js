@@ -10,7 +10,7 @@ export const DEFAULTS = Object.freeze({
   kv_dtype: "auto",
   context: 4096,
   users: 1,
-  gpu: "h100",
+  gpu: "h100-sxm",
   gpu_memory: "",
   server_gpus: 8,
   gpus: "",
