@@ -32,7 +32,9 @@ export function drawServer(svg, data) {
   const server = view.server_gpus || 8;
   const planned = view.plan_gpus || data.gpus || 1;
   const columns = Math.max(server, planned);
-  const drawn = Math.min(columns, MAX_DRAWN);
+  // a phone-width picture shows the first GPUs large rather than all of them tiny
+  const narrow = svg.clientWidth > 0 && svg.clientWidth < 520;
+  const drawn = Math.min(columns, narrow ? 4 : MAX_DRAWN);
 
   const W = 800, top = 40, bottom = 30, H = 330, plotH = H - top - bottom, left = 84;
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
