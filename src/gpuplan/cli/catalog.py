@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from gpuplan.cli.options import units_option
@@ -18,7 +20,7 @@ def models_command(as_json: bool) -> None:
     from gpuplan.catalog import list_models, load_architecture
     from gpuplan.engine.params import count_params
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for entry in list_models():
         arch = load_architecture(entry.id)
         counts = count_params(arch)

@@ -8,8 +8,10 @@ import sys
 import click
 
 from gpuplan.cli.catalog import gpus_command, models_command
+from gpuplan.cli.plan import plan_command
 from gpuplan.cli.serve import serve_command
 from gpuplan.cli.train import train_command
+from gpuplan.cli.web import web_command
 from gpuplan.errors import GpuplanError
 
 EXIT_USER_ERROR = 2
@@ -25,6 +27,8 @@ cli.add_command(serve_command)
 cli.add_command(train_command)
 cli.add_command(models_command)
 cli.add_command(gpus_command)
+cli.add_command(plan_command)
+cli.add_command(web_command)
 
 
 def main(argv: list[str] | None = None) -> int:

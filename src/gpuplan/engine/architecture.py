@@ -119,6 +119,43 @@ class Architecture:
     hidden_act: str = "silu"  # the MLP activation (decides what autograd saves in training)
     notes: tuple[str, ...] = field(default=())
 
+    def __hash__(self) -> int:
+        """Hash once: bills are cached by architecture, and a deep hash of every layer is slow."""
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(
+                (
+                    self.name,
+                    self.model_type,
+                    self.hidden_size,
+                    self.num_layers,
+                    self.vocab_size,
+                    self.attention,
+                    self.layers,
+                    self.mlp,
+                    self.moe,
+                    self.tie_word_embeddings,
+                    self.learned_positions,
+                    self.torch_dtype,
+                    self.quantization,
+                )
+            )
+            self.__dict__["_hash"] = cached
+        return cached
+
+    def window_counts(self, layers: range | None = None) -> tuple[tuple[int | None, int], ...]:
+        """(sliding window or None, number of layers) for the given layers (all by default)."""
+        key = "_windows" if layers is None else f"_windows_{layers.start}_{layers.stop}"
+        cached = self.__dict__.get(key)
+        if cached is None:
+            counts: dict[int | None, int] = {}
+            for i in layers if layers is not None else range(self.num_layers):
+                w = self.layers[i].sliding_window
+                counts[w] = counts.get(w, 0) + 1
+            cached = tuple(counts.items())
+            self.__dict__[key] = cached
+        return cached
+
     @property
     def num_moe_layers(self) -> int:
         return sum(1 for layer in self.layers if layer.moe)
@@ -161,7 +198,7 @@ class _Config:
         value = self.raw.get(key)
         return default if value is None else value
 
-    def int(self, key: str, default: int | None = None) -> int:
+    def whole(self, key: str, default: int | None = None) -> int:
         value = self.raw.get(key)
         if value is None:
             if default is None:
@@ -174,7 +211,7 @@ class _Config:
         return int(value)
 
     def positive(self, key: str, default: int | None = None) -> int:
-        value = self.int(key, default)
+        value = self.whole(key, default)
         if value <= 0:
             raise GpuplanError(f"{self.name}: {key!r} must be positive, got {value}")
         return value
@@ -279,7 +316,7 @@ def _attention(cfg: _Config, model_type: str) -> AttentionSpec:
             qk_nope_head_dim=nope,
         )
     default_head_dim = hidden // heads if hidden % heads == 0 else None
-    head_dim = cfg.int("head_dim", default_head_dim)
+    head_dim = cfg.whole("head_dim", default_head_dim)
     bias = bool(cfg.get("attention_bias", False))
     qkv_bias, o_bias = bias, bias
     if model_type in ("qwen2", "qwen2_5"):
@@ -311,14 +348,14 @@ def _layer_windows(cfg: _Config, model_type: str, num_layers: int) -> list[int |
     if model_type == "gemma2":  # Gemma2Config: even layers slide, odd layers are global
         return [window if i % 2 == 0 else None for i in range(num_layers)]
     if model_type in ("gemma3", "gemma3_text"):  # Gemma3TextConfig: every Nth layer is global
-        pattern = cfg.int("sliding_window_pattern", 6)
+        pattern = cfg.whole("sliding_window_pattern", 6)
         return [None if (i + 1) % pattern == 0 else window for i in range(num_layers)]
     if model_type == "gpt_oss":  # GptOssConfig: sliding, full, sliding, full, ...
         return [window if i % 2 == 0 else None for i in range(num_layers)]
     if model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
         if not cfg.get("use_sliding_window", False):
             return [None] * num_layers
-        max_window_layers = cfg.int("max_window_layers", num_layers)
+        max_window_layers = cfg.whole("max_window_layers", num_layers)
         return [window if i >= max_window_layers else None for i in range(num_layers)]
     return [window] * num_layers  # Mistral v0.1, Phi-3: every layer slides
 
@@ -330,20 +367,20 @@ def _moe(cfg: _Config, model_type: str) -> tuple[MoESpec | None, list[bool]]:
     if not experts:
         return None, [False] * num_layers
     experts = int(experts)
-    top_k = cfg.positive("num_experts_per_tok", cfg.int("experts_per_token", 2))
+    top_k = cfg.positive("num_experts_per_tok", cfg.whole("experts_per_token", 2))
     if model_type in ("deepseek_v2", "deepseek_v3", "deepseek_v32"):
-        first_dense = cfg.int("first_k_dense_replace", 0)
+        first_dense = cfg.whole("first_k_dense_replace", 0)
         freq = cfg.positive("moe_layer_freq", 1)
         is_moe = [i >= first_dense and i % freq == 0 for i in range(num_layers)]
         width = cfg.positive("moe_intermediate_size")
-        shared = cfg.int("n_shared_experts", 0)
+        shared = cfg.whole("n_shared_experts", 0)
         spec = MoESpec(experts, top_k, width, shared, shared * width)
         return spec, is_moe
     if model_type in ("qwen2_moe", "qwen3_moe"):
         step = cfg.positive("decoder_sparse_step", 1)
         dense_only = set(cfg.get("mlp_only_layers", []) or [])
         is_moe = [i not in dense_only and (i + 1) % step == 0 for i in range(num_layers)]
-        shared_width = cfg.int("shared_expert_intermediate_size", 0)
+        shared_width = cfg.whole("shared_expert_intermediate_size", 0)
         spec = MoESpec(
             experts,
             top_k,
@@ -406,7 +443,7 @@ def _decoder(cfg: _Config, model_type: str) -> Architecture:
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", tie_default)),
         norm="rms",
         norms_per_layer=4 if gemma else 2,
-        max_position_embeddings=cfg.int("max_position_embeddings", 0),
+        max_position_embeddings=cfg.whole("max_position_embeddings", 0),
         torch_dtype=_torch_dtype(cfg),
         quantization=quantization_from_config(cfg.get("quantization_config"), cfg.name),
         hidden_act=str(cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))),

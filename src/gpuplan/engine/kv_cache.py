@@ -8,11 +8,14 @@
 MLA (DeepSeek-V2 paper §2.1.2, eq. 10 and Table 1): engines (vLLM's MLA backends, SGLang)
 cache only the compressed latent c_KV (kv_lora_rank) and the shared RoPE key (qk_rope_head_dim)
 per layer and token: (kv_lora_rank + qk_rope_head_dim) × bytes, the same on every TP rank.
-`layout="expanded"` gives instead what transformers' DynamicCache holds: per-head K of
-(nope + rope) and V of v_head_dim.
+transformers 5.x does the same (DeepseekV2/V3Attention caches the latent and expands it each
+step with `expand_kv`). `layout="expanded"` gives instead the per-head K of (nope + rope) and
+V of v_head_dim for every head: what `expand_kv` materialises, and what transformers 4.x kept
+in its DynamicCache. (Checked against both in tests/test_reference_params.py.)
 
 Sliding-window layers (Mistral, Gemma 2/3, gpt-oss) keep at most `window` tokens, so a sequence
-of length L costs min(L, window) tokens on those layers.
+of length L costs min(L, window) tokens on those layers: the buffer transformers' StaticCache
+allocates (StaticSlidingWindowLayer); its DynamicCache keeps one token fewer (window − 1).
 
 Under tensor parallelism each rank caches KV heads ÷ tp, but never less than one whole head:
 when tp > KV heads the heads are replicated (vLLM: num_kv_heads per rank = max(1, kv_heads / tp)).
@@ -65,8 +68,7 @@ def kv_cache_bytes_per_sequence(
 ) -> int:
     """Bytes of KV cache for one sequence of `context` tokens, sliding layers capped at their window."""
     per_layer_token = kv.bytes_for(kv_elements_per_token_per_layer(arch, layout))
-    tokens = sum(min(context, layer.sliding_window or context) for layer in arch.layers)
-    return per_layer_token * tokens
+    return per_layer_token * _capped_tokens(arch, context)
 
 
 def kv_cache_bytes_per_sequence_per_gpu(
@@ -75,5 +77,12 @@ def kv_cache_bytes_per_sequence_per_gpu(
     """KV bytes one GPU holds for one sequence: its stage's layers, its share of the KV heads."""
     per_layer_token = kv.bytes_for(kv_elements_per_token_per_layer(arch))
     layers = stage_layers(arch.num_layers, pp)[stage]
-    tokens = sum(min(context, arch.layers[i].sliding_window or context) for i in layers)
+    tokens = _capped_tokens(arch, context, layers)
     return round(per_layer_token * tokens * kv_fraction_per_rank(arch, tp))
+
+
+def _capped_tokens(arch: Architecture, context: int, layers: range | None = None) -> int:
+    """Σ over layers of the tokens each caches: context, or its window if smaller."""
+    return sum(
+        count * min(context, window or context) for window, count in arch.window_counts(layers)
+    )

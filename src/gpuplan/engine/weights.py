@@ -56,18 +56,18 @@ def weights_bytes(counts: ParamCounts, fmt: WeightFormat) -> int:
     return sum(fmt.for_kind(kind).bytes_for(n) for kind, n in counts.by_kind.items())
 
 
-def _attention_rank_counts(arch: Architecture, c: Counter[str], tp: int) -> Counter[str]:
+def _attention_rank_counts(arch: Architecture, c: Counter[str], tp: int) -> dict[str, float]:
     """Attention params one TP rank holds (KV-head replication and MLA down-projections)."""
     a, h = arch.attention, arch.hidden_size
     total = c["attention"]
     if a.is_mla:
         assert a.kv_lora_rank is not None
         replicated = h * (a.q_lora_rank or 0) + h * (a.kv_lora_rank + a.qk_rope_head_dim)
-        return Counter(attention=replicated + (total - replicated) / tp)
+        return {"attention": replicated + (total - replicated) / tp}
     kv = h * a.num_kv_heads * (a.head_dim + a.v_head_dim)
     kv_heads_per_rank = max(1, a.num_kv_heads // tp) if tp > a.num_kv_heads else a.num_kv_heads / tp
     kv_rank = h * kv_heads_per_rank * (a.head_dim + a.v_head_dim)
-    return Counter(attention=(total - kv) / tp + kv_rank)
+    return {"attention": (total - kv) / tp + kv_rank}
 
 
 def layer_bytes_per_rank(arch: Architecture, layer_index: int, fmt: WeightFormat, tp: int) -> int:

@@ -1,0 +1,27 @@
+"""`gpuplan web`: serve the JSON API and the page on this machine."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("web")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
+def web_command(host: str, port: int, open_browser: bool) -> None:
+    """Start the local web app: live simulation, guided lesson, playground and plots."""
+    import threading
+    import webbrowser
+
+    import uvicorn
+
+    from gpuplan.web.app import create_app
+
+    url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/"
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        click.echo(f"gpuplan: listening on {host}: anyone who can reach it can use it", err=True)
+    click.echo(f"gpuplan web: {url} (Ctrl+C to stop)")
+    if open_browser:
+        threading.Timer(1.0, lambda: webbrowser.open(url)).start()
+    uvicorn.run(create_app(), host=host, port=port, log_level="warning")
