@@ -40,7 +40,7 @@ GPT layer (fp16, dropout masks, fused kernels), kept to reproduce the paper.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture, LayerSpec
@@ -225,6 +225,7 @@ def layer_tensors(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) ->
     return tuple(out)
 
 
+@lru_cache(maxsize=8192)
 def layer_bytes(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) -> int:
     """Bytes one layer keeps for one micro-batch: its saved tensors, or only its input under
     full recompute (torch.utils.checkpoint saves the checkpointed function's inputs)."""
@@ -232,6 +233,15 @@ def layer_bytes(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) -> i
         edge = _ceil_div(spec.tokens, spec.tp) if spec.sp else spec.tokens
         return spec.act_bytes * edge * arch.hidden_size
     return sum(s.bytes for s in layer_tensors(arch, layer, spec))
+
+
+@lru_cache(maxsize=4096)
+def layer_kinds(arch: Architecture, start: int, stop: int) -> tuple[tuple[LayerSpec, int], ...]:
+    """The distinct layer kinds in layers [start, stop) and how many of each."""
+    counts: dict[LayerSpec, int] = {}
+    for layer in arch.layers[start:stop]:
+        counts[layer] = counts.get(layer, 0) + 1
+    return tuple(counts.items())
 
 
 @lru_cache(maxsize=4096)
@@ -268,18 +278,19 @@ def logits_peak_bytes(arch: Architecture, spec: ActivationSpec) -> int:
     return (spec.act_bytes + 4) * spec.tokens * _ceil_div(arch.vocab_size, spec.tp)
 
 
+@lru_cache(maxsize=8192)
+def edge_bytes(arch: Architecture, spec: ActivationSpec, first: bool, last: bool) -> int:
+    return sum(s.bytes for s in edge_tensors(arch, spec, first, last))
+
+
 def stage_bytes(
     arch: Architecture, spec: ActivationSpec, layers: range, first: bool, last: bool
 ) -> int:
     """Saved bytes of one micro-batch on one pipeline stage: its layers plus the edge tensors."""
-    per_kind: dict[LayerSpec, int] = {}
-    total = 0
-    for i in layers:
-        layer = arch.layers[i]
-        if layer not in per_kind:
-            per_kind[layer] = layer_bytes(arch, layer, spec)
-        total += per_kind[layer]
-    return total + sum(s.bytes for s in edge_tensors(arch, spec, first, last))
+    total = sum(
+        n * layer_bytes(arch, kind, spec) for kind, n in layer_kinds(arch, layers.start, layers.stop)
+    )
+    return total + edge_bytes(arch, spec, first, last)
 
 
 def saved_activation_bytes(arch: Architecture, spec: ActivationSpec) -> int:
@@ -293,10 +304,8 @@ def recompute_buffer_bytes(arch: Architecture, spec: ActivationSpec, layers: ran
     """Under full recompute, backward re-runs one layer's forward and holds its saved tensors."""
     if spec.recompute != "full" or not layers:
         return 0
-    from dataclasses import replace
-
     full = replace(spec, recompute="none")
-    return max(sum(s.bytes for s in layer_tensors(arch, arch.layers[i], full)) for i in layers)
+    return max(layer_bytes(arch, kind, full) for kind, _ in layer_kinds(arch, layers.start, layers.stop))
 
 
 def megatron_layer_bytes(

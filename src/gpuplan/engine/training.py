@@ -18,7 +18,7 @@ from functools import lru_cache
 
 from gpuplan.engine.activations import (
     ActivationSpec,
-    edge_tensors,
+    edge_bytes,
     layer_bytes,
     logits_peak_bytes,
     recompute_buffer_bytes,
@@ -47,6 +47,7 @@ from gpuplan.engine.model_states import (
     stage_param_list,
 )
 from gpuplan.engine.params import ParamCounts, count_params
+from gpuplan.engine.precision import Precision
 from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.serving import DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_HEADROOM
 from gpuplan.engine.sharding import Layout, validate_layout
@@ -180,6 +181,18 @@ def validate_training(setup: TrainingSetup) -> None:
         raise GpuplanError("overheads must not be negative")
 
 
+@lru_cache(maxsize=256)
+def _bpp(p: Precision) -> float:
+    """Bytes per parameter as a float (Fractions are exact but slow in the hot loop)."""
+    return float(p.bytes_per_param)
+
+
+@lru_cache(maxsize=256)
+def _recipe_floats(recipe: TrainingRecipe) -> tuple[float, float]:
+    """(master, optimizer-state) bytes per parameter as floats."""
+    return float(recipe.master_bytes_per_param), round(float(recipe.optimizer_bytes_per_param), 4)
+
+
 @lru_cache(maxsize=1024)
 def _counts(arch: Architecture) -> ParamCounts:
     return count_params(arch)
@@ -201,7 +214,7 @@ def _activation_spec(setup: TrainingSetup) -> ActivationSpec:
     return ActivationSpec(
         seq=setup.seq,
         micro_batch=setup.micro_batch,
-        act_bytes=max(2, int(setup.recipe.weights.bytes_per_param)),
+        act_bytes=max(2, int(_bpp(setup.recipe.weights))),
         kernel=setup.kernel,
         recompute=setup.recompute,
         tp=lo.tp,
@@ -338,7 +351,7 @@ def _items(
             **common,
             "base_format": setup.base.describe(),
             "base_bytes_per_param": round(base_fraction, 4),
-            "weight_bytes_per_param": float(recipe.weights.bytes_per_param),
+            "weight_bytes_per_param": _bpp(recipe.weights),
         }
     else:
         weights_formula = "params per GPU" + par + " × weight bytes" + (
@@ -347,7 +360,7 @@ def _items(
         weights_template = (
             "{trainable_params} × {weight_bytes_per_param} bytes" + _shard_text(lo, 3) + " = {bytes}"
         )
-        w_inputs = {**common, "weight_bytes_per_param": float(recipe.weights.bytes_per_param)}
+        w_inputs = {**common, "weight_bytes_per_param": _bpp(recipe.weights)}
     weights = LineItem(
         "weights",
         "Weights" if lora is None else "Weights (frozen base + adapters)",
@@ -363,7 +376,7 @@ def _items(
         states.gradients,
         "trainable params × grad bytes" + (" ÷ shards (ZeRO-2+)" if lo.zero >= 2 else ""),
         "{trainable_params} × {grad_bytes_per_param} bytes" + _shard_text(lo, 2) + " = {bytes}",
-        {**common, "grad_dtype": recipe.grads.id, "grad_bytes_per_param": float(recipe.grads.bytes_per_param)},
+        {**common, "grad_dtype": recipe.grads.id, "grad_bytes_per_param": _bpp(recipe.grads)},
         "gradients",
     )
     master = LineItem(
@@ -372,7 +385,7 @@ def _items(
         states.master,
         "trainable params × master bytes" + (" ÷ shards (ZeRO-1+)" if lo.zero >= 1 else ""),
         "{trainable_params} × {master_bytes_per_param} bytes" + _shard_text(lo, 1) + " = {bytes}",
-        {**common, "master_bytes_per_param": float(recipe.master_bytes_per_param)},
+        {**common, "master_bytes_per_param": _recipe_floats(recipe)[0]},
         "optimizer",
     )
     state_names = ", ".join(f"{s.name} ({s.format.id})" for s in recipe.states) or "none"
@@ -384,7 +397,7 @@ def _items(
         states.optimizer,
         "trainable params × state bytes" + (" ÷ shards (ZeRO-1+)" if lo.zero >= 1 else ""),
         "{trainable_params} × {state_bytes_per_param} bytes" + _shard_text(lo, 1) + " = {bytes}",
-        {**common, "states": state_names, "state_bytes_per_param": round(float(recipe.optimizer_bytes_per_param), 4)},
+        {**common, "states": state_names, "state_bytes_per_param": _recipe_floats(recipe)[1]},
         "optimizer",
     )
     for item, offloaded in (
@@ -401,7 +414,7 @@ def _items(
 
     # activations
     layers_act = act
-    edge = sum(s.bytes for s in edge_tensors(arch, spec, first, last)) * in_flight
+    edge = edge_bytes(arch, spec, first, last) * in_flight
     host_act = 0
     if setup.offload_activations and len(st.layers) > 2:
         per_layer = (act - edge) // (len(st.layers) * in_flight)
@@ -559,8 +572,8 @@ def _cost(
     replicas = (lo.dp * lo.cp) // lo.shard_degree if lo.hybrid else 1
     dp = dp_comm_bytes(
         trainable,
-        float(recipe.weights.bytes_per_param),
-        float(recipe.grads.bytes_per_param),
+        _bpp(recipe.weights),
+        _bpp(recipe.grads),
         lo.zero,
         lo.shard_degree,
         replicas,
