@@ -5,7 +5,7 @@
 >>> plan
 """
 
-from gpuplan.api import ServingPlan, serve
+from gpuplan.api import ServingPlan, TrainingPlan, serve, train
 from gpuplan.catalog import get_gpu, get_precision, list_gpus, list_models, load_architecture
 from gpuplan.engine.params import count_params
 from gpuplan.errors import GpuplanError
@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 __all__ = [
     "GpuplanError",
     "ServingPlan",
+    "TrainingPlan",
     "count_params",
     "get_gpu",
     "get_precision",
@@ -22,4 +23,5 @@ __all__ = [
     "list_models",
     "load_architecture",
     "serve",
+    "train",
 ]
