@@ -26,7 +26,7 @@ from gpuplan.engine.serving import (
     serving_bill,
 )
 from gpuplan.engine.cost import DEFAULT_MFU, DEFAULT_NETWORK_BYTES_PER_S
-from gpuplan.engine.lora import LoraSpec
+from gpuplan.engine.lora import LoraSpec, default_targets
 from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.sharding import Layout, fsdp_layout
 from gpuplan.engine.training import TrainingBill, TrainingSetup, training_bill
@@ -589,9 +589,10 @@ def train(
     if lora_rank:
         if isinstance(lora_targets, str):
             lora_targets = tuple(t.strip() for t in lora_targets.split(",") if t.strip())
-        targets = tuple(lora_targets) if lora_targets else ("all-linear" if qlora else "q_proj", "k_proj", "v_proj", "o_proj")
-        if arch.model_type == "gpt2" and not lora_targets:
-            targets = ("all-linear",) if qlora else ("c_attn",)
+        if lora_targets:
+            targets = tuple(lora_targets)
+        else:  # QLoRA adapts every linear layer (Dettmers et al. 2023 §4); LoRA the attention
+            targets = ("all-linear",) if qlora else default_targets(arch)
         lora = LoraSpec(int(lora_rank), _dedupe(targets), bool(qlora))
         bf16 = get_precision("bf16")
         base = WeightFormat(get_precision("nf4-dq"), bf16) if qlora else WeightFormat(bf16, bf16)

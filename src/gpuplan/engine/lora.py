@@ -76,6 +76,12 @@ def linear_shapes(arch: Architecture, layer: LayerSpec) -> dict[str, list[tuple[
     return out
 
 
+def default_targets(arch: Architecture) -> tuple[str, ...]:
+    """The attention projections of the family (PEFT's defaults for Llama, GPT-2, DeepSeek)."""
+    names = module_names(arch)
+    return tuple(n for n in names if n not in ("gate_proj", "up_proj", "down_proj", "c_fc", "c_proj"))
+
+
 def module_names(arch: Architecture) -> list[str]:
     names: dict[str, None] = {}
     for layer in {*arch.layers}:
@@ -90,8 +96,9 @@ def resolve_targets(arch: Architecture, targets: tuple[str, ...]) -> tuple[str, 
         return tuple(known)
     missing = [t for t in targets if t not in known]
     if missing:
+        verb = "is not a linear module" if len(missing) == 1 else "are not linear modules"
         raise GpuplanError(
-            f"LoRA target {', '.join(repr(m) for m in missing)} is not a linear module of"
+            f"LoRA target {', '.join(repr(m) for m in missing)} {verb} of"
             f" {arch.name}; it has {', '.join(known)} (or use all-linear)"
         )
     return targets
