@@ -10,7 +10,7 @@ import click
 from gpuplan.cli.catalog import gpus_command, models_command
 from gpuplan.cli.plan import plan_command
 from gpuplan.cli.serve import serve_command
-from gpuplan.cli.train import train_command
+from gpuplan.cli.train import recipes_command, train_command
 from gpuplan.cli.web import web_command
 from gpuplan.errors import GpuplanError
 
@@ -25,6 +25,7 @@ def cli() -> None:
 
 cli.add_command(serve_command)
 cli.add_command(train_command)
+cli.add_command(recipes_command)
 cli.add_command(models_command)
 cli.add_command(gpus_command)
 cli.add_command(plan_command)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from rich.table import Table
+from rich.text import Text
 
 from gpuplan.cli.options import gpus_option, units_option
 from gpuplan.cli.render import bill_table, console, memory_bar, print_json
@@ -88,6 +90,23 @@ def _gpus(value: str | None) -> int | str | None:
     raise click.BadParameter(f"--gpus takes a number or 'auto', got {value!r}")
 
 
+def host_table(host: dict[str, Any], units: str, explain: bool) -> Table:
+    """The host (CPU) bill of one GPU's offloaded states and activations."""
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("per GPU, on the host")
+    table.add_column(units, justify="right")
+    table.add_column("formula" if explain else "how", overflow="fold")
+    for item in host["items"]:
+        how = item["explain"] if explain else item["formula"]
+        table.add_row(item["name"], format_bytes(item["bytes"], units), how)
+    table.add_row(
+        Text("total", style="bold"),
+        Text(format_bytes(host["per_gpu_bytes"], units), style="bold"),
+        f"per node {format_bytes(host['per_node_bytes'], units)}",
+    )
+    return table
+
+
 def render_training(data: dict[str, Any], units: str, explain: bool) -> None:
     out = console()
     gpu, m, lo = data["gpu"], data["model"], data["layout"]
@@ -124,7 +143,7 @@ def render_training(data: dict[str, Any], units: str, explain: bool) -> None:
             f"Host memory (offload): {format_bytes(host['per_gpu_bytes'], units)} per GPU,"
             f" {format_bytes(host['per_node_bytes'], units)} per node"
         )
-        out.print(bill_table(host["items"], host["per_gpu_bytes"], host["per_gpu_bytes"], units, explain))
+        out.print(host_table(host, units, explain))
     comm = data["comm_bytes_by_kind"]
     parts = ", ".join(f"{k} {format_bytes(v, units)}" for k, v in comm.items() if v)
     out.print(
@@ -145,3 +164,39 @@ def render_training(data: dict[str, Any], units: str, explain: bool) -> None:
             out.print(f"  {a['gpus']} GPU{'s' if a['gpus'] > 1 else ''}: {a['reason']}")
     for note in data["notes"]:
         out.print(f"[dim]note: {note}[/dim]")
+
+
+@click.command("recipes")
+@click.option("--json", "as_json", is_flag=True, help="Print the recipes as JSON.")
+def recipes_command(as_json: bool) -> None:
+    """The training recipes: bytes per parameter of weights, gradients, master and states."""
+    from gpuplan.catalog.recipes import list_recipes
+
+    rows = [
+        {
+            "id": r.id,
+            "name": r.name,
+            "weights": r.weights.id,
+            "grads": r.grads.id,
+            "master": r.master.id if r.master else None,
+            "states": [{"name": s.name, "format": s.format.id} for s in r.states],
+            "factored": r.factored,
+            "bytes_per_param": float(r.bytes_per_param),
+            "source": r.source,
+        }
+        for r in list_recipes()
+    ]
+    if as_json:
+        print_json({"recipes": rows})
+        return
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col in ("recipe", "bytes/param", "weights + grads + master + states"):
+        table.add_column(col)
+    for r in list_recipes():
+        b = float(r.bytes_per_param)
+        parts = [r.weights.id, r.grads.id, r.master.id if r.master else "-"]
+        parts.append(", ".join(f"{s.name} {s.format.id}" for s in r.states) or "-")
+        if r.factored:
+            parts[-1] = "factored 2nd moment"
+        table.add_row(r.id, f"{b:g}" if b == round(b, 3) else f"{b:.3f}", " + ".join(parts))
+    console().print(table)
