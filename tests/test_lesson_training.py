@@ -75,7 +75,9 @@ def test_fsdp_modes_are_zero_stages(lesson_gpu_memory):
     full = _train(lesson_gpu_memory, gpus=8, fsdp="FULL_SHARD")
     grad_op = _train(lesson_gpu_memory, gpus=8, fsdp="shard_grad_op")
     assert full.model_states_bytes == _train(lesson_gpu_memory, gpus=8, zero=3).model_states_bytes
-    assert grad_op.model_states_bytes == _train(lesson_gpu_memory, gpus=8, zero=2).model_states_bytes
+    assert (
+        grad_op.model_states_bytes == _train(lesson_gpu_memory, gpus=8, zero=2).model_states_bytes
+    )
     # HYBRID_SHARD shards within one node of 8: on 16 GPUs it keeps 8 shards, not 16
     hybrid = _train(lesson_gpu_memory, gpus=16, fsdp="hybrid_shard")
     assert hybrid.layout.shard_degree == 8

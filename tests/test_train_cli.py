@@ -48,7 +48,9 @@ def test_table_and_explain(capsys):
 
 
 def test_auto_explains_why(capsys):
-    code, out, _ = _run(capsys, "llama-3.1-70b", "--gpus", "auto", "--gpu-memory", "80GB", "--checkpointing", "full")
+    code, out, _ = _run(
+        capsys, "llama-3.1-70b", "--gpus", "auto", "--gpu-memory", "80GB", "--checkpointing", "full"
+    )
     assert code == 0
     assert "Why" in out and "lower bound" in out
 
@@ -56,10 +58,18 @@ def test_auto_explains_why(capsys):
 def test_lora_and_offload_bills(capsys):
     code, out, _ = _run(capsys, "llama-3.1-8b", "--qlora", "--gpus", "1", "--json")
     data = json.loads(out)
-    assert code == 0 and data["lora"]["qlora"] and data["params_trainable"] < data["params_total"] / 20
-    code, out, _ = _run(capsys, "llama-3.1-70b", "--gpus", "8", "--zero", "3", "--offload", "params", "--json")
+    assert (
+        code == 0 and data["lora"]["qlora"] and data["params_trainable"] < data["params_total"] / 20
+    )
+    code, out, _ = _run(
+        capsys, "llama-3.1-70b", "--gpus", "8", "--zero", "3", "--offload", "params", "--json"
+    )
     data = json.loads(out)
-    assert code == 0 and data["host"]["per_gpu_bytes"] > 0 and data["host"]["per_node_bytes"] == 8 * data["host"]["per_gpu_bytes"]
+    assert (
+        code == 0
+        and data["host"]["per_gpu_bytes"] > 0
+        and data["host"]["per_node_bytes"] == 8 * data["host"]["per_gpu_bytes"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -69,16 +79,25 @@ def test_lora_and_offload_bills(capsys):
         (["llama-3.1-8b", "--micro-batch", "0"], "micro-batch"),
         (["llama-3.1-8b", "--seq", "0"], "seq"),
         (["llama-3.1-8b", "--pp", "64", "--gpus", "64"], "pp=64 is larger than the 32 layers"),
-        (["llama-3.1-8b", "--lora-rank", "8", "--lora-targets", "qkv_proj"], "'qkv_proj' is not a linear module"),
+        (
+            ["llama-3.1-8b", "--lora-rank", "8", "--lora-targets", "qkv_proj"],
+            "'qkv_proj' is not a linear module",
+        ),
         (["llama-3.1-8b", "--lora-rank", "0"], "lora-rank"),
         (["llama-3.1-8b", "--ep", "2", "--gpus", "2"], "mixture-of-experts"),
         (["qwen3-30b-a3b", "--ep", "3", "--gpus", "3"], "does not divide the 128 experts"),
         (["llama-3.1-8b", "--tp", "3", "--gpus", "3"], "does not divide the 32 attention heads"),
         (["llama-3.1-8b", "--recipe", "adamw-16bit"], "unknown recipe"),
         (["llama-3.1-8b", "--fsdp", "quarter_shard"], "unknown FSDP mode"),
-        (["llama-3.1-8b", "--zero", "1", "--fsdp", "full_shard"], "either a ZeRO stage or an FSDP mode"),
+        (
+            ["llama-3.1-8b", "--zero", "1", "--fsdp", "full_shard"],
+            "either a ZeRO stage or an FSDP mode",
+        ),
         (["llama-3.1-8b", "--gpus", "8", "--zero", "1", "--offload", "params"], "needs ZeRO-3"),
-        (["llama-3.1-8b", "--gpus", "2", "--offload", "optimizer", "--zero", "0"], "needs ZeRO 1-3"),
+        (
+            ["llama-3.1-8b", "--gpus", "2", "--offload", "optimizer", "--zero", "0"],
+            "needs ZeRO 1-3",
+        ),
         (["llama-3.1-8b", "--cp", "3", "--gpus", "3", "--seq", "4096"], "cp=3 does not divide"),
         (["llama-3.1-8b", "--gpus", "6", "--tp", "4"], "not a multiple of tp × pp × cp"),
         (["llama-3.1-8b", "--sp", "--gpus", "1"], "set --tp > 1"),

@@ -4,7 +4,12 @@ import pytest
 
 import gpuplan
 from gpuplan.catalog.recipes import get_recipe
-from gpuplan.engine.activations import ActivationSpec, layer_bytes, layer_tensors, megatron_layer_bytes
+from gpuplan.engine.activations import (
+    ActivationSpec,
+    layer_bytes,
+    layer_tensors,
+    megatron_layer_bytes,
+)
 from gpuplan.engine.cost import dp_comm_bytes
 from gpuplan.engine.model_states import model_states
 from gpuplan.engine.sharding import Layout
@@ -24,9 +29,7 @@ GB = 10**9
 def test_zero_paper_table_1(gpus, expected):
     recipe = get_recipe("adamw-bf16")  # 2Ψ + 2Ψ + KΨ, K = 12
     psi = 7_500_000_000
-    got = [
-        model_states(recipe, Layout(dp=gpus, zero=z), psi).total / GB for z in range(4)
-    ]
+    got = [model_states(recipe, Layout(dp=gpus, zero=z), psi).total / GB for z in range(4)]
     assert [round(g, 1) for g in got] == list(expected)
 
 
@@ -67,7 +70,9 @@ def test_megatron_activation_formulas(name):
     # eq. 1: sbh(34 + 5as/h) without parallelism
     assert megatron_layer_bytes(s, b, h, a) == pytest.approx(sbh * (34 + 5 * a * s / h))
     # eq. 2: tensor parallel divides all but 10 sbh
-    assert megatron_layer_bytes(s, b, h, a, t) == pytest.approx(sbh * (10 + 24 / t + 5 * a * s / (h * t)))
+    assert megatron_layer_bytes(s, b, h, a, t) == pytest.approx(
+        sbh * (10 + 24 / t + 5 * a * s / (h * t))
+    )
     # eq. 4: with sequence parallelism everything is ÷ t
     assert megatron_layer_bytes(s, b, h, a, t, sp=True) == pytest.approx(
         sbh / t * (34 + 5 * a * s / h)
@@ -76,7 +81,9 @@ def test_megatron_activation_formulas(name):
     assert megatron_layer_bytes(s, b, h, a, t, sp=True, recompute="selective") == pytest.approx(
         34 * sbh / t
     )
-    assert megatron_layer_bytes(s, b, h, a, t, sp=True, recompute="full") == pytest.approx(2 * sbh / t)
+    assert megatron_layer_bytes(s, b, h, a, t, sp=True, recompute="full") == pytest.approx(
+        2 * sbh / t
+    )
 
 
 @pytest.mark.parametrize(("name", "saving"), [("175B", 0.70), ("530B", 0.65)])
@@ -102,17 +109,22 @@ def test_per_tensor_model_divides_like_megatron(name):
     arch = _gpt(h, a)
     layer = arch.layers[0]
     one = layer_bytes(arch, layer, ActivationSpec(seq=2048, micro_batch=1, kernel="eager"))
-    tp_sp = layer_bytes(arch, layer, ActivationSpec(seq=2048, micro_batch=1, kernel="eager", tp=t, sp=True))
+    tp_sp = layer_bytes(
+        arch, layer, ActivationSpec(seq=2048, micro_batch=1, kernel="eager", tp=t, sp=True)
+    )
     tp = layer_bytes(arch, layer, ActivationSpec(seq=2048, micro_batch=1, kernel="eager", tp=t))
     assert tp_sp * t == pytest.approx(one, rel=1e-6)
     boundary = sum(
-        x.bytes for x in layer_tensors(arch, layer, ActivationSpec(seq=2048, micro_batch=1, kernel="eager"))
+        x.bytes
+        for x in layer_tensors(arch, layer, ActivationSpec(seq=2048, micro_batch=1, kernel="eager"))
         if "norm" in x.name
     )
     assert tp == pytest.approx(boundary + (one - boundary) / t, rel=1e-6)
     # the s² scores (eager) are the 5as/h-style term: selective recompute removes exactly them
     # (and keeps flash's log-sum-exp, 4 bytes per head and token, to recompute the core)
-    sel = layer_bytes(arch, layer, ActivationSpec(seq=2048, micro_batch=1, kernel="eager", recompute="selective"))
+    sel = layer_bytes(
+        arch, layer, ActivationSpec(seq=2048, micro_batch=1, kernel="eager", recompute="selective")
+    )
     assert one - sel == 2 * a * 2048 * 2048 - 4 * a * 2048  # GPT-2's softmax output, 2 bytes
 
 

@@ -7,7 +7,15 @@ import gpuplan
 from gpuplan.engine.bill import total_bytes
 
 MODELS = ["llama-3.1-8b", "qwen3-30b-a3b", "deepseek-v2-lite", "mixtral-8x7b", "gpt2", "phi-4"]
-RECIPES = ["adamw-bf16", "megatron", "adamw-pure-bf16", "adamw-fp32", "adamw-8bit", "adafactor", "sgd"]
+RECIPES = [
+    "adamw-bf16",
+    "megatron",
+    "adamw-pure-bf16",
+    "adamw-fp32",
+    "adamw-8bit",
+    "adafactor",
+    "sgd",
+]
 
 seqs = st.sampled_from([128, 512, 1000, 2048, 4096, 8192, 32768])
 batches = st.integers(min_value=1, max_value=16)
@@ -46,7 +54,13 @@ def test_activations_monotone_in_sequence_and_micro_batch(
 ):
     def act(s, mb):
         return gpuplan.train(
-            model, "h200", gpus=1, seq=s, micro_batch=mb, checkpointing=checkpointing, attention=kernel
+            model,
+            "h200",
+            gpus=1,
+            seq=s,
+            micro_batch=mb,
+            checkpointing=checkpointing,
+            attention=kernel,
         ).activations_bytes
 
     base = act(seq, b)

@@ -15,8 +15,11 @@ from gpuplan.catalog import get_gpu, get_precision, load_architecture
 from gpuplan.catalog.models import resolve_model
 from gpuplan.catalog.precisions import torch_dtype_precision
 from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.cost import DEFAULT_MFU, DEFAULT_NETWORK_BYTES_PER_S
 from gpuplan.engine.gpu import GpuSpec
+from gpuplan.engine.lora import LoraSpec, default_targets
 from gpuplan.engine.precision import Precision
+from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.serving import (
     DEFAULT_CUDA_CONTEXT_BYTES,
     DEFAULT_HEADROOM,
@@ -25,9 +28,6 @@ from gpuplan.engine.serving import (
     ServingSetup,
     serving_bill,
 )
-from gpuplan.engine.cost import DEFAULT_MFU, DEFAULT_NETWORK_BYTES_PER_S
-from gpuplan.engine.lora import LoraSpec, default_targets
-from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.sharding import Layout, fsdp_layout
 from gpuplan.engine.training import TrainingBill, TrainingSetup, training_bill
 from gpuplan.engine.weights import WeightFormat
@@ -490,7 +490,9 @@ class TrainingPlan:
 
     def why_this_many(self) -> list[str]:
         return [
-            f"{a.gpus} GPU{'s' if a.gpus > 1 else ''}: {a.reason}" for a in self.search if not a.fits
+            f"{a.gpus} GPU{'s' if a.gpus > 1 else ''}: {a.reason}"
+            for a in self.search
+            if not a.fits
         ]
 
     def __repr__(self) -> str:
@@ -639,9 +641,7 @@ def train(
     if isinstance(gpus, int):
         per_replica = layout.tp * layout.pp * layout.cp
         if gpus % per_replica:
-            raise GpuplanError(
-                f"--gpus {gpus} is not a multiple of tp × pp × cp = {per_replica}"
-            )
+            raise GpuplanError(f"--gpus {gpus} is not a multiple of tp × pp × cp = {per_replica}")
         setup = replace(setup, layout=replace(layout, dp=gpus // per_replica))
         return TrainingPlan(training_bill(setup), model_id, hf_id)
     if gpus not in (None, "auto"):

@@ -15,9 +15,13 @@ from gpuplan.units import format_bytes, format_count
 
 @click.command("train")
 @click.argument("model")
-@click.option("--gpu", default="h100", show_default=True, help="GPU name or alias (see `gpuplan gpus`).")
+@click.option(
+    "--gpu", default="h100", show_default=True, help="GPU name or alias (see `gpuplan gpus`)."
+)
 @gpus_option
-@click.option("--zero", type=int, default=None, help="ZeRO stage 0-3 (DeepSpeed). [default: searched]")
+@click.option(
+    "--zero", type=int, default=None, help="ZeRO stage 0-3 (DeepSpeed). [default: searched]"
+)
 @click.option(
     "--fsdp",
     default=None,
@@ -25,12 +29,25 @@ from gpuplan.units import format_bytes, format_count
 )
 @click.option("--tp", type=int, help="Tensor-parallel degree.")
 @click.option("--pp", type=int, help="Pipeline-parallel degree.")
-@click.option("--sp", is_flag=True, help="Sequence parallelism (splits norm/residual activations over tp).")
+@click.option(
+    "--sp", is_flag=True, help="Sequence parallelism (splits norm/residual activations over tp)."
+)
 @click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel degree.")
 @click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel degree (MoE).")
-@click.option("--recipe", default="adamw-bf16", show_default=True, help="Training recipe (see `gpuplan recipes`).")
+@click.option(
+    "--recipe",
+    default="adamw-bf16",
+    show_default=True,
+    help="Training recipe (see `gpuplan recipes`).",
+)
 @click.option("--seq", type=int, default=4096, show_default=True, help="Sequence length.")
-@click.option("--micro-batch", type=int, default=1, show_default=True, help="Sequences per micro-batch per GPU.")
+@click.option(
+    "--micro-batch",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Sequences per micro-batch per GPU.",
+)
 @click.option("--grad-accum", type=int, default=None, help="Micro-batches per step. [default: pp]")
 @click.option(
     "--checkpointing",
@@ -46,20 +63,52 @@ from gpuplan.units import format_bytes, format_count
     show_default=True,
     help="Attention kernel: flash/sdpa store no s² scores; eager does.",
 )
-@click.option("--lora-rank", type=int, default=None, help="Train LoRA adapters of this rank on a frozen base.")
-@click.option("--lora-targets", default=None, help="Comma-separated modules, or all-linear. [default: q,k,v,o]")
-@click.option("--qlora", is_flag=True, help="QLoRA: NF4 base with double quantisation (rank 64 unless given).")
-@click.option("--offload", type=click.Choice(["optimizer", "params"]), default=None, help="CPU offload.")
+@click.option(
+    "--lora-rank", type=int, default=None, help="Train LoRA adapters of this rank on a frozen base."
+)
+@click.option(
+    "--lora-targets",
+    default=None,
+    help="Comma-separated modules, or all-linear. [default: q,k,v,o]",
+)
+@click.option(
+    "--qlora", is_flag=True, help="QLoRA: NF4 base with double quantisation (rank 64 unless given)."
+)
+@click.option(
+    "--offload", type=click.Choice(["optimizer", "params"]), default=None, help="CPU offload."
+)
 @click.option("--offload-activations", is_flag=True, help="Offload saved activations to CPU.")
-@click.option("--capacity-factor", type=float, default=1.0, show_default=True, help="MoE expert capacity factor.")
-@click.option("--headroom", type=float, default=0.9, show_default=True, help="Fraction of GPU memory the plan may use.")
+@click.option(
+    "--capacity-factor",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="MoE expert capacity factor.",
+)
+@click.option(
+    "--headroom",
+    type=float,
+    default=0.9,
+    show_default=True,
+    help="Fraction of GPU memory the plan may use.",
+)
 @click.option("--gpu-memory", default=None, help="Override the GPU's memory, e.g. 80GB.")
-@click.option("--mfu", type=float, default=0.4, show_default=True, help="Utilisation of peak bf16 FLOP/s.")
-@click.option("--network", default=None, help="Inter-node bandwidth per GPU per direction [default: 50GB (/s)].")
+@click.option(
+    "--mfu", type=float, default=0.4, show_default=True, help="Utilisation of peak bf16 FLOP/s."
+)
+@click.option(
+    "--network",
+    default=None,
+    help="Inter-node bandwidth per GPU per direction [default: 50GB (/s)].",
+)
 @units_option
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON schema of docs/json.md.")
-@click.option("--explain", is_flag=True, help="Show each line's arithmetic with the numbers substituted.")
-def train_command(model: str, gpus: str | None, as_json: bool, explain: bool, units: str, **kw: Any) -> None:
+@click.option(
+    "--explain", is_flag=True, help="Show each line's arithmetic with the numbers substituted."
+)
+def train_command(
+    model: str, gpus: str | None, as_json: bool, explain: bool, units: str, **kw: Any
+) -> None:
     """Will training MODEL fit, on how many GPUs, and how fast?
 
     MODEL is a catalog name (llama-3.1-8b), a Hugging Face id in the catalog, or a path to a
@@ -129,7 +178,9 @@ def render_training(data: dict[str, Any], units: str, explain: bool) -> None:
     items = data["per_gpu"]["items"]
     out.print(memory_bar(items, gpu["memory_bytes"], data["budget_bytes"]))
     out.print(bill_table(items, data["per_gpu_total_bytes"], data["budget_bytes"], units, explain))
-    verdict = "[bold green]fits[/bold green]" if data["fits"] else "[bold red]does not fit[/bold red]"
+    verdict = (
+        "[bold green]fits[/bold green]" if data["fits"] else "[bold red]does not fit[/bold red]"
+    )
     pct = data["per_gpu_total_bytes"] / gpu["memory_bytes"]
     out.print(
         f"{verdict}: {format_bytes(data['per_gpu_total_bytes'], units)} of"

@@ -93,9 +93,7 @@ def validate_activations(spec: ActivationSpec) -> None:
     if spec.kernel not in KERNELS:
         raise GpuplanError(f"unknown attention kernel {spec.kernel!r}; use flash, sdpa or eager")
     if spec.recompute not in RECOMPUTE:
-        raise GpuplanError(
-            f"unknown checkpointing {spec.recompute!r}; use none, selective or full"
-        )
+        raise GpuplanError(f"unknown checkpointing {spec.recompute!r}; use none, selective or full")
     if spec.seq % spec.cp:
         raise GpuplanError(f"cp={spec.cp} does not divide the sequence length {spec.seq}")
     if spec.capacity_factor <= 0:
@@ -257,16 +255,25 @@ def edge_tensors(
             out.append(Saved("position ids (int64)", 8 * (spec.seq // spec.cp)))
     if spec.kernel == "eager" and spec.recompute == "full" and arch.model_type == "gpt2":
         # GPT2Block receives the additive causal mask positionally: the checkpoint saves it
-        out.append(Saved("attention mask (checkpoint input)", a * spec.micro_batch * (spec.seq // spec.cp) * spec.seq))
+        out.append(
+            Saved(
+                "attention mask (checkpoint input)",
+                a * spec.micro_batch * (spec.seq // spec.cp) * spec.seq,
+            )
+        )
     if not arch.learned_positions and spec.recompute != "full":
         rot = arch.attention.qk_rope_head_dim or arch.attention.head_dim
-        out.append(Saved("rope cos+sin (shared by all layers)", 2 * a * (spec.seq // spec.cp) * rot))
+        out.append(
+            Saved("rope cos+sin (shared by all layers)", 2 * a * (spec.seq // spec.cp) * rot)
+        )
     if last:
         edge = _ceil_div(t, spec.tp) if spec.sp else t
         norm = "layernorm" if arch.norm == "layernorm" else "rms"
         out += _norm("final_norm", edge, h, a, norm)
         out.append(Saved("final_norm.output", a * edge * h))
-        out.append(Saved("log-softmax of the logits (fp32)", 4 * t * _ceil_div(arch.vocab_size, spec.tp)))
+        out.append(
+            Saved("log-softmax of the logits (fp32)", 4 * t * _ceil_div(arch.vocab_size, spec.tp))
+        )
         out.append(Saved("labels (int64)", 8 * t))
     return tuple(out)
 
@@ -288,7 +295,8 @@ def stage_bytes(
 ) -> int:
     """Saved bytes of one micro-batch on one pipeline stage: its layers plus the edge tensors."""
     total = sum(
-        n * layer_bytes(arch, kind, spec) for kind, n in layer_kinds(arch, layers.start, layers.stop)
+        n * layer_bytes(arch, kind, spec)
+        for kind, n in layer_kinds(arch, layers.start, layers.stop)
     )
     return total + edge_bytes(arch, spec, first, last)
 
@@ -305,7 +313,9 @@ def recompute_buffer_bytes(arch: Architecture, spec: ActivationSpec, layers: ran
     if spec.recompute != "full" or not layers:
         return 0
     full = replace(spec, recompute="none")
-    return max(layer_bytes(arch, kind, full) for kind, _ in layer_kinds(arch, layers.start, layers.stop))
+    return max(
+        layer_bytes(arch, kind, full) for kind, _ in layer_kinds(arch, layers.start, layers.stop)
+    )
 
 
 def megatron_layer_bytes(
@@ -313,11 +323,11 @@ def megatron_layer_bytes(
 ) -> float:
     """Activation bytes of one Megatron GPT layer, Korthikanti et al. 2022 (fp16, with dropout):
 
-        no parallelism           s·b·h·(34 + 5·a·s/h)                        (eq. 1)
-        tensor parallel          s·b·h·(10 + 24/t + 5·a·s/(h·t))              (eq. 2)
-        tensor + sequence par.   s·b·h/t·(34 + 5·a·s/h)                       (eq. 4)
-        + selective recompute    s·b·h/t·34  (or s·b·h·(10 + 24/t) without SP) (eq. 5)
-        full recompute           2·s·b·h  (the layer input, ÷ t with SP)       (§4.1)
+    no parallelism           s·b·h·(34 + 5·a·s/h)                        (eq. 1)
+    tensor parallel          s·b·h·(10 + 24/t + 5·a·s/(h·t))              (eq. 2)
+    tensor + sequence par.   s·b·h/t·(34 + 5·a·s/h)                       (eq. 4)
+    + selective recompute    s·b·h/t·34  (or s·b·h·(10 + 24/t) without SP) (eq. 5)
+    full recompute           2·s·b·h  (the layer input, ÷ t with SP)       (§4.1)
     """
     if recompute == "full":
         return 2 * s * b * h / (t if sp else 1)

@@ -61,7 +61,7 @@ def step_flops(
     attn = 12 * arch.num_layers * a.num_heads * a.head_dim * seq * tokens
     model = 6 * flop_params * tokens + attn
     dense_factor = 4 if frozen_base else 6
-    executed = dense_factor * flop_params * tokens + attn
+    executed: float = dense_factor * flop_params * tokens + attn
     if recompute == "full":
         executed += 2 * flop_params * tokens + attn / 3
     elif recompute == "selective":

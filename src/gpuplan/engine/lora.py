@@ -79,7 +79,9 @@ def linear_shapes(arch: Architecture, layer: LayerSpec) -> dict[str, list[tuple[
 def default_targets(arch: Architecture) -> tuple[str, ...]:
     """The attention projections of the family (PEFT's defaults for Llama, GPT-2, DeepSeek)."""
     names = module_names(arch)
-    return tuple(n for n in names if n not in ("gate_proj", "up_proj", "down_proj", "c_fc", "c_proj"))
+    return tuple(
+        n for n in names if n not in ("gate_proj", "up_proj", "down_proj", "c_fc", "c_proj")
+    )
 
 
 def module_names(arch: Architecture) -> list[str]:
@@ -107,9 +109,7 @@ def resolve_targets(arch: Architecture, targets: tuple[str, ...]) -> tuple[str, 
 def lora_layer_params(arch: Architecture, layer: LayerSpec, spec: LoraSpec) -> int:
     """Adapter parameters in one layer: Σ over adapted modules of r × (in + out)."""
     shapes = linear_shapes(arch, layer)
-    return sum(
-        spec.rank * (i + o) for name in spec.targets for (i, o) in shapes.get(name, [])
-    )
+    return sum(spec.rank * (i + o) for name in spec.targets for (i, o) in shapes.get(name, []))
 
 
 def lora_modules_per_layer(arch: Architecture, spec: LoraSpec) -> int:

@@ -257,7 +257,7 @@ def _stage_states(
 def training_bill(setup: TrainingSetup) -> TrainingBill:
     """Build the per-GPU training bill for `setup` (the heaviest pipeline stage when pp > 1)."""
     validate_training(setup)
-    arch, lo, recipe = setup.arch, setup.layout, setup.recipe
+    arch, lo = setup.arch, setup.layout
     spec = _activation_spec(setup)
     validate_activations(spec)
     counts = _counts(arch)
@@ -354,11 +354,16 @@ def _items(
             "weight_bytes_per_param": _bpp(recipe.weights),
         }
     else:
-        weights_formula = "params per GPU" + par + " × weight bytes" + (
-            " ÷ shards (ZeRO-3)" if lo.zero >= 3 else ""
+        weights_formula = (
+            "params per GPU"
+            + par
+            + " × weight bytes"
+            + (" ÷ shards (ZeRO-3)" if lo.zero >= 3 else "")
         )
         weights_template = (
-            "{trainable_params} × {weight_bytes_per_param} bytes" + _shard_text(lo, 3) + " = {bytes}"
+            "{trainable_params} × {weight_bytes_per_param} bytes"
+            + _shard_text(lo, 3)
+            + " = {bytes}"
         )
         w_inputs = {**common, "weight_bytes_per_param": _bpp(recipe.weights)}
     weights = LineItem(
@@ -408,7 +413,9 @@ def _items(
     ):
         if offloaded:
             host.append(replace(item, label=item.label + " (on host)"))
-            gpu.append(replace(item, bytes=0, formula=item.formula + "; offloaded to host", template=""))
+            gpu.append(
+                replace(item, bytes=0, formula=item.formula + "; offloaded to host", template="")
+            )
         else:
             gpu.append(item)
 
@@ -468,7 +475,12 @@ def _items(
                 logits_peak_bytes(arch, spec),
                 "(activation bytes + 4) × tokens × vocab ÷ tp (logits and their fp32 upcast)",
                 "({act_elem_size} + 4) bytes × {tokens} tokens × {vocab} vocab ÷ tp {tp} = {bytes}",
-                {"act_elem_size": spec.act_bytes, "tokens": spec.tokens, "vocab": arch.vocab_size, "tp": lo.tp},
+                {
+                    "act_elem_size": spec.act_bytes,
+                    "tokens": spec.tokens,
+                    "vocab": arch.vocab_size,
+                    "tp": lo.tp,
+                },
                 "activations",
             )
         )
@@ -562,10 +574,16 @@ def _cost(
     setup: TrainingSetup, spec: ActivationSpec, st: StageParams, trainable: int, counts: ParamCounts
 ) -> tuple[StepFlops, CommBytes, StepTime | None]:
     arch, lo, recipe = setup.arch, setup.layout, setup.recipe
-    embedding = counts.embedding if not arch.tie_word_embeddings else arch.learned_positions * arch.hidden_size
+    embedding = (
+        counts.embedding
+        if not arch.tie_word_embeddings
+        else arch.learned_positions * arch.hidden_size
+    )
     flop_params = max(0, counts.active - embedding)
     tokens = setup.tokens_per_step
-    flops = step_flops(arch, flop_params, tokens, setup.seq, setup.recompute, setup.lora is not None)
+    flops = step_flops(
+        arch, flop_params, tokens, setup.seq, setup.recompute, setup.lora is not None
+    )
     m = setup.micro_batches
     a, h = spec.act_bytes, arch.hidden_size
     t = spec.tokens
@@ -629,7 +647,9 @@ def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> list[str]:
             "plain data parallelism copies every model state onto every GPU: it adds speed, never capacity"
         )
     if lo.tp > arch.attention.num_kv_heads and not arch.attention.is_mla:
-        notes.append(f"tp={lo.tp} > {arch.attention.num_kv_heads} KV heads: k/v projections are replicated")
+        notes.append(
+            f"tp={lo.tp} > {arch.attention.num_kv_heads} KV heads: k/v projections are replicated"
+        )
     if setup.kernel == "eager" and setup.recompute == "none":
         notes.append("eager attention stores the s² softmax probabilities; flash/SDPA does not")
     if setup.recipe.factored:

@@ -41,7 +41,9 @@ class TrainAttempt:
 
 def lower_bound(setup: TrainingSetup) -> int:
     """⌈total model-state bytes ÷ (headroom × memory per GPU)⌉: the lesson's fewest GPUs."""
-    one = training_bill(replace(setup, layout=replace(setup.layout, dp=1, tp=1, pp=1, cp=1, ep=1, sp=False, zero=0)))
+    one = training_bill(
+        replace(setup, layout=replace(setup.layout, dp=1, tp=1, pp=1, cp=1, ep=1, sp=False, zero=0))
+    )
     total = one.model_states_bytes
     budget = int(setup.gpu.memory_bytes * setup.headroom)
     return max(1, -(-total // budget))
@@ -51,14 +53,18 @@ def _layouts(setup: TrainingSetup, n: int, fixed: set[str]) -> Iterator[Training
     lo, arch = setup.layout, setup.arch
     node = setup.gpu.gpus_per_node
     zeros = [lo.zero] if "zero" in fixed else [0, 1, 2, 3]
-    tps = [lo.tp] if "tp" in fixed else [
-        t for t in range(1, node + 1) if arch.attention.num_heads % t == 0 and n % t == 0
-    ]
+    tps = (
+        [lo.tp]
+        if "tp" in fixed
+        else [t for t in range(1, node + 1) if arch.attention.num_heads % t == 0 and n % t == 0]
+    )
     for zero in zeros:
         for tp in tps:
-            pps = [lo.pp] if "pp" in fixed else [
-                p for p in range(1, arch.num_layers + 1) if (n // tp) % p == 0
-            ]
+            pps = (
+                [lo.pp]
+                if "pp" in fixed
+                else [p for p in range(1, arch.num_layers + 1) if (n // tp) % p == 0]
+            )
             for pp in pps:
                 rest = n // (tp * pp * lo.cp) if n % (tp * pp * lo.cp) == 0 else 0
                 if rest < 1 or (lo.ep > 1 and (rest * lo.cp) % lo.ep):
@@ -91,7 +97,9 @@ def fewest_gpus(
                 continue
             if bill.fits:
                 attempts.append(
-                    TrainAttempt(n, candidate.layout.describe(), True, "fits", bill.per_gpu_total_bytes)
+                    TrainAttempt(
+                        n, candidate.layout.describe(), True, "fits", bill.per_gpu_total_bytes
+                    )
                 )
                 return bill, attempts
             if best is None or bill.per_gpu_total_bytes < best.per_gpu_total_bytes:
