@@ -2,9 +2,11 @@
 
 The lesson's lower bound first: fewest GPUs ≥ ⌈model states of the whole model ÷ usable memory
 per GPU⌉ (usable = headroom × memory): no layout can beat dividing the bytes perfectly. From there
-GPU counts go up one by one; for each, layouts are tried from the least communication to the most
-(ZeRO stage 0 → 3 unless fixed, then tensor parallelism within a node, then pipeline stages), and
-the first whose heaviest GPU fits wins. Every smaller count gets its reason.
+GPU counts go up one by one within a node and in whole nodes beyond it; for each, layouts are tried from the least communication to the most
+(ZeRO stage 0 → 3 unless fixed, then tensor parallelism within a node with sequence parallelism,
+then pipeline stages), and the first whose heaviest GPU fits wins. Every smaller count gets its
+reason. When not even the most frugal layout fits (activations that no amount of sharding
+divides), the search stops at once and says so.
 """
 
 from __future__ import annotations
@@ -49,17 +51,21 @@ def lower_bound(setup: TrainingSetup) -> int:
     return max(1, -(-total // budget))
 
 
-def _layouts(setup: TrainingSetup, n: int, fixed: set[str]) -> Iterator[TrainingSetup]:
-    lo, arch = setup.layout, setup.arch
+def _valid_tp(setup: TrainingSetup, n: int) -> list[int]:
     node = setup.gpu.gpus_per_node
+    heads = setup.arch.attention.num_heads
+    return [t for t in range(1, node + 1) if heads % t == 0 and n % t == 0]
+
+
+def _layouts(setup: TrainingSetup, n: int, fixed: set[str]) -> Iterator[TrainingSetup]:
+    """Layouts of n GPUs, least communication first: ZeRO stage, then tp (with sequence
+    parallelism, which costs no extra traffic), then pp."""
+    lo, arch = setup.layout, setup.arch
     zeros = [lo.zero] if "zero" in fixed else [0, 1, 2, 3]
-    tps = (
-        [lo.tp]
-        if "tp" in fixed
-        else [t for t in range(1, node + 1) if arch.attention.num_heads % t == 0 and n % t == 0]
-    )
+    tps = [lo.tp] if "tp" in fixed else _valid_tp(setup, n)
     for zero in zeros:
         for tp in tps:
+            sp = lo.sp if "tp" in fixed else tp > 1
             pps = (
                 [lo.pp]
                 if "pp" in fixed
@@ -69,7 +75,33 @@ def _layouts(setup: TrainingSetup, n: int, fixed: set[str]) -> Iterator[Training
                 rest = n // (tp * pp * lo.cp) if n % (tp * pp * lo.cp) == 0 else 0
                 if rest < 1 or (lo.ep > 1 and (rest * lo.cp) % lo.ep):
                     continue
-                yield replace(setup, layout=replace(lo, zero=zero, tp=tp, pp=pp, dp=rest))
+                yield replace(setup, layout=replace(lo, zero=zero, tp=tp, pp=pp, dp=rest, sp=sp))
+
+
+def _counts(start: int, node: int, max_gpus: int) -> Iterator[int]:
+    """GPU counts to try: every count within a node, whole nodes beyond it."""
+    n = start
+    while n <= max_gpus:
+        yield n
+        n = n + 1 if n < node else (n // node + 1) * node
+
+
+def _frugal(setup: TrainingSetup, fixed: set[str], max_gpus: int) -> TrainingBill | None:
+    """The least memory any layout can reach: ZeRO-3 over many ranks, widest tp with SP."""
+    lo = setup.layout
+    tp = lo.tp if "tp" in fixed else max(_valid_tp(setup, setup.gpu.gpus_per_node))
+    sp = lo.sp if "tp" in fixed else tp > 1
+    zero = lo.zero if "zero" in fixed else 3
+    pp = lo.pp if "pp" in fixed else 1
+    dp = max(1, max_gpus // (tp * pp * lo.cp))
+    if lo.ep > 1:
+        dp -= dp % lo.ep
+    try:
+        return training_bill(
+            replace(setup, layout=replace(lo, zero=zero, tp=tp, pp=pp, dp=max(dp, 1), sp=sp))
+        )
+    except GpuplanError:
+        return None
 
 
 def fewest_gpus(
@@ -77,6 +109,15 @@ def fewest_gpus(
 ) -> tuple[TrainingBill, list[TrainAttempt]]:
     """Search GPU counts from the lower bound up for the first layout whose bill fits."""
     start = lower_bound(setup)
+    frugal = _frugal(setup, set(fixed), max_gpus)
+    if frugal is not None and not frugal.fits:
+        act = sum(i.bytes for i in frugal.items if i.category == "activations")
+        raise GpuplanError(
+            f"{setup.arch.name} does not fit for training on any number of {setup.gpu.name}:"
+            f" even {frugal.setup.layout.describe()} needs {format_bytes(frugal.per_gpu_total_bytes)}"
+            f" per GPU ({format_bytes(act)} of activations) > {format_bytes(frugal.budget_bytes)};"
+            " use --checkpointing full, a shorter --seq, a smaller --micro-batch or --cp"
+        )
     attempts: list[TrainAttempt] = []
     if start > 1:
         attempts.append(
@@ -88,7 +129,7 @@ def fewest_gpus(
                 f" at {setup.headroom:.0%} of {format_bytes(setup.gpu.memory_bytes)}",
             )
         )
-    for n in range(start, max_gpus + 1):
+    for n in _counts(start, setup.gpu.gpus_per_node, max_gpus):
         best: TrainingBill | None = None
         for candidate in _layouts(setup, n, set(fixed)):
             try:
