@@ -111,3 +111,22 @@ def test_bad_input_is_one_line_and_exit_2(capsys, args, fragment):
     assert code == 2
     assert fragment in err
     assert err.count("\n") == 1 and err.startswith("gpuplan: error:")
+
+
+def test_every_train_field_is_documented(capsys):
+    import re
+    from pathlib import Path
+
+    code, out, _ = _run(
+        capsys, "qwen3-30b-a3b", "--gpus", "16", "--zero", "3", "--offload", "optimizer", "--json"
+    )
+    assert code == 0
+    data = json.loads(out)
+    doc = (Path(__file__).parents[1] / "docs" / "json.md").read_text()
+    section = doc[doc.index("## `gpuplan.train/1`") :]
+    documented = set(re.findall(r"`([a-z_]+)`", section))
+    for key in data:
+        assert key in documented, f"{key} missing from the train section of docs/json.md"
+    for item in data["per_gpu"]["items"] + data["host"]["items"]:
+        assert isinstance(item["bytes"], int)
+        assert item["key"] in documented or item["key"].endswith("_offloaded"), item["key"]
