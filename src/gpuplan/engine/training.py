@@ -650,6 +650,11 @@ def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> list[str]:
         notes.append(
             f"tp={lo.tp} > {arch.attention.num_kv_heads} KV heads: k/v projections are replicated"
         )
+    if setup.kernel == "flash" and setup.recompute == "selective":
+        notes.append(
+            "selective recompute drops only the s² attention scores, which flash/SDPA never"
+            " stores: it saves no memory with this kernel (it does with --attention eager)"
+        )
     if setup.kernel == "eager" and setup.recompute == "none":
         notes.append("eager attention stores the s² softmax probabilities; flash/SDPA does not")
     if setup.recipe.factored:

@@ -43,9 +43,9 @@ class TrainAttempt:
 
 def lower_bound(setup: TrainingSetup) -> int:
     """⌈total model-state bytes ÷ (headroom × memory per GPU)⌉: the lesson's fewest GPUs."""
-    one = training_bill(
-        replace(setup, layout=replace(setup.layout, dp=1, tp=1, pp=1, cp=1, ep=1, sp=False, zero=0))
-    )
+    zero = {"optimizer": 1, "params": 3}.get(setup.offload, 0)
+    single = replace(setup.layout, dp=1, tp=1, pp=1, cp=1, ep=1, sp=False, zero=zero)
+    one = training_bill(replace(setup, layout=single))
     total = one.model_states_bytes
     budget = int(setup.gpu.memory_bytes * setup.headroom)
     return max(1, -(-total // budget))
@@ -86,7 +86,7 @@ def _counts(start: int, node: int, max_gpus: int) -> Iterator[int]:
         n = n + 1 if n < node else (n // node + 1) * node
 
 
-def _frugal(setup: TrainingSetup, fixed: set[str], max_gpus: int) -> TrainingBill | None:
+def _frugal(setup: TrainingSetup, fixed: set[str], max_gpus: int) -> TrainingBill:
     """The least memory any layout can reach: ZeRO-3 over many ranks, widest tp with SP."""
     lo = setup.layout
     tp = lo.tp if "tp" in fixed else max(_valid_tp(setup, setup.gpu.gpus_per_node))
@@ -96,12 +96,10 @@ def _frugal(setup: TrainingSetup, fixed: set[str], max_gpus: int) -> TrainingBil
     dp = max(1, max_gpus // (tp * pp * lo.cp))
     if lo.ep > 1:
         dp -= dp % lo.ep
-    try:
-        return training_bill(
-            replace(setup, layout=replace(lo, zero=zero, tp=tp, pp=pp, dp=max(dp, 1), sp=sp))
-        )
-    except GpuplanError:
-        return None
+    # an error here is the request's own (ep on a dense model, cp not dividing seq, ...)
+    return training_bill(
+        replace(setup, layout=replace(lo, zero=zero, tp=tp, pp=pp, dp=max(dp, 1), sp=sp))
+    )
 
 
 def fewest_gpus(
@@ -110,7 +108,7 @@ def fewest_gpus(
     """Search GPU counts from the lower bound up for the first layout whose bill fits."""
     start = lower_bound(setup)
     frugal = _frugal(setup, set(fixed), max_gpus)
-    if frugal is not None and not frugal.fits:
+    if not frugal.fits:
         act = sum(i.bytes for i in frugal.items if i.category == "activations")
         raise GpuplanError(
             f"{setup.arch.name} does not fit for training on any number of {setup.gpu.name}:"
