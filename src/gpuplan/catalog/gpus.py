@@ -1,0 +1,63 @@
+"""The GPU catalog (data/gpus.toml): memory as the driver reports it and as marketed, with sources."""
+
+from __future__ import annotations
+
+import tomllib
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from gpuplan.catalog.lookup import did_you_mean, normalise
+from gpuplan.engine.gpu import GpuSpec
+
+_SPEC_FIELDS = (
+    "marketed_bytes",
+    "driver_total_bytes",
+    "memory_bandwidth_bytes_per_s",
+    "bf16_dense_tflops",
+    "fp8_dense_tflops",
+    "interconnect_bytes_per_s_per_dir",
+    "gpus_per_node",
+    "vendor",
+)
+
+
+@cache
+def _table() -> tuple[dict[str, GpuSpec], dict[str, str], dict[str, dict[str, Any]]]:
+    text = resources.files("gpuplan.catalog").joinpath("data/gpus.toml").read_text("utf-8")
+    data = tomllib.loads(text)
+    by_id: dict[str, GpuSpec] = {}
+    names: dict[str, str] = {}
+    rows: dict[str, dict[str, Any]] = {}
+    for row in data["gpu"]:
+        spec = GpuSpec(
+            id=row["id"], name=row["name"], **{k: row[k] for k in _SPEC_FIELDS if k in row}
+        )
+        by_id[spec.id] = spec
+        rows[spec.id] = row
+        for alias in [spec.id, *row.get("aliases", [])]:
+            names[normalise(alias)] = spec.id
+    return by_id, names, rows
+
+
+def list_gpus() -> list[GpuSpec]:
+    return list(_table()[0].values())
+
+
+def gpu_record(gpu_id: str) -> dict[str, Any]:
+    """The catalog row as written, with its notes and source keys (for `gpuplan gpus --json`)."""
+    return _table()[2][gpu_id]
+
+
+def gpu_sources() -> dict[str, str]:
+    text = resources.files("gpuplan.catalog").joinpath("data/gpus.toml").read_text("utf-8")
+    return dict(tomllib.loads(text).get("sources", {}))
+
+
+def get_gpu(name: str) -> GpuSpec:
+    """A GPU by id or alias: 'h100', 'H100-SXM', 'a100-40gb', 'mi300x', '4090'."""
+    by_id, names, _ = _table()
+    key = names.get(normalise(name)) or names.get(normalise(name).replace(" ", "-"))
+    if key is None:
+        raise did_you_mean("gpu", name, names)
+    return by_id[key]

@@ -1,0 +1,138 @@
+"""The model catalog (data/models.toml + data/models/*.json) and reading a user's config.json.
+
+MODEL on the command line is a catalog name ('llama-3.1-8b'), a Hugging Face id in the catalog
+('meta-llama/Llama-3.1-8B'), a path to a config.json, or a path to a directory holding one.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from gpuplan.catalog.lookup import did_you_mean, normalise
+from gpuplan.engine.architecture import Architecture, architecture_from_config
+from gpuplan.errors import GpuplanError
+
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; refuse anything absurd
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    id: str
+    hf_id: str
+    config: str  # path inside the package data
+    aliases: tuple[str, ...] = ()
+    source: str = ""
+
+
+@cache
+def _table() -> tuple[dict[str, ModelEntry], dict[str, str]]:
+    text = resources.files("gpuplan.catalog").joinpath("data/models.toml").read_text("utf-8")
+    by_id: dict[str, ModelEntry] = {}
+    names: dict[str, str] = {}
+    for row in tomllib.loads(text)["model"]:
+        entry = ModelEntry(
+            row["id"],
+            row["hf_id"],
+            row["config"],
+            tuple(row.get("aliases", [])),
+            row.get("source", ""),
+        )
+        by_id[entry.id] = entry
+        for alias in (entry.id, entry.hf_id, entry.hf_id.split("/")[-1], *entry.aliases):
+            names[normalise(alias)] = entry.id
+    return by_id, names
+
+
+def list_models() -> list[ModelEntry]:
+    return list(_table()[0].values())
+
+
+def parse_config_text(text: str, name: str) -> dict[str, Any]:
+    """Parse config.json text, with a one-line error for anything that is not a JSON object."""
+    if len(text) > MAX_CONFIG_BYTES:
+        raise GpuplanError(f"{name}: config.json is larger than {MAX_CONFIG_BYTES // 1024} KiB")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise GpuplanError(
+            f"{name}: not valid JSON ({err.msg} at line {err.lineno} column {err.colno})"
+        ) from None
+    if not isinstance(data, dict):
+        raise GpuplanError(f"{name}: config.json must be a JSON object")
+    return data
+
+
+@cache
+def _catalog_config(model_id: str) -> dict[str, Any]:
+    entry = _table()[0][model_id]
+    text = resources.files("gpuplan.catalog").joinpath(f"data/{entry.config}").read_text("utf-8")
+    return parse_config_text(text, entry.id)
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    """Read the config.json at `path`, or in the directory `path` (as the user named it)."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        p = p / "config.json"
+        if not p.is_file():
+            raise GpuplanError(f"{path}: directory has no config.json")
+    if not p.is_file():
+        raise GpuplanError(f"{path}: no such file")
+    if p.stat().st_size > MAX_CONFIG_BYTES:
+        raise GpuplanError(f"{path}: larger than {MAX_CONFIG_BYTES // 1024} KiB; not a config.json")
+    try:
+        text = p.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise GpuplanError(f"{path}: cannot read ({err.__class__.__name__})") from None
+    return parse_config_text(text, str(path))
+
+
+def resolve_model(model: str) -> tuple[dict[str, Any], str, ModelEntry | None]:
+    """The config dict, display name and catalog entry (if any) for what the user typed."""
+    by_id, names = _table()
+    key = names.get(normalise(model))
+    if key is not None:
+        return _catalog_config(key), key, by_id[key]
+    looks_like_path = model.endswith(".json") or "/" in model or model.startswith(".")
+    p = Path(model).expanduser()
+    if p.exists() or (looks_like_path and model.endswith(".json")):
+        return read_config(p), p.name if p.is_file() else str(model), None
+    if (
+        looks_like_path
+        and "/" in model
+        and not p.exists()
+        and model.count("/") == 1
+        and not model.startswith((".", "/", "~"))
+    ):
+        raise GpuplanError(
+            f"unknown model {model!r}: not in the catalog (see `gpuplan models`); for other Hugging Face"
+            " models pass the path to their config.json"
+        )
+    if looks_like_path:
+        raise GpuplanError(f"{model}: no such file or directory")
+    raise did_you_mean("model", model, names)
+
+
+@cache
+def _catalog_architecture(model_id: str) -> Architecture:
+    return architecture_from_config(_catalog_config(model_id), model_id)
+
+
+def load_architecture(model: str | dict[str, Any], name: str | None = None) -> Architecture:
+    """An `Architecture` from a catalog name, HF id, config path, or an already-parsed dict."""
+    if isinstance(model, dict):
+        return architecture_from_config(
+            model, name or str(model.get("_name_or_path") or "config.json")
+        )
+    by_id, names = _table()
+    key = names.get(normalise(model))
+    if key is not None:
+        return _catalog_architecture(key)
+    config, display, _ = resolve_model(model)
+    return architecture_from_config(config, name or display)

@@ -1,0 +1,1 @@
+"""The command line: parse, call the engine, render. No formulas here."""

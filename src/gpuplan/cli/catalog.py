@@ -1,0 +1,107 @@
+"""`gpuplan models` and `gpuplan gpus`: what the catalogs hold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from gpuplan.cli.options import units_option
+from gpuplan.cli.render import console, print_json
+from gpuplan.units import format_bytes, format_count
+
+
+@click.command("models")
+@click.option("--json", "as_json", is_flag=True)
+def models_command(as_json: bool) -> None:
+    """List the built-in models (any other config.json works too: pass its path)."""
+    from rich.table import Table
+
+    from gpuplan.catalog import list_models, load_architecture
+    from gpuplan.engine.params import count_params
+
+    rows: list[dict[str, Any]] = []
+    for entry in list_models():
+        arch = load_architecture(entry.id)
+        counts = count_params(arch)
+        rows.append(
+            {
+                "id": entry.id,
+                "hf_id": entry.hf_id,
+                "model_type": arch.model_type,
+                "params_total": counts.total,
+                "params_active": counts.active,
+                "layers": arch.num_layers,
+                "attention": arch.attention.kind,
+                "quantization": arch.quantization.precision if arch.quantization else None,
+            }
+        )
+    if as_json:
+        print_json({"models": rows})
+        return
+    table = Table(box=None, header_style="bold")
+    for col in (
+        "name",
+        "Hugging Face id",
+        "type",
+        "params",
+        "active",
+        "layers",
+        "attention",
+        "checkpoint",
+    ):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            r["id"],
+            r["hf_id"],
+            r["model_type"],
+            format_count(r["params_total"]),
+            format_count(r["params_active"]),
+            str(r["layers"]),
+            r["attention"],
+            r["quantization"] or "",
+        )
+    console().print(table)
+
+
+@click.command("gpus")
+@units_option
+@click.option("--json", "as_json", is_flag=True)
+def gpus_command(units: str, as_json: bool) -> None:
+    """List the GPUs: memory as the driver reports it (what bills use) and as marketed."""
+    from rich.table import Table
+
+    from gpuplan.catalog.gpus import gpu_record, list_gpus
+
+    gpus = list_gpus()
+    if as_json:
+        print_json(
+            {
+                "gpus": [
+                    dict(gpu_record(g.id), memory_bytes=g.memory_bytes, memory_basis=g.memory_basis)
+                    for g in gpus
+                ]
+            }
+        )
+        return
+    table = Table(box=None, header_style="bold")
+    for col in ("id", "name", "bill uses", "driver total", "marketed", "BW TB/s", "bf16 TFLOPS"):
+        table.add_column(col)
+    for g in gpus:
+        table.add_row(
+            g.id,
+            g.name,
+            f"{format_bytes(g.memory_bytes, units)} ({g.memory_basis})",
+            format_bytes(g.driver_total_bytes, units) if g.driver_total_bytes else "—",
+            format_bytes(g.marketed_bytes, units),
+            f"{g.memory_bandwidth_bytes_per_s / 1e12:.2f}"
+            if g.memory_bandwidth_bytes_per_s
+            else "—",
+            f"{g.bf16_dense_tflops:g}" if g.bf16_dense_tflops else "—",
+        )
+    console().print(table)
+    console().print(
+        "[dim]Bills measure against the driver-reported total where known (nvidia-smi/rocm-smi);"
+        " sources in the package's catalog/data/gpus.toml.[/dim]"
+    )

@@ -1,0 +1,17 @@
+"""Options shared by several commands."""
+
+from __future__ import annotations
+
+import click
+
+units_option = click.option(
+    "--units",
+    type=click.Choice(["GB", "GiB"], case_sensitive=False),
+    default="GB",
+    show_default=True,
+    callback=lambda ctx, param, v: "GiB" if v.lower() == "gib" else "GB",
+    help="Display units: GB (10^9, as in the lesson) or GiB (2^30).",
+)
+gpus_option = click.option(
+    "--gpus", default=None, help="GPU count or 'auto' (fewest that fit). [default: auto]"
+)

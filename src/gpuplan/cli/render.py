@@ -1,0 +1,81 @@
+"""Rendering bills for the terminal: a table of lines, a bar of the GPU's memory, the arithmetic."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from gpuplan.units import format_bytes
+
+# one colour per bill category, shared with the web app's legend
+COLOURS = {
+    "weights": "blue",
+    "kv_cache": "magenta",
+    "gradients": "yellow",
+    "optimizer": "red",
+    "activations": "green",
+    "overhead": "bright_black",
+    "other": "white",
+}
+
+BAR_WIDTH = 60
+
+
+def console() -> Console:
+    """A console that does not squeeze tables to 80 columns when output is piped."""
+    out = Console(highlight=False)
+    if not out.is_terminal:
+        out = Console(highlight=False, width=160)
+    return out
+
+
+def print_json(data: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def memory_bar(
+    items: list[dict[str, Any]], memory: int, budget: int, width: int = BAR_WIDTH
+) -> Text:
+    """A bar of the GPU's memory: one coloured run per bill line, '|' at the headroom line."""
+    bar = Text()
+    used = 0
+    for item in items:
+        cells = round(item["bytes"] / memory * width) if memory else 0
+        cells = min(cells, width - used)
+        bar.append("█" * cells, style=COLOURS.get(item["category"], "white"))
+        used += cells
+    mark = min(width - 1, round(budget / memory * width)) if memory else width - 1
+    rest = ["·"] * (width - used)
+    if mark >= used:
+        rest[mark - used] = "|"
+    bar.append("".join(rest), style="bright_black")
+    total = sum(i["bytes"] for i in items)
+    if total > memory:
+        bar.append(" ▶ OOM", style="bold red")
+    return bar
+
+
+def bill_table(
+    items: list[dict[str, Any]], total: int, budget: int, units: str, explain: bool
+) -> Table:
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("per GPU")
+    table.add_column(units, justify="right")
+    table.add_column("formula" if explain else "how", overflow="fold")
+    for item in items:
+        colour = COLOURS.get(item["category"], "white")
+        how = item["explain"] if explain else item["formula"]
+        table.add_row(
+            Text("■ ", style=colour) + Text(item["name"]), format_bytes(item["bytes"], units), how
+        )
+    table.add_row(
+        Text("total", style="bold"),
+        Text(format_bytes(total, units), style="bold"),
+        f"budget {format_bytes(budget, units)}",
+    )
+    return table

@@ -1,0 +1,85 @@
+"""KV-cache bytes: per token, per sequence, per GPU.
+
+    KV cache per token = 2 × layers × KV heads × head dim × bytes        (the lesson, step 3)
+
+(the 2 is K and V). Grouped-query attention (Ainslie et al. 2023) caches only the KV heads, so
+64 query heads sharing 8 KV heads cache 8× less than multi-head attention would.
+
+MLA (DeepSeek-V2 paper §2.1.2, eq. 10 and Table 1): engines (vLLM's MLA backends, SGLang)
+cache only the compressed latent c_KV (kv_lora_rank) and the shared RoPE key (qk_rope_head_dim)
+per layer and token: (kv_lora_rank + qk_rope_head_dim) × bytes, the same on every TP rank.
+`layout="expanded"` gives instead what transformers' DynamicCache holds: per-head K of
+(nope + rope) and V of v_head_dim.
+
+Sliding-window layers (Mistral, Gemma 2/3, gpt-oss) keep at most `window` tokens, so a sequence
+of length L costs min(L, window) tokens on those layers.
+
+Under tensor parallelism each rank caches KV heads ÷ tp, but never less than one whole head:
+when tp > KV heads the heads are replicated (vLLM: num_kv_heads per rank = max(1, kv_heads / tp)).
+Under pipeline parallelism a GPU caches only its stage's layers.
+"""
+
+from __future__ import annotations
+
+from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.precision import Precision
+from gpuplan.engine.weights import stage_layers
+
+LAYOUTS = ("engine", "expanded")
+
+
+def kv_elements_per_token_per_layer(arch: Architecture, layout: str = "engine") -> int:
+    """Elements cached per token in one layer, all KV heads."""
+    a = arch.attention
+    if a.is_mla:
+        assert a.kv_lora_rank is not None
+        if layout == "engine":
+            return a.kv_lora_rank + a.qk_rope_head_dim
+        return a.num_heads * (a.head_dim + a.v_head_dim)
+    return a.num_kv_heads * (a.head_dim + a.v_head_dim)
+
+
+def kv_heads_per_rank(arch: Architecture, tp: int) -> float:
+    """KV heads one TP rank caches: kv_heads / tp, at least one whole head (replication)."""
+    a = arch.attention
+    if a.is_mla:
+        return 1.0
+    return max(1, a.num_kv_heads // tp) if tp > a.num_kv_heads else a.num_kv_heads / tp
+
+
+def kv_fraction_per_rank(arch: Architecture, tp: int) -> float:
+    """Share of a layer's KV cache that one TP rank holds (1.0 for MLA: the latent is replicated)."""
+    a = arch.attention
+    if a.is_mla:
+        return 1.0
+    return kv_heads_per_rank(arch, tp) / a.num_kv_heads
+
+
+def kv_cache_bytes_per_token(arch: Architecture, kv: Precision, layout: str = "engine") -> int:
+    """Bytes of KV cache one token adds across all layers (before any sliding-window cap)."""
+    return kv.bytes_for(kv_elements_per_token_per_layer(arch, layout)) * arch.num_layers
+
+
+def kv_cache_bytes_per_sequence(
+    arch: Architecture, kv: Precision, context: int, layout: str = "engine"
+) -> int:
+    """Bytes of KV cache for one sequence of `context` tokens, sliding layers capped at their window."""
+    per_layer_token = kv.bytes_for(kv_elements_per_token_per_layer(arch, layout))
+    return per_layer_token * _capped_tokens(arch, context)
+
+
+def kv_cache_bytes_per_sequence_per_gpu(
+    arch: Architecture, kv: Precision, context: int, tp: int = 1, pp: int = 1, stage: int = 0
+) -> int:
+    """KV bytes one GPU holds for one sequence: its stage's layers, its share of the KV heads."""
+    per_layer_token = kv.bytes_for(kv_elements_per_token_per_layer(arch))
+    layers = stage_layers(arch.num_layers, pp)[stage]
+    tokens = _capped_tokens(arch, context, layers)
+    return round(per_layer_token * tokens * kv_fraction_per_rank(arch, tp))
+
+
+def _capped_tokens(arch: Architecture, context: int, layers: range | None = None) -> int:
+    """Σ over layers of the tokens each caches: context, or its window if smaller."""
+    return sum(
+        count * min(context, window or context) for window, count in arch.window_counts(layers)
+    )

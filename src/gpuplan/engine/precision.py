@@ -1,0 +1,68 @@
+"""Numeric formats and the bytes they take.
+
+A `Precision` is read from the catalog (catalog/data/precisions.toml); its bytes per parameter
+is derived here from the payload bits and the per-group scales, never typed in:
+
+    bits/element = bits + (scale_bits + zero_bits) / group_size
+                        + scale_scale_bits / (group_size × scale_group)
+
+e.g. GPTQ int4 g128: 4 + (16 + 4)/128 = 4.156 bits = 0.520 bytes; MXFP4: 4 + 8/32 = 4.25 bits;
+NF4 with double quantisation (QLoRA §3): 4 + 8/64 + 32/(64·256) = 4.127 bits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A storage format: payload bits per element plus any per-group scales and zero points."""
+
+    id: str
+    bits: int
+    group_size: int = 0
+    scale_bits: int = 0
+    zero_bits: int = 0
+    scale_group: int = 0
+    scale_scale_bits: int = 0
+    scope: str = "all"  # "all": every parameter; "linear": only linear weights are packed
+    kv: bool = False
+    source: str = ""
+
+    @property
+    def bits_per_param(self) -> Fraction:
+        """Average bits per element, scales and zero points included."""
+        bits = Fraction(self.bits)
+        if self.group_size:
+            bits += Fraction(self.scale_bits + self.zero_bits, self.group_size)
+            if self.scale_group:
+                bits += Fraction(self.scale_scale_bits, self.group_size * self.scale_group)
+        return bits
+
+    @property
+    def bytes_per_param(self) -> Fraction:
+        return self.bits_per_param / 8
+
+    def bytes_for(self, n: int) -> int:
+        """Bytes to store `n` elements, scales included, rounded up to a whole byte."""
+        if n <= 0:
+            return 0
+        bits = n * self.bits
+        if self.group_size:
+            groups = _ceil_div(n, self.group_size)
+            bits += groups * (self.scale_bits + self.zero_bits)
+            if self.scale_group:
+                bits += _ceil_div(groups, self.scale_group) * self.scale_scale_bits
+        return _ceil_div(bits, 8)
+
+    def describe(self) -> str:
+        """'bf16 (2 bytes/param)' or 'gptq-int4-g128 (0.520 bytes/param)'."""
+        b = self.bytes_per_param
+        text = f"{float(b):g}" if b.denominator in (1, 2, 4, 8) else f"{float(b):.3f}"
+        return f"{self.id} ({text} bytes/param)"

@@ -1,0 +1,265 @@
+"""The serving bill per GPU: weights, KV cache, workspace, CUDA context, against a headroom budget.
+
+    memory per GPU = weights ÷ (tp × pp) + KV cache + workspace + CUDA context   (lesson, part 1-3)
+    budget         = headroom × GPU memory                                        (90 % by default)
+    KV capacity    = (budget − weights − overhead) × GPUs ÷ KV bytes per token    (lesson, step 3.4)
+    users          = KV capacity ÷ context
+
+The defaults for the overheads are the lesson's: a 1.5 GB workspace (activations and library
+scratch of the forward pass) and 1 GB of CUDA context per GPU. Both are named, overridable lines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.bill import LineItem, total_bytes
+from gpuplan.engine.gpu import GpuSpec
+from gpuplan.engine.kv_cache import (
+    kv_cache_bytes_per_sequence,
+    kv_cache_bytes_per_sequence_per_gpu,
+    kv_cache_bytes_per_token,
+    kv_heads_per_rank,
+)
+from gpuplan.engine.params import ParamCounts, count_params
+from gpuplan.engine.precision import Precision
+from gpuplan.engine.weights import WeightFormat, WeightsPerGpu, weights_bytes, weights_per_gpu
+from gpuplan.errors import GpuplanError
+
+DEFAULT_WORKSPACE_BYTES = 1_500_000_000  # the lesson's 1.5 GB workspace
+DEFAULT_CUDA_CONTEXT_BYTES = 1_000_000_000  # the lesson's 1 GB of CUDA context
+DEFAULT_HEADROOM = 0.9  # the lesson's "at most about 90 % of HBM"
+
+
+@dataclass(frozen=True)
+class ServingSetup:
+    """Everything a serving bill depends on. Frozen, so bills can be cached and compared."""
+
+    arch: Architecture
+    weights: WeightFormat
+    kv: Precision
+    gpu: GpuSpec
+    tp: int = 1
+    pp: int = 1
+    context: int = 4096
+    users: int = 1
+    headroom: float = DEFAULT_HEADROOM
+    workspace_bytes: int = DEFAULT_WORKSPACE_BYTES
+    cuda_context_bytes: int = DEFAULT_CUDA_CONTEXT_BYTES
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+
+@dataclass(frozen=True)
+class ServingBill:
+    """The answer: the bill of the most loaded GPU, whether it fits, and what the KV room buys."""
+
+    setup: ServingSetup
+    items: tuple[LineItem, ...]
+    params: ParamCounts
+    weights_bytes: int  # all weights of the model
+    kv_bytes_per_token: int  # whole model, one token, all layers
+    kv_bytes_per_sequence: int  # whole model, one sequence of `context` tokens
+    budget_bytes: int
+    kv_capacity_tokens: int
+    max_concurrent_sequences: int
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def per_gpu_total_bytes(self) -> int:
+        return total_bytes(self.items)
+
+    @property
+    def fits(self) -> bool:
+        return self.per_gpu_total_bytes <= self.budget_bytes and self.max_concurrent_sequences >= 1
+
+    @property
+    def gpus(self) -> int:
+        return self.setup.gpus
+
+    def item(self, key: str) -> LineItem:
+        for line in self.items:
+            if line.key == key:
+                return line
+        raise KeyError(key)
+
+
+def validate_serving(setup: ServingSetup) -> None:
+    """Reject impossible setups with a one-line reason."""
+    a = setup.arch.attention
+    for name, value in (
+        ("tp", setup.tp),
+        ("pp", setup.pp),
+        ("context", setup.context),
+        ("users", setup.users),
+    ):
+        if value < 1:
+            raise GpuplanError(f"{name} must be at least 1, got {value}")
+    if not 0 < setup.headroom <= 1:
+        raise GpuplanError(f"headroom must be in (0, 1], got {setup.headroom}")
+    if a.num_heads % setup.tp:
+        raise GpuplanError(
+            f"tp={setup.tp} does not divide the {a.num_heads} attention heads of {setup.arch.name}"
+        )
+    if setup.pp > setup.arch.num_layers:
+        raise GpuplanError(
+            f"pp={setup.pp} is larger than the {setup.arch.num_layers} layers of {setup.arch.name}"
+        )
+    if setup.workspace_bytes < 0 or setup.cuda_context_bytes < 0:
+        raise GpuplanError("overheads must not be negative")
+
+
+@lru_cache(maxsize=4096)
+def _weights_per_gpu(arch: Architecture, fmt: WeightFormat, tp: int, pp: int) -> WeightsPerGpu:
+    return weights_per_gpu(arch, fmt, tp, pp)
+
+
+@lru_cache(maxsize=1024)
+def _weights_total(arch: Architecture, fmt: WeightFormat) -> int:
+    return weights_bytes(count_params(arch), fmt)
+
+
+@lru_cache(maxsize=1024)
+def _counts(arch: Architecture) -> ParamCounts:
+    return count_params(arch)
+
+
+def serving_bill(setup: ServingSetup) -> ServingBill:
+    """Build the per-GPU serving bill for `setup` (the heaviest pipeline stage when pp > 1)."""
+    validate_serving(setup)
+    arch, tp, pp = setup.arch, setup.tp, setup.pp
+    counts = _counts(arch)
+    total_weights = _weights_total(arch, setup.weights)
+    w = _weights_per_gpu(arch, setup.weights, tp, pp)
+    per_token = kv_cache_bytes_per_token(arch, setup.kv)
+    per_seq = kv_cache_bytes_per_sequence(arch, setup.kv, setup.context)
+    per_seq_gpu = kv_cache_bytes_per_sequence_per_gpu(
+        arch, setup.kv, setup.context, tp, pp, w.stage
+    )
+    kv_gpu = per_seq_gpu * setup.users
+
+    bpp = total_weights / counts.total  # effective: mixed formats keep some parts at 16-bit
+    weights_item = LineItem(
+        key="weights",
+        label="Weights",
+        bytes=w.bytes,
+        formula="params × bytes/param ÷ (tp × pp)" if pp > 1 or tp > 1 else "params × bytes/param",
+        template=(
+            "{params} × {bytes_per_param} bytes ÷ (tp {tp} × pp {pp}) = {bytes}"
+            if tp * pp > 1
+            else "{params} × {bytes_per_param} bytes = {bytes}"
+        ),
+        inputs={
+            "params": counts.total,
+            "bytes_per_param": round(bpp, 4),
+            "precision": setup.weights.describe(),
+            "tp": tp,
+            "pp": pp,
+            "stage": w.stage,
+            "stage_layers": len(w.layers),
+            "embedding_bytes": w.embedding_bytes,
+            "lm_head_bytes": w.lm_head_bytes,
+            "total_weights_bytes": total_weights,
+        },
+        category="weights",
+    )
+    kv_item = LineItem(
+        key="kv_cache",
+        label="KV cache",
+        bytes=kv_gpu,
+        formula="2 × layers × KV heads × head dim × bytes × context × sequences ÷ GPUs",
+        template=_kv_template(arch, tp, pp),
+        inputs={
+            "layers": arch.num_layers,
+            "kv_heads": arch.attention.num_kv_heads,
+            "head_dim": arch.attention.head_dim,
+            "kv_elem_size": float(setup.kv.bytes_per_param),
+            "latent_dim": (arch.attention.kv_lora_rank or 0) + arch.attention.qk_rope_head_dim,
+            "kv_dtype": setup.kv.id,
+            "context": setup.context,
+            "users": setup.users,
+            "per_token_bytes": per_token,
+            "tp": tp,
+            "pp": pp,
+            "kv_heads_per_gpu": kv_heads_per_rank(arch, tp),
+        },
+        category="kv_cache",
+    )
+    workspace_item = LineItem(
+        key="workspace",
+        label="Workspace",
+        bytes=setup.workspace_bytes,
+        formula="activations and library scratch of the forward pass (fixed allowance)",
+        template="workspace allowance = {bytes}",
+        category="overhead",
+    )
+    context_item = LineItem(
+        key="cuda_context",
+        label="CUDA context",
+        bytes=setup.cuda_context_bytes,
+        formula="CUDA context, kernels and communicator buffers per process (fixed allowance)",
+        template="CUDA context allowance = {bytes}",
+        category="overhead",
+    )
+    items = (weights_item, kv_item, workspace_item, context_item)
+
+    budget = int(setup.gpu.memory_bytes * setup.headroom)
+    free = budget - w.bytes - setup.workspace_bytes - setup.cuda_context_bytes
+    if free > 0 and per_seq_gpu > 0:
+        max_seqs = free // per_seq_gpu
+        capacity = free * setup.context // per_seq_gpu
+    else:
+        max_seqs, capacity = 0, 0
+    notes = list(arch.notes)
+    a = arch.attention
+    if not a.is_mla and tp > a.num_kv_heads:
+        notes.append(
+            f"tp={tp} > {a.num_kv_heads} KV heads: each GPU keeps one whole KV head, so the KV cache"
+            f" is replicated {tp // a.num_kv_heads}× across GPUs"
+        )
+    if a.is_mla:
+        notes.append(
+            "MLA: the KV cache holds the compressed latent (kv_lora_rank + rope dims), replicated on every TP rank"
+        )
+    if arch.num_sliding_layers:
+        notes.append(
+            f"{arch.num_sliding_layers} of {arch.num_layers} layers use sliding-window attention;"
+            " their KV cache is capped at the window"
+        )
+    if pp > 1:
+        notes.append(
+            f"pp={pp}: layers split {len(w.layers)} per stage at most; the embedding is on the first"
+            " stage and the LM head on the last; the bill is for the heaviest stage"
+            f" (stage {w.stage})"
+        )
+    if free > 0 and max_seqs < setup.users:
+        notes.append(
+            f"the KV cache left after weights and overhead holds {max_seqs} sequence(s) of"
+            f" {setup.context} tokens, fewer than the {setup.users} asked for"
+        )
+    return ServingBill(
+        setup=setup,
+        items=items,
+        params=counts,
+        weights_bytes=total_weights,
+        kv_bytes_per_token=per_token,
+        kv_bytes_per_sequence=per_seq,
+        budget_bytes=budget,
+        kv_capacity_tokens=int(capacity),
+        max_concurrent_sequences=int(max_seqs),
+        notes=tuple(notes),
+    )
+
+
+def _kv_template(arch: Architecture, tp: int, pp: int) -> str:
+    if arch.attention.is_mla:
+        head = "({latent_dim}) × {kv_elem_size} bytes × {layers} layers"
+        return head + " × {context} tokens × {users} sequences = {bytes}"
+    base = "2 × {layers} layers × {kv_heads} KV heads × {head_dim} × {kv_elem_size} bytes × {context} tokens × {users} sequences"
+    if tp * pp > 1:
+        base += " ÷ (tp {tp} × pp {pp})"
+    return base + " = {bytes}"

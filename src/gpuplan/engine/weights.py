@@ -1,0 +1,150 @@
+"""Weight bytes: the whole model, and what one GPU holds under tensor and pipeline parallelism.
+
+    weights = parameters × bytes per parameter                       (the lesson, step 1)
+
+For a quantised format ("linear" scope) only the linear weights of attention, MLP and experts
+are packed; embeddings, LM head, norms, biases and routers stay at the 16-bit base dtype, as
+GPTQ/AWQ/fp8/MXFP4 checkpoints and vLLM's loaders keep them.
+
+Per GPU (Megatron-LM, Shoeybi et al. 2019 §3; vLLM's ColumnParallel/RowParallel/
+VocabParallelEmbedding layers): linear layers and the vocabulary are split tp ways; norms and
+routers are replicated on every rank; when tp exceeds the KV heads each rank keeps one whole
+KV head (k and v projections replicated, as vLLM's QKVParallelLinear does); MLA's low-rank
+down-projections (q_a, kv_a) are replicated (vLLM's ReplicatedLinear in deepseek_v2.py).
+Layers are split evenly over pp stages (the first stages take the remainder); the token
+embedding sits on the first stage and the final norm + LM head on the last, so the heaviest
+stage sets the per-GPU figure.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.params import LINEAR_KINDS, ParamCounts, count_params, layer_params
+from gpuplan.engine.precision import Precision
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    """How a model's parameters are stored: a precision for packed linear weights and a base."""
+
+    precision: Precision  # the format asked for (bf16, fp8, gptq-int4-g128, ...)
+    base: Precision  # 16-bit format kept for embeddings, norms, biases, routers when scope = linear
+    unquantized: tuple[
+        str, ...
+    ] = ()  # linear kinds a checkpoint leaves unpacked ("attention", ...)
+
+    def for_kind(self, kind: str) -> Precision:
+        if self.precision.scope == "all":
+            return self.precision
+        if kind in LINEAR_KINDS and kind not in self.unquantized:
+            return self.precision
+        return self.base
+
+    def describe(self) -> str:
+        if self.precision.scope == "all":
+            return self.precision.describe()
+        kept = ", ".join(k for k in self.unquantized if k in LINEAR_KINDS)
+        extra = f"; {kept} kept at {self.base.id}" if kept else ""
+        return f"{self.precision.describe()} linear weights, others {self.base.id}{extra}"
+
+
+def weights_bytes(counts: ParamCounts, fmt: WeightFormat) -> int:
+    """Bytes of all weights: Σ over kinds of params(kind) × bytes per param of its format."""
+    return sum(fmt.for_kind(kind).bytes_for(n) for kind, n in counts.by_kind.items())
+
+
+def _attention_rank_counts(arch: Architecture, c: Counter[str], tp: int) -> dict[str, float]:
+    """Attention params one TP rank holds (KV-head replication and MLA down-projections)."""
+    a, h = arch.attention, arch.hidden_size
+    total = c["attention"]
+    if a.is_mla:
+        assert a.kv_lora_rank is not None
+        replicated = h * (a.q_lora_rank or 0) + h * (a.kv_lora_rank + a.qk_rope_head_dim)
+        return {"attention": replicated + (total - replicated) / tp}
+    kv = h * a.num_kv_heads * (a.head_dim + a.v_head_dim)
+    kv_heads_per_rank = max(1, a.num_kv_heads // tp) if tp > a.num_kv_heads else a.num_kv_heads / tp
+    kv_rank = h * kv_heads_per_rank * (a.head_dim + a.v_head_dim)
+    return {"attention": (total - kv) / tp + kv_rank}
+
+
+def layer_bytes_per_rank(arch: Architecture, layer_index: int, fmt: WeightFormat, tp: int) -> int:
+    """Bytes of one decoder layer on one tensor-parallel rank."""
+    c = layer_params(arch, arch.layers[layer_index])
+    per_rank: dict[str, float] = {}
+    per_rank.update(_attention_rank_counts(arch, c, tp))
+    for kind in ("mlp", "experts", "shared_experts", "bias", "sinks"):
+        if c[kind]:
+            per_rank[kind] = c[kind] / tp
+    for kind in ("norm", "router"):
+        if c[kind]:
+            per_rank[kind] = c[kind]
+    return sum(fmt.for_kind(k).bytes_for(round(n)) for k, n in per_rank.items())
+
+
+def stage_layers(num_layers: int, pp: int) -> list[range]:
+    """Split layers into pp contiguous stages, the first stages taking one extra when uneven."""
+    base, extra = divmod(num_layers, pp)
+    stages, start = [], 0
+    for s in range(pp):
+        size = base + (1 if s < extra else 0)
+        stages.append(range(start, start + size))
+        start += size
+    return stages
+
+
+@dataclass(frozen=True)
+class WeightsPerGpu:
+    """The weight bytes of the heaviest GPU, and where that GPU sits."""
+
+    bytes: int
+    stage: int
+    layers: range
+    embedding_bytes: int
+    lm_head_bytes: int
+
+
+def weights_per_gpu(
+    arch: Architecture, fmt: WeightFormat, tp: int = 1, pp: int = 1
+) -> WeightsPerGpu:
+    """Weight bytes on the most loaded GPU: its stage's layers ÷ tp, plus embedding / LM head."""
+    counts = count_params(arch)
+    h = arch.hidden_size
+    emb = fmt.for_kind("embedding").bytes_for(round(counts.embedding / tp))
+    head_params = 0 if arch.tie_word_embeddings else arch.vocab_size * h
+    final_norm = counts.lm_head - head_params
+    head = fmt.for_kind("lm_head").bytes_for(round(head_params / tp)) + fmt.for_kind(
+        "norm"
+    ).bytes_for(final_norm)
+    if arch.tie_word_embeddings and pp > 1:
+        # the last stage keeps its own copy of the tied embedding matrix to compute logits
+        head += fmt.for_kind("lm_head").bytes_for(round(arch.vocab_size * h / tp))
+    layer_bytes = [layer_bytes_per_rank(arch, i, fmt, tp) for i in _distinct_layers(arch)]
+    by_index = _expand(arch, layer_bytes)
+    best: WeightsPerGpu | None = None
+    for s, layers in enumerate(stage_layers(arch.num_layers, pp)):
+        total = sum(by_index[i] for i in layers)
+        e = emb if s == 0 else 0
+        lm = head if s == pp - 1 else 0
+        candidate = WeightsPerGpu(total + e + lm, s, layers, e, lm)
+        if best is None or candidate.bytes > best.bytes:
+            best = candidate
+    assert best is not None
+    return best
+
+
+def _distinct_layers(arch: Architecture) -> list[int]:
+    """Indices of the first layer of each distinct kind (layers of one kind weigh the same)."""
+    seen: dict[bool, int] = {}
+    for i, layer in enumerate(arch.layers):
+        seen.setdefault(layer.moe, i)
+    return list(seen.values())
+
+
+def _expand(arch: Architecture, layer_bytes: list[int]) -> list[int]:
+    kinds = {
+        arch.layers[i].moe: b for i, b in zip(_distinct_layers(arch), layer_bytes, strict=True)
+    }
+    return [kinds[layer.moe] for layer in arch.layers]
