@@ -34,7 +34,7 @@ VLLM_PATTERNS: dict[str, str] = {
     "max_concurrency": r"Maximum concurrency for [\d,]+ tokens per request: " + _NUM + r"x",
     "cudagraph_gib": r"Graph capturing finished in [\d.]+ secs?, took " + _NUM + r" ?GiB",
     "total_gib": r"Free memory on device \([\d.]+/" + _NUM + r" ?GiB\)",
-    "gpu_blocks_v0": r"# GPU blocks: (\d+)",
+    "gpu_blocks_v0": r"GPU blocks: (\d+)",
 }
 SGLANG_PATTERNS: dict[str, str] = {
     "kv_cache_tokens": r"KV Cache is allocated\. #tokens: (\d+)",
@@ -95,7 +95,12 @@ def _number(text: str) -> float:
 
 
 def detect_engine(text: str) -> str | None:
-    if re.search(r"vllm|gpu_worker\.py|kv_cache_utils\.py|vLLM", text):
+    if re.search(
+        r"vllm|vLLM|gpu_worker\.py|gpu_model_runner\.py|kv_cache_utils\.py|v1/worker"
+        r"|Loading model weights took|Model loading took|GPU blocks:|GPU KV cache size"
+        r"|Available KV cache memory|Maximum concurrency for",
+        text,
+    ):
         return "vllm"
     if re.search(r"sglang|KV Cache is allocated|max_total_num_tokens", text):
         return "sglang"
@@ -172,7 +177,7 @@ def parse_log(text: str) -> LogFigures:
         v0 = "gpu_blocks_v0" in figures and "kv_cache_tokens" not in figures
         if v0:
             problems.append(
-                "a vLLM V0 log (\"# GPU blocks\"): V0 sized the KV cache differently;"
+                "a vLLM V0 log ('# GPU blocks'): V0 sized the KV cache differently;"
                 " gpuplan models V1 (0.19), so the KV figures are not comparable"
             )
         if "kv_cache_gib" not in figures and "kv_cache_tokens" not in figures and not v0:

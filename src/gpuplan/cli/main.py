@@ -8,6 +8,7 @@ import sys
 import click
 
 from gpuplan.cli.catalog import gpus_command, models_command
+from gpuplan.cli.check import check_command
 from gpuplan.cli.serve import serve_command
 from gpuplan.errors import GpuplanError
 
@@ -23,6 +24,7 @@ def cli() -> None:
 cli.add_command(serve_command)
 cli.add_command(models_command)
 cli.add_command(gpus_command)
+cli.add_command(check_command)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,7 +61,7 @@ class EngineLaunch:
     tokens_per_block: int | None = None
     max_num_tokens: int | None = None
     max_batch_size: int | None = None
-    # weights the text decoder does not hold (vision encoder, projector), kept on every rank
+    # weights the text decoder does not hold (vision encoder, projector)
     extra_params: int = 0
     is_multimodal: bool = False
 

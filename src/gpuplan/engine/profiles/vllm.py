@@ -135,7 +135,7 @@ def stage_weights(
     """Weights one rank of each stage loads: its layers' TP shards (KV heads replicated when
     tp > kv_heads, MLA down-projections replicated: engine/weights.py), the padded vocabulary
     ÷ tp for the embedding (first stage) and LM head + final norm (last stage; a tied head
-    shares the embedding unless pp > 1), and a vision encoder kept whole on the first stage."""
+    shares the embedding unless pp > 1), and a vision encoder (÷ tp) on the first stage."""
     counts = count_params(arch)
     h = arch.hidden_size
     vocab_rank = padded_vocab(arch.vocab_size) // tp
@@ -150,7 +150,9 @@ def stage_weights(
     for i, layer in enumerate(arch.layers):
         if layer.moe not in per_kind:
             per_kind[layer.moe] = layer_bytes_per_rank(arch, i, fmt, tp)
-    extra = fmt.for_kind("embedding").bytes_for(extra_params)  # kept at the 16-bit base
+    # the encoder stays at the 16-bit base and is split over TP like the decoder (the TP2
+    # Mistral-Small-3.1 and Kimi-VL logs match a split, not a replicated, encoder)
+    extra = fmt.for_kind("embedding").bytes_for(extra_params // tp)
     out = []
     last = len(stages) - 1
     for s, layers in enumerate(stages):
