@@ -62,7 +62,9 @@ def predict(case: dict[str, Any]) -> dict[str, Any]:
         "tokens_logged": tokens,
         "tokens_pred": bill.kv_capacity_tokens,
         "tokens_err": kv_err,
-        "tokens_ok": (not bill.fits) if logged_fail else (kv_err is not None and abs(kv_err) <= 0.10),
+        "tokens_ok": (not bill.fits)
+        if logged_fail
+        else (kv_err is not None and abs(kv_err) <= 0.10),
         "weights_ok": abs(w_pred / case["weights_gib"] - 1) <= 0.02,
         "fits": bill.fits,
         "bill": bill,
@@ -156,7 +158,9 @@ def _solve(a: list[list[float]], b: list[float]) -> list[float]:
 
 def least_squares(x: list[list[float]], y: list[float], ridge: float = 1e-6) -> list[float]:
     k = len(x[0])
-    ata = [[sum(r[i] * r[j] for r in x) + (ridge if i == j else 0) for j in range(k)] for i in range(k)]
+    ata = [
+        [sum(r[i] * r[j] for r in x) + (ridge if i == j else 0) for j in range(k)] for i in range(k)
+    ]
     aty = [sum(r[i] * yy for r, yy in zip(x, y, strict=True)) for i in range(k)]
     return _solve(ata, aty)
 
@@ -182,9 +186,15 @@ def fit(cases: list[dict[str, Any]]) -> None:
         c = least_squares(xs[:i] + xs[i + 1 :], ys[:i] + ys[i + 1 :])
         pred = sum(a * b for a, b in zip(c, xs[i], strict=True))
         loo.append(pred - ys[i])
-    fitted = [sum(a * b for a, b in zip(coef, x, strict=True)) - y for x, y in zip(xs, ys, strict=True)]
-    print(f"in-sample mean |residual| {sum(map(abs, fitted)) / len(fitted):.3f} GiB, worst {max(map(abs, fitted)):.3f}")
-    print(f"leave-one-out mean |error| {sum(map(abs, loo)) / len(loo):.3f} GiB, worst {max(map(abs, loo)):.3f}")
+    fitted = [
+        sum(a * b for a, b in zip(coef, x, strict=True)) - y for x, y in zip(xs, ys, strict=True)
+    ]
+    print(
+        f"in-sample mean |residual| {sum(map(abs, fitted)) / len(fitted):.3f} GiB, worst {max(map(abs, fitted)):.3f}"
+    )
+    print(
+        f"leave-one-out mean |error| {sum(map(abs, loo)) / len(loo):.3f} GiB, worst {max(map(abs, loo)):.3f}"
+    )
     for n, e in sorted(zip(names, loo, strict=True), key=lambda t: -abs(t[1]))[:6]:
         print(f"  LOO {e:+.2f} GiB  {n}")
 

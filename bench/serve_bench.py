@@ -32,9 +32,22 @@ def cli_cold_start(runs: int) -> list[float]:
 def peer_cold_start(runs: int, python: str) -> list[float] | None:
     """The peer llm-analysis (cli-ai-lab/llm-analysis) answering one inference query from its CLI."""
     cmd = [
-        python, "-m", "llm_analysis.analysis", "infer", "--model_name", "NousResearch_Llama-2-7b-hf",
-        "--gpu_name", "a100-sxm-80gb", "--dtype_name", "w16a16e16", "--seq_len", "4096",
-        "--num_tokens_to_generate", "1", "--log_level", "ERROR",
+        python,
+        "-m",
+        "llm_analysis.analysis",
+        "infer",
+        "--model_name",
+        "NousResearch_Llama-2-7b-hf",
+        "--gpu_name",
+        "a100-sxm-80gb",
+        "--dtype_name",
+        "w16a16e16",
+        "--seq_len",
+        "4096",
+        "--num_tokens_to_generate",
+        "1",
+        "--log_level",
+        "ERROR",
     ]
     times = []
     for _ in range(runs):
@@ -71,7 +84,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=2.0)
-    parser.add_argument("--peer-python", default=sys.executable, help="a Python with llm-analysis installed")
+    parser.add_argument(
+        "--peer-python", default=sys.executable, help="a Python with llm-analysis installed"
+    )
     args = parser.parse_args()
 
     times = cli_cold_start(args.runs)

@@ -15,12 +15,12 @@ from gpuplan.engine.profiles.vllm import kv_layout
 from gpuplan.errors import GpuplanError
 
 DATA = Path(__file__).parent / "data"
-CASES: list[dict[str, Any]] = json.loads((DATA / "engine_logs" / "vllm-0.19-h100.json").read_text())[
-    "cases"
-]
-PUBLIC: list[dict[str, Any]] = json.loads((DATA / "engine_logs" / "public-reports.json").read_text())[
-    "cases"
-]
+CASES: list[dict[str, Any]] = json.loads(
+    (DATA / "engine_logs" / "vllm-0.19-h100.json").read_text()
+)["cases"]
+PUBLIC: list[dict[str, Any]] = json.loads(
+    (DATA / "engine_logs" / "public-reports.json").read_text()
+)["cases"]
 GIB = 2**30
 
 
@@ -67,7 +67,9 @@ def test_kv_layout_turns_the_logged_memory_into_the_logged_tokens(case):
     """Given the engine's own KV memory, the block arithmetic is exact (2-decimal GiB aside)."""
     report = predict(case)
     bill = report.plan.bill
-    layout = kv_layout(bill.launch.arch, bill.launch, bill.block_size, range(bill.launch.arch.num_layers))
+    layout = kv_layout(
+        bill.launch.arch, bill.launch, bill.block_size, range(bill.launch.arch.num_layers)
+    )
     if bill.launch.pp > 1:
         pytest.skip("per-stage minimum: only rank 0's memory is logged")
     blocks = int(case["kv_cache_gib"] * GIB) // layout.page_bytes // layout.slots
@@ -94,14 +96,25 @@ def test_predictions_meet_the_acceptance_bar(capsys):
         lines.append(f"{case['case_id']:<80} weights {w_err:+.1%} tokens {t_err:+.1%}")
     with capsys.disabled():
         print("\n" + "\n".join(lines))
-        print(f"weights within 2 %: {weights_ok}/{len(CASES)}; tokens within 10 %: {tokens_ok}/{len(CASES)}")
+        print(
+            f"weights within 2 %: {weights_ok}/{len(CASES)}; tokens within 10 %: {tokens_ok}/{len(CASES)}"
+        )
     assert weights_ok >= 0.9 * len(CASES)
     assert tokens_ok >= 0.9 * len(CASES)
 
 
 def test_cases_cover_the_required_kinds():
     ids = " ".join(c["model_id"].lower() for c in CASES)
-    for kind in ("gemma-2", "gemma-3", "deepseek-v2", "mixtral", "qwen3-30b-a3b", "gpt-oss", "w4a16", "fp8"):
+    for kind in (
+        "gemma-2",
+        "gemma-3",
+        "deepseek-v2",
+        "mixtral",
+        "qwen3-30b-a3b",
+        "gpt-oss",
+        "w4a16",
+        "fp8",
+    ):
         assert kind in ids, kind
     assert {c["tensor_parallel_size"] for c in CASES} >= {1, 2, 4}
     assert any(c["kv_cache_dtype"] == "fp8" for c in CASES)

@@ -52,7 +52,9 @@ def test_python_module_entrypoints():
     )
     assert s.engine == "sglang" and s.model == "Qwen/Qwen3-8B"
     assert s.args == {"tp_size": 2, "mem_fraction_static": 0.85, "context_length": 32768}
-    t = parse_launch("trtllm-serve meta-llama/Llama-3.1-8B --tp_size 2 --kv_cache_free_gpu_memory_fraction 0.8")
+    t = parse_launch(
+        "trtllm-serve meta-llama/Llama-3.1-8B --tp_size 2 --kv_cache_free_gpu_memory_fraction 0.8"
+    )
     assert t.engine == "trtllm" and t.args == {"tp_size": 2, "free_gpu_memory_fraction": 0.8}
 
 
@@ -87,7 +89,10 @@ def test_serve_launch_reports_what_the_engine_will_log():
 
 
 def test_cli_from_json_and_errors(capsys):
-    assert main(["serve", "--from", VLLM_LINE, "--gpu", "H100", "--gpu-memory", "79.19GiB", "--json"]) == 0
+    assert (
+        main(["serve", "--from", VLLM_LINE, "--gpu", "H100", "--gpu-memory", "79.19GiB", "--json"])
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["engine"]["name"] == "vllm"
     assert main(["serve", "--from", "vllm serve llama-3.1-8b --tensor-parallel-size x"]) == 2
@@ -96,7 +101,22 @@ def test_cli_from_json_and_errors(capsys):
 
 
 def test_cli_engine_flags(capsys):
-    assert main(["serve", "llama-3.1-8b", "--engine", "vllm", "--gpu-memory-utilization", "0.9", "--max-model-len", "8192", "--json"]) == 0
+    assert (
+        main(
+            [
+                "serve",
+                "llama-3.1-8b",
+                "--engine",
+                "vllm",
+                "--gpu-memory-utilization",
+                "0.9",
+                "--max-model-len",
+                "8192",
+                "--json",
+            ]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["engine"]["settings"]["max_model_len"] == 8192
     assert main(["serve", "llama-3.1-8b", "--engine", "sglang", "--json"]) == 0

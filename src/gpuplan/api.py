@@ -391,9 +391,7 @@ def engine_weight_format(
     per-tensor scales, embeddings and LM head kept at the base)."""
     key = (dtype or "auto").lower()
     if key not in _DTYPES:
-        raise GpuplanError(
-            f"--dtype {dtype!r} is not one of auto, bfloat16, float16, float32"
-        )
+        raise GpuplanError(f"--dtype {dtype!r} is not one of auto, bfloat16, float16, float32")
     base_id = _DTYPES[key]
     checkpoint = resolve_weight_format(arch, None)
     base = get_precision(base_id) if base_id else checkpoint.base
@@ -505,7 +503,11 @@ def engine_serve(
             continue
         if field_name == "kv_cache_memory_bytes" and isinstance(value, str):
             value = parse_bytes(value, default_unit="B")
-        if field_name in ("gpu_memory_utilization", "mem_fraction_static", "free_gpu_memory_fraction"):
+        if field_name in (
+            "gpu_memory_utilization",
+            "mem_fraction_static",
+            "free_gpu_memory_fraction",
+        ):
             value = float(value)
         elif field_name not in ("enforce_eager", "disable_hybrid_kv_cache_manager"):
             if isinstance(value, bool) or int(value) != value:

@@ -157,9 +157,7 @@ def parse_log(text: str) -> LogFigures:
             "this does not look like a vLLM, SGLang or TensorRT-LLM startup log"
             " (none of their memory lines found)"
         )
-    patterns = {"vllm": VLLM_PATTERNS, "sglang": SGLANG_PATTERNS, "trtllm": TRTLLM_PATTERNS}[
-        engine
-    ]
+    patterns = {"vllm": VLLM_PATTERNS, "sglang": SGLANG_PATTERNS, "trtllm": TRTLLM_PATTERNS}[engine]
     figures: dict[str, float] = {}
     for key, pattern in patterns.items():
         raw = _first(pattern, text)

@@ -50,13 +50,20 @@ def check_command(
     version = log.version or "version not printed"
     out.print(f"[bold]{log.model or model}[/bold] · {log.engine} ({version})")
     table = Table(show_edge=False, pad_edge=False)
-    for col, just in (("figure", "left"), ("log", "right"), ("gpuplan", "right"), ("error", "right")):
+    for col, just in (
+        ("figure", "left"),
+        ("log", "right"),
+        ("gpuplan", "right"),
+        ("error", "right"),
+    ):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for row in report.rows:
-        fmt = "{:,.0f}" if row.unit == "tokens" else ("{:.2f}x" if row.unit == "x" else "{:.2f} GiB")
+        fmt = (
+            "{:,.0f}" if row.unit == "tokens" else ("{:.2f}x" if row.unit == "x" else "{:.2f} GiB")
+        )
         logged = "—" if row.logged is None else fmt.format(row.logged)
-        err = "" if row.error is None else f"{row.error * 100:+.1f}%"
-        table.add_row(row.label, logged, fmt.format(row.predicted), err)
+        error = "" if row.error is None else f"{row.error * 100:+.1f}%"
+        table.add_row(row.label, logged, fmt.format(row.predicted), error)
     out.print(table)
     assert report.plan is not None
     bill = report.plan.bill

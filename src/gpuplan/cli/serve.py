@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import click
-
-from gpuplan.cli.options import gpus_option, units_option
 from rich.table import Table
 
+from gpuplan.cli.options import gpus_option, units_option
 from gpuplan.cli.render import bill_table, console, memory_bar, print_json
 from gpuplan.units import format_bytes, format_count
 
@@ -153,7 +152,7 @@ def serve_command(
             f"--{used[0].replace('_', '-')} needs --engine vllm|sglang|trtllm or --from"
         )
 
-    plan = serve(
+    generic = serve(
         model,
         gpu,
         gpus=_gpus(gpus),
@@ -168,7 +167,7 @@ def serve_command(
         workspace=workspace,
         cuda_context=cuda_context,
     )
-    data = plan.to_dict(units)
+    data = generic.to_dict(units)
     if as_json:
         print_json(data)
         return
@@ -228,14 +227,14 @@ def render_engine(data: dict, units: str, explain: bool) -> None:
     table.add_column("size", justify="right")
     table.add_column("range", justify="right")
     table.add_column("rule")
-    table.add_row("Total memory", format_bytes(e["total_bytes"], units), "", "as the CUDA runtime reports it")
+    table.add_row(
+        "Total memory", format_bytes(e["total_bytes"], units), "", "as the CUDA runtime reports it"
+    )
     table.add_row("Budget", format_bytes(e["budget_bytes"], units), "", "the engine's share")
     ranges = e["ranges"]
     for item in e["lines"] + e["outside_budget"]:
         r = ranges.get(item["key"])
-        span = (
-            f"{format_bytes(r['low'], units)}–{format_bytes(r['high'], units)}" if r else ""
-        )
+        span = f"{format_bytes(r['low'], units)}–{format_bytes(r['high'], units)}" if r else ""
         bytes_text = format_bytes(item["bytes"], units)
         if item["key"] == "kv_cache" and e["kv_cache_bytes"] < 0:
             bytes_text = "-" + format_bytes(-e["kv_cache_bytes"], units)

@@ -53,7 +53,9 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
     tier_chunked, tier_bs = gpu_tier(capacity_mib, tp)
     chunked = launch.chunked_prefill_size or tier_chunked
     graph_bs = launch.cuda_graph_max_bs or tier_bs
-    mfs = launch.mem_fraction_static or default_mem_fraction(capacity_mib, tp, pp, chunked, graph_bs)
+    mfs = launch.mem_fraction_static or default_mem_fraction(
+        capacity_mib, tp, pp, chunked, graph_bs
+    )
     from gpuplan.engine.profiles.vllm import cuda_total_bytes, pp_layers
 
     total = cuda_total_bytes(launch)
@@ -95,23 +97,36 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
         failure = "Not enough memory: weights exceed mem_fraction_static × free memory (increase --mem-fraction-static)"
     items = (
         budget_item(
-            "weights", "Weights", w, "layers ÷ tp + padded vocab ÷ tp",
-            {"tp": tp, "pp": pp, "stage": s}, "weights",
+            "weights",
+            "Weights",
+            w,
+            "layers ÷ tp + padded vocab ÷ tp",
+            {"tp": tp, "pp": pp, "stage": s},
+            "weights",
         ),
         budget_item(
-            "kv_cache", "KV cache (token pool)", rest,
+            "kv_cache",
+            "KV cache (token pool)",
+            rest,
             "free before load × mem_fraction_static − weights",
             {"pre_load_free_bytes": pre_load, "mem_fraction_static": mfs, "cell_size_bytes": cell},
             "kv_cache",
         ),
         budget_item(
-            "reserve", "Activations + CUDA graphs (reserve)", reserve,
+            "reserve",
+            "Activations + CUDA graphs (reserve)",
+            reserve,
             "free before load × (1 − mem_fraction_static)",
-            {"chunked_prefill_size": chunked, "cuda_graph_max_bs": graph_bs}, "activations",
+            {"chunked_prefill_size": chunked, "cuda_graph_max_bs": graph_bs},
+            "activations",
         ),
         budget_item(
-            "cuda_context", "CUDA context / NCCL", context,
-            "total − free before load (calibrated on H100)", {"tp": tp, "pp": pp}, "overhead",
+            "cuda_context",
+            "CUDA context / NCCL",
+            context,
+            "total − free before load (calibrated on H100)",
+            {"tp": tp, "pp": pp},
+            "overhead",
         ),
     )
     spread = gib(0.5)
@@ -131,7 +146,11 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
         num_blocks=tokens // page,
         fits=failure is None and tokens >= max_len,
         failure=failure
-        or (None if tokens >= max_len else f"the token pool ({tokens:,}) is smaller than one {max_len:,}-token request"),
+        or (
+            None
+            if tokens >= max_len
+            else f"the token pool ({tokens:,}) is smaller than one {max_len:,}-token request"
+        ),
         ranges={
             "kv_capacity_tokens": Range(
                 tokens,

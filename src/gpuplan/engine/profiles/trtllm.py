@@ -59,19 +59,36 @@ def trtllm_bill(launch: EngineLaunch) -> EngineBill:
     assert best is not None
     tokens, s, w, act, nt, available, per_token = best
     max_len = launch.max_model_len or arch.max_position_embeddings or 4096
-    failure = None if available > 0 else "no memory left for the KV cache after weights and activations"
+    failure = (
+        None if available > 0 else "no memory left for the KV cache after weights and activations"
+    )
     items = (
-        budget_item("weights", "Weights", w, "layers ÷ tp + vocab ÷ tp", {"tp": tp, "pp": pp}, "weights"),
         budget_item(
-            "activation_peak", "Activation peak", act,
-            "dummy context of max_num_tokens (vLLM-calibrated model, no sampler)",
-            {"max_num_tokens": max_tokens}, "activations",
+            "weights", "Weights", w, "layers ÷ tp + vocab ÷ tp", {"tp": tp, "pp": pp}, "weights"
         ),
-        budget_item("non_torch", "Non-torch memory", nt, "CUDA context / NCCL (calibrated)", {"tp": tp}, "overhead"),
         budget_item(
-            "kv_cache", "KV cache", available,
+            "activation_peak",
+            "Activation peak",
+            act,
+            "dummy context of max_num_tokens (vLLM-calibrated model, no sampler)",
+            {"max_num_tokens": max_tokens},
+            "activations",
+        ),
+        budget_item(
+            "non_torch",
+            "Non-torch memory",
+            nt,
+            "CUDA context / NCCL (calibrated)",
+            {"tp": tp},
+            "overhead",
+        ),
+        budget_item(
+            "kv_cache",
+            "KV cache",
+            available,
             "(total − peak) × free_gpu_memory_fraction",
-            {"free_gpu_memory_fraction": frac, "tokens_per_block": block}, "kv_cache",
+            {"free_gpu_memory_fraction": frac, "tokens_per_block": block},
+            "kv_cache",
         ),
     )
     spread = gib(0.6)

@@ -200,7 +200,10 @@ def activation_peak_bytes(feats: dict[str, float]) -> int:
     least squares over the H100 logs (bench/engine_accuracy.py --fit; leave-one-out mean
     |error| 0.07 GiB, worst 0.47 GiB). Stages without the sampler use the forward model."""
     forward = int(
-        FWD_C0 + FWD_C_MLP * feats["mlp"] + FWD_C_HIDDEN * feats["hidden"] + FWD_C_MOE * feats["moe"]
+        FWD_C0
+        + FWD_C_MLP * feats["mlp"]
+        + FWD_C_HIDDEN * feats["hidden"]
+        + FWD_C_MOE * feats["moe"]
     )
     if not feats["logits"]:
         return forward
@@ -259,17 +262,20 @@ def kv_layout(
     kinds: dict[tuple[str, int | None], int] = {}
     for i in range(arch.num_layers):
         w = arch.layers[i].sliding_window
-        key = ("full", None) if w is None or launch.disable_hybrid_kv_cache_manager else ("sliding", w)
+        key: tuple[str, int | None] = (
+            ("full", None)
+            if w is None or launch.disable_hybrid_kv_cache_manager
+            else ("sliding", w)
+        )
         kinds[key] = kinds.get(key, 0) + 1
     local = len(layers)
     if len(kinds) == 1:
-        key = next(iter(kinds))
-        return KvLayout(page, local, 1, (key,))
+        return KvLayout(page, local, 1, (next(iter(kinds)),))
     counts = sorted(kinds.values())
     group = counts[0] if counts[-1] >= HYBRID_GROUP_RATIO * counts[0] else counts[-1]
     group_kinds: list[tuple[str, int | None]] = []
-    for key, n in sorted(kinds.items(), key=lambda kv: kv[0][0]):
-        group_kinds += [key] * math.ceil(n / group)
+    for kind, n in sorted(kinds.items(), key=lambda kv: kv[0][0]):
+        group_kinds += [kind] * math.ceil(n / group)
     padding = group * len(group_kinds) - arch.num_layers
     slots = math.ceil(group * local / arch.num_layers) if local < arch.num_layers else group
     return KvLayout(page, slots, len(group_kinds), tuple(group_kinds), padding)
@@ -440,11 +446,18 @@ def vllm_bill(launch: EngineLaunch) -> EngineBill:
     high_kv = available + spread_act
     ranges = {
         "activation_peak": Range(
-            act, max(0, act - spread_act), act + spread_act, "--max-num-batched-tokens, --max-num-seqs"
+            act,
+            max(0, act - spread_act),
+            act + spread_act,
+            "--max-num-batched-tokens, --max-num-seqs",
         ),
-        "non_torch": Range(nt, max(0, nt - gib(0.05)), nt + spread_nt, "tp/pp layout, driver, NCCL"),
+        "non_torch": Range(
+            nt, max(0, nt - gib(0.05)), nt + spread_nt, "tp/pp layout, driver, NCCL"
+        ),
         "cuda_graphs": Range(
-            graph, 0 if launch.enforce_eager else CUDAGRAPH_LOW, 0 if launch.enforce_eager else CUDAGRAPH_HIGH,
+            graph,
+            0 if launch.enforce_eager else CUDAGRAPH_LOW,
+            0 if launch.enforce_eager else CUDAGRAPH_HIGH,
             "--max-num-seqs (capture sizes), --enforce-eager",
         ),
         "kv_capacity_tokens": Range(
@@ -487,4 +500,3 @@ def vllm_bill(launch: EngineLaunch) -> EngineBill:
 def _tokens_for(available: int, layout: KvLayout, block_size: int) -> int:
     blocks = max(0, available) // layout.page_bytes // max(1, layout.slots)
     return blocks // layout.groups * block_size
-
