@@ -94,29 +94,34 @@ def read_config(path: str | Path) -> dict[str, Any]:
 
 
 def resolve_model(model: str) -> tuple[dict[str, Any], str, ModelEntry | None]:
-    """The config dict, display name and catalog entry (if any) for what the user typed."""
+    """The config dict, display name and catalog entry (if any) for what the user typed.
+
+    Catalog names and HF ids are looked up first; then an existing path is read; anything else
+    fails with the closest catalog names.
+    """
     by_id, names = _table()
     key = names.get(normalise(model))
     if key is not None:
         return _catalog_config(key), key, by_id[key]
-    looks_like_path = model.endswith(".json") or "/" in model or model.startswith(".")
-    p = Path(model).expanduser()
-    if p.exists() or (looks_like_path and model.endswith(".json")):
-        return read_config(p), p.name if p.is_file() else str(model), None
-    if (
-        looks_like_path
-        and "/" in model
-        and not p.exists()
-        and model.count("/") == 1
-        and not model.startswith((".", "/", "~"))
-    ):
-        raise GpuplanError(
-            f"unknown model {model!r}: not in the catalog (see `gpuplan models`); for other Hugging Face"
-            " models pass the path to their config.json"
-        )
-    if looks_like_path:
+    path = Path(model).expanduser()
+    if path.exists():
+        return read_config(path), _display_name(path), None
+    if model.endswith(".json") or model.startswith((".", "/", "~")):
         raise GpuplanError(f"{model}: no such file or directory")
-    raise did_you_mean("model", model, names)
+    error = did_you_mean("model", model, names)
+    if model.count("/") == 1:  # a Hugging Face id we do not ship
+        raise GpuplanError(
+            f"{error}; for a model outside the catalog pass the path to its config.json"
+        )
+    raise error
+
+
+def _display_name(path: Path) -> str:
+    """'Llama-3.1-8B' for .../Llama-3.1-8B/config.json or that directory; 'my-model' for my-model.json."""
+    path = path.resolve()
+    if path.is_file() and path.name != "config.json":
+        return path.stem
+    return (path.parent if path.is_file() else path).name or "config.json"
 
 
 @cache

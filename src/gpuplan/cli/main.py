@@ -9,6 +9,7 @@ import click
 
 from gpuplan.cli.catalog import gpus_command, models_command
 from gpuplan.cli.check import check_command
+from gpuplan.cli.plan import plan_command
 from gpuplan.cli.serve import serve_command
 from gpuplan.errors import GpuplanError
 
@@ -25,6 +26,7 @@ cli.add_command(serve_command)
 cli.add_command(models_command)
 cli.add_command(gpus_command)
 cli.add_command(check_command)
+cli.add_command(plan_command)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,11 +8,14 @@
 MLA (DeepSeek-V2 paper §2.1.2, eq. 10 and Table 1): engines (vLLM's MLA backends, SGLang)
 cache only the compressed latent c_KV (kv_lora_rank) and the shared RoPE key (qk_rope_head_dim)
 per layer and token: (kv_lora_rank + qk_rope_head_dim) × bytes, the same on every TP rank.
-`layout="expanded"` gives instead what transformers' DynamicCache holds: per-head K of
-(nope + rope) and V of v_head_dim.
+transformers 5.x does the same (DeepseekV2/V3Attention caches the latent and expands it each
+step with `expand_kv`). `layout="expanded"` gives instead the per-head K of (nope + rope) and
+V of v_head_dim for every head: what `expand_kv` materialises, and what transformers 4.x kept
+in its DynamicCache. (Checked against both in tests/test_reference_params.py.)
 
 Sliding-window layers (Mistral, Gemma 2/3, gpt-oss) keep at most `window` tokens, so a sequence
-of length L costs min(L, window) tokens on those layers.
+of length L costs min(L, window) tokens on those layers: the buffer transformers' StaticCache
+allocates (StaticSlidingWindowLayer); its DynamicCache keeps one token fewer (window − 1).
 
 Under tensor parallelism each rank caches KV heads ÷ tp, but never less than one whole head:
 when tp > KV heads the heads are replicated (vLLM: num_kv_heads per rank = max(1, kv_heads / tp)).
