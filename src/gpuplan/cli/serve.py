@@ -127,7 +127,7 @@ def serve_command(
                 )
         else:
             if not model:
-                raise click.UsageError("missing MODEL (or --from LAUNCH_LINE)")
+                raise click.UsageError("Missing argument MODEL (or --from LAUNCH_LINE)")
             assert engine is not None
             plan = engine_serve(
                 model,
@@ -145,7 +145,7 @@ def serve_command(
         render_engine(data, units, explain)
         return
     if not model:
-        raise click.UsageError("missing MODEL (or --from LAUNCH_LINE)")
+        raise click.UsageError("Missing argument MODEL (or --from LAUNCH_LINE)")
     used = [k for k, v in engine_flags.items() if v is not None]
     if used:
         raise click.UsageError(
