@@ -231,6 +231,32 @@ class ServingPlan:
         )
 
 
+def model_summaries() -> list[dict[str, Any]]:
+    """One row per catalog model: ids, exact total and active parameters, attention shape."""
+    from gpuplan.catalog import list_models
+    from gpuplan.engine.params import count_params
+
+    rows: list[dict[str, Any]] = []
+    for entry in list_models():
+        arch = load_architecture(entry.id)
+        counts = count_params(arch)
+        rows.append(
+            {
+                "id": entry.id,
+                "hf_id": entry.hf_id,
+                "model_type": arch.model_type,
+                "params_total": counts.total,
+                "params_active": counts.active,
+                "layers": arch.num_layers,
+                "attention": arch.attention.kind,
+                "heads": arch.attention.num_heads,
+                "kv_heads": arch.attention.num_kv_heads,
+                "quantization": arch.quantization.precision if arch.quantization else None,
+            }
+        )
+    return rows
+
+
 def _positive(name: str, value: int | None) -> None:
     if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
         raise GpuplanError(f"{name} must be a positive whole number, got {value!r}")
