@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from gpuplan.cli.options import units_option
@@ -17,25 +15,9 @@ def models_command(as_json: bool) -> None:
     """List the built-in models (any other config.json works too: pass its path)."""
     from rich.table import Table
 
-    from gpuplan.catalog import list_models, load_architecture
-    from gpuplan.engine.params import count_params
+    from gpuplan.api import model_summaries
 
-    rows: list[dict[str, Any]] = []
-    for entry in list_models():
-        arch = load_architecture(entry.id)
-        counts = count_params(arch)
-        rows.append(
-            {
-                "id": entry.id,
-                "hf_id": entry.hf_id,
-                "model_type": arch.model_type,
-                "params_total": counts.total,
-                "params_active": counts.active,
-                "layers": arch.num_layers,
-                "attention": arch.attention.kind,
-                "quantization": arch.quantization.precision if arch.quantization else None,
-            }
-        )
+    rows = model_summaries()
     if as_json:
         print_json({"models": rows})
         return

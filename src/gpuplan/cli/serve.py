@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from rich.table import Table
 
 from gpuplan.cli.options import gpus_option, units_option
 from gpuplan.cli.render import bill_table, console, memory_bar, print_json
@@ -10,7 +11,31 @@ from gpuplan.units import format_bytes, format_count
 
 
 @click.command("serve")
-@click.argument("model")
+@click.argument("model", required=False)
+@click.option(
+    "--engine",
+    type=click.Choice(["generic", "vllm", "sglang", "trtllm"], case_sensitive=False),
+    default=None,
+    help="Whose accounting: generic (the lesson's bill) or the engine's own rules. [default: generic]",
+)
+@click.option(
+    "--from",
+    "launch_line",
+    default=None,
+    metavar="LINE",
+    help='An engine launch line: "vllm serve MODEL --tensor-parallel-size 4 …" or'
+    ' "python -m sglang.launch_server --model-path MODEL …".',
+)
+@click.option("--gpu-memory-utilization", type=float, help="vLLM: fraction of total memory.")
+@click.option("--max-model-len", type=int, help="Engines: tokens per request (default: model's).")
+@click.option("--max-num-seqs", type=int, help="vLLM: concurrent sequences (profile, graphs).")
+@click.option("--max-num-batched-tokens", type=int, help="vLLM: tokens per step (profile run).")
+@click.option("--block-size", type=int, help="vLLM: KV block size in tokens [default: 16].")
+@click.option("--enforce-eager", is_flag=True, default=False, help="vLLM: no CUDA graphs.")
+@click.option("--mem-fraction-static", type=float, help="SGLang: static memory fraction.")
+@click.option(
+    "--free-gpu-memory-fraction", type=float, help="TensorRT-LLM: KV share of free memory."
+)
 @click.option(
     "--gpu", default="h100", show_default=True, help="GPU name or alias (see `gpuplan gpus`)."
 )
@@ -45,7 +70,17 @@ from gpuplan.units import format_bytes, format_count
     "--explain", is_flag=True, help="Show each line's arithmetic with the numbers substituted."
 )
 def serve_command(
-    model: str,
+    model: str | None,
+    engine: str | None,
+    launch_line: str | None,
+    gpu_memory_utilization: float | None,
+    max_model_len: int | None,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None,
+    block_size: int | None,
+    enforce_eager: bool,
+    mem_fraction_static: float | None,
+    free_gpu_memory_fraction: float | None,
     gpu: str,
     gpus: str | None,
     tp: int | None,
@@ -65,11 +100,59 @@ def serve_command(
     """Will MODEL fit for serving, and on how many GPUs?
 
     MODEL is a catalog name (llama-3.1-8b), a Hugging Face id in the catalog, or a path to a
-    config.json or to a model directory holding one.
+    config.json or to a model directory holding one. With --engine vllm|sglang|trtllm, or
+    --from "LAUNCH LINE", the bill follows that engine's own rules and reports the KV-cache
+    size it will log.
     """
-    from gpuplan.api import serve
+    from gpuplan.api import engine_serve, serve, serve_launch
 
-    plan = serve(
+    engine_flags = {
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "max_model_len": max_model_len,
+        "max_num_seqs": max_num_seqs,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "block_size": block_size,
+        "enforce_eager": enforce_eager or None,
+        "mem_fraction_static": mem_fraction_static,
+        "free_gpu_memory_fraction": free_gpu_memory_fraction,
+    }
+    if launch_line is not None or (engine and engine.lower() != "generic"):
+        if launch_line is not None:
+            if model:
+                raise click.UsageError("give either MODEL or --from, not both")
+            plan = serve_launch(launch_line, gpu, gpu_memory)
+            if engine and engine.lower() not in ("generic", plan.bill.engine):
+                raise click.UsageError(
+                    f"--engine {engine} disagrees with the launch line ({plan.bill.engine})"
+                )
+        else:
+            if not model:
+                raise click.UsageError("Missing argument MODEL (or --from LAUNCH_LINE)")
+            assert engine is not None
+            plan = engine_serve(
+                model,
+                gpu,
+                engine=engine.lower(),
+                args=_engine_args(
+                    engine.lower(), engine_flags, tp, pp, dtype, kv_dtype, context, max_model_len
+                ),
+                gpu_memory=gpu_memory,
+            )
+        data = plan.to_dict(units)
+        if as_json:
+            print_json(data)
+            return
+        render_engine(data, units, explain)
+        return
+    if not model:
+        raise click.UsageError("Missing argument MODEL (or --from LAUNCH_LINE)")
+    used = [k for k, v in engine_flags.items() if v is not None]
+    if used:
+        raise click.UsageError(
+            f"--{used[0].replace('_', '-')} needs --engine vllm|sglang|trtllm or --from"
+        )
+
+    generic = serve(
         model,
         gpu,
         gpus=_gpus(gpus),
@@ -84,11 +167,94 @@ def serve_command(
         workspace=workspace,
         cuda_context=cuda_context,
     )
-    data = plan.to_dict(units)
+    data = generic.to_dict(units)
     if as_json:
         print_json(data)
         return
     render_serving(data, units, explain)
+
+
+_ENGINE_NAMES = {
+    "vllm": {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size", "len": "max_model_len"},
+    "sglang": {"tp": "tp_size", "pp": "pp_size", "len": "context_length"},
+    "trtllm": {"tp": "tp_size", "pp": "pp_size", "len": "max_seq_len"},
+}
+_PLAIN_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "auto": "auto"}
+
+
+def _engine_args(
+    engine: str,
+    flags: dict,
+    tp: int | None,
+    pp: int | None,
+    dtype: str | None,
+    kv_dtype: str | None,
+    context: int,
+    max_model_len: int | None,
+) -> dict:
+    """gpuplan's flags in the engine's own argument names."""
+    names = _ENGINE_NAMES[engine]
+    args = {k: v for k, v in flags.items() if v is not None and k != "max_model_len"}
+    if tp:
+        args[names["tp"]] = tp
+    if pp:
+        args[names["pp"]] = pp
+    args[names["len"]] = max_model_len or context
+    if dtype:
+        key = dtype.lower()
+        if key in _PLAIN_DTYPES or key in ("bfloat16", "float16", "float32", "half"):
+            args["dtype"] = _PLAIN_DTYPES.get(key, key)
+        else:
+            args["quantization"] = "fp8" if key.startswith("fp8") else key
+    if kv_dtype:
+        args["kv_cache_dtype"] = _PLAIN_DTYPES.get(kv_dtype.lower(), kv_dtype)
+    return args
+
+
+def render_engine(data: dict, units: str, explain: bool) -> None:
+    """The engine's startup bill, in its own terms."""
+    out = console()
+    e = data["engine"]
+    m, gpu = data["model"], data["gpu"]
+    out.print(
+        f"[bold]{m['id']}[/bold] on {data['gpus']} × {gpu['name']}  tp={data['tp']} pp={data['pp']}"
+        f" · {e['name']} ({e['version']})"
+    )
+    settings = ", ".join(f"{k} {v}" for k, v in e["settings"].items())
+    out.print(f"[dim]{settings}[/dim]")
+    table = Table(show_edge=False, pad_edge=False)
+    table.add_column("per GPU (rank 0)")
+    table.add_column("size", justify="right")
+    table.add_column("range", justify="right")
+    table.add_column("rule")
+    table.add_row(
+        "Total memory", format_bytes(e["total_bytes"], units), "", "as the CUDA runtime reports it"
+    )
+    table.add_row("Budget", format_bytes(e["budget_bytes"], units), "", "the engine's share")
+    ranges = e["ranges"]
+    for item in e["lines"] + e["outside_budget"]:
+        r = ranges.get(item["key"])
+        span = f"{format_bytes(r['low'], units)}–{format_bytes(r['high'], units)}" if r else ""
+        bytes_text = format_bytes(item["bytes"], units)
+        if item["key"] == "kv_cache" and e["kv_cache_bytes"] < 0:
+            bytes_text = "-" + format_bytes(-e["kv_cache_bytes"], units)
+        rule = item["explain"] if explain else item["formula"]
+        table.add_row(item["name"], bytes_text, span, rule)
+    out.print(table)
+    r = ranges.get("kv_capacity_tokens")
+    span = f" (range {r['low']:,}–{r['high']:,}; moved by {r['moved_by']})" if r else ""
+    out.print(f"GPU KV cache size: [bold]{e['kv_capacity_tokens']:,}[/bold] tokens{span}")
+    out.print(
+        f"Maximum concurrency for {e['max_model_len']:,} tokens per request: {e['max_concurrency']:.2f}x"
+    )
+    if e["failure"]:
+        out.print(f"[bold red]will not start[/bold red]: {e['failure']}")
+    else:
+        out.print("[bold green]starts[/bold green]")
+    for note in e["notes"]:
+        out.print(f"[dim]note: {note}[/dim]")
+    if e.get("ignored_flags"):
+        out.print(f"[dim]ignored flags (no effect on memory): {' '.join(e['ignored_flags'])}[/dim]")
 
 
 def _gpus(value: str | None) -> int | str | None:

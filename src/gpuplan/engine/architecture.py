@@ -323,7 +323,7 @@ def _attention(cfg: _Config, model_type: str) -> AttentionSpec:
         qkv_bias, o_bias = True, False  # Qwen2Attention: bias on q, k, v only
     elif model_type == "qwen2_moe":
         qkv_bias, o_bias = bool(cfg.get("qkv_bias", True)), False
-    elif model_type == "gpt_oss":
+    elif model_type in ("gpt_oss", "phi"):  # PhiAttention: q, k, v and dense all carry biases
         qkv_bias, o_bias = True, True
     return AttentionSpec(
         num_heads=heads,
@@ -390,6 +390,13 @@ def _moe(cfg: _Config, model_type: str) -> tuple[MoESpec | None, list[bool]]:
             shared_expert_gate=bool(shared_width),
         )
         return spec, is_moe
+    if model_type == "llama4_text":
+        # Llama4TextConfig: every `interleave_moe_layer_step`-th layer is MoE, with one shared
+        # expert of intermediate_size; the other layers use a dense MLP of intermediate_size_mlp
+        step = cfg.positive("interleave_moe_layer_step", 1)
+        is_moe = [(i + 1) % step == 0 for i in range(num_layers)]
+        width = cfg.positive("intermediate_size")
+        return MoESpec(experts, top_k, width, 1, width), is_moe
     if model_type == "gpt_oss":
         spec = MoESpec(
             experts,
@@ -419,9 +426,16 @@ def _decoder(cfg: _Config, model_type: str) -> Architecture:
                 f"{cfg.name}: config.json is missing intermediate_size"
                 f" (model_type {model_type!r}); cannot size its MLP"
             )
-        mlp = MLPSpec(
-            cfg.positive("intermediate_size"), gated=True, bias=bool(cfg.get("mlp_bias", False))
-        )
+        if model_type == "phi":  # PhiConfig (phi-1/1.5/2): fc1 -> GELU -> fc2, with biases
+            mlp = MLPSpec(cfg.positive("intermediate_size"), gated=False, bias=True)
+        elif model_type == "llama4_text":
+            mlp = MLPSpec(cfg.positive("intermediate_size_mlp", cfg.positive("intermediate_size")))
+        else:
+            mlp = MLPSpec(
+                cfg.positive("intermediate_size"),
+                gated=True,
+                bias=bool(cfg.get("mlp_bias", False)),
+            )
     gemma = model_type in ("gemma2", "gemma3", "gemma3_text")
     tie_default = model_type in ("gemma", "gemma2", "gemma3", "gemma3_text")
     notes: list[str] = []
@@ -441,8 +455,8 @@ def _decoder(cfg: _Config, model_type: str) -> Architecture:
         mlp=mlp,
         moe=moe,
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", tie_default)),
-        norm="rms",
-        norms_per_layer=4 if gemma else 2,
+        norm="layernorm" if model_type == "phi" else "rms",
+        norms_per_layer=4 if gemma else (1 if model_type == "phi" else 2),
         max_position_embeddings=cfg.whole("max_position_embeddings", 0),
         torch_dtype=_torch_dtype(cfg),
         quantization=quantization_from_config(cfg.get("quantization_config"), cfg.name),

@@ -328,28 +328,9 @@ def _message(err: Exception) -> str:
 
 @cache
 def models_catalog() -> list[dict[str, Any]]:
-    from gpuplan.catalog import list_models, load_architecture
-    from gpuplan.engine.params import count_params
+    from gpuplan.api import model_summaries
 
-    rows = []
-    for entry in list_models():
-        arch = load_architecture(entry.id)
-        counts = count_params(arch)
-        rows.append(
-            {
-                "id": entry.id,
-                "hf_id": entry.hf_id,
-                "model_type": arch.model_type,
-                "params_total": counts.total,
-                "params_active": counts.active,
-                "layers": arch.num_layers,
-                "attention": arch.attention.kind,
-                "heads": arch.attention.num_heads,
-                "kv_heads": arch.attention.num_kv_heads,
-                "quantization": arch.quantization.precision if arch.quantization else None,
-            }
-        )
-    return rows
+    return model_summaries()
 
 
 @cache

@@ -1,0 +1,78 @@
+"""`gpuplan check LOGFILE`: an engine's startup log beside gpuplan's prediction, line by line."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from gpuplan.cli.options import units_option
+from gpuplan.cli.render import console, print_json
+from gpuplan.errors import GpuplanError
+
+
+@click.command("check")
+@click.argument("logfile", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option(
+    "--model",
+    default=None,
+    help="The model to size, if the log's is not in the catalog: a config.json or its directory.",
+)
+@click.option("--gpu", default="h100", show_default=True, help="GPU the log was taken on.")
+@click.option(
+    "--gpu-memory", default=None, help="GPU total, e.g. 79.19GiB [default: the log's figure]."
+)
+@units_option
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+def check_command(
+    logfile: str, model: str | None, gpu: str, gpu_memory: str | None, units: str, as_json: bool
+) -> None:
+    """Compare an engine's startup LOGFILE (vLLM, SGLang, TensorRT-LLM) with gpuplan's figures.
+
+    Run it after an out-of-memory start: it reads the launch arguments and the memory lines the
+    engine printed, predicts the same launch, and shows both, line by line.
+    """
+    import sys
+
+    from gpuplan.api import check_log
+    from gpuplan.catalog.engine_logs import parse_log, read_log
+
+    log = parse_log(sys.stdin.read()) if logfile == "-" else read_log(logfile)
+    try:
+        report = check_log(log, model, gpu, gpu_memory)
+    except GpuplanError as err:
+        if model is None:
+            raise GpuplanError(f"{err} (pass --model PATH/TO/config.json)") from None
+        raise
+    if as_json:
+        print_json(report.to_dict(units))
+        return
+    out = console()
+    version = log.version or "version not printed"
+    out.print(f"[bold]{log.model or model}[/bold] · {log.engine} ({version})")
+    table = Table(show_edge=False, pad_edge=False)
+    for col, just in (
+        ("figure", "left"),
+        ("log", "right"),
+        ("gpuplan", "right"),
+        ("error", "right"),
+    ):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for row in report.rows:
+        fmt = (
+            "{:,.0f}" if row.unit == "tokens" else ("{:.2f}x" if row.unit == "x" else "{:.2f} GiB")
+        )
+        logged = "—" if row.logged is None else fmt.format(row.logged)
+        error = "" if row.error is None else f"{row.error * 100:+.1f}%"
+        table.add_row(row.label, logged, fmt.format(row.predicted), error)
+    out.print(table)
+    assert report.plan is not None
+    bill = report.plan.bill
+    r = bill.ranges.get("kv_capacity_tokens")
+    if r:
+        out.print(f"gpuplan KV tokens range {r.low:,}–{r.high:,} (moved by {r.moved_by})")
+    logged = "failed" if log.failed else "started"
+    predicted = f"fails: {bill.failure}" if bill.failure else "starts"
+    out.print(f"log: {logged}" + (f" ({', '.join(log.errors)})" if log.errors else ""))
+    out.print(f"gpuplan: {predicted}")
+    for p in report.problems:
+        out.print(f"[yellow]note: {p}[/yellow]")

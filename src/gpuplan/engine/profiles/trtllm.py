@@ -1,0 +1,127 @@
+"""TensorRT-LLM memory accounting (PyTorch backend, tensorrt_llm/_torch/pyexecutor/_util.py,
+KvCacheCreator, read in 2025–2026 versions).
+
+    peak        = weights + activation peak of a max_num_tokens dummy context + non-torch
+    available   = (total − peak) × free_gpu_memory_fraction                 _cal_max_memory
+    max_tokens  = available // kv_bytes_per_token, in blocks of tokens_per_block (default 32)
+    kv_bytes_per_token = layers × kv_heads_per_rank × head_dim × 2 × bytes (MLA: latent + rope)
+
+Unlike vLLM the fraction applies to the memory still free after loading and profiling. The
+activation and non-torch terms reuse the vLLM-calibrated models (no sampler run), so they carry a
+wider range.
+"""
+
+from __future__ import annotations
+
+from gpuplan.engine.profiles import EngineBill, EngineLaunch, Range, budget_item, gib
+from gpuplan.engine.profiles.vllm import (
+    activation_features,
+    activation_peak_bytes,
+    cuda_total_bytes,
+    non_torch_bytes,
+    pp_layers,
+    stage_weights,
+)
+
+VERSION = "TensorRT-LLM 0.2x–1.x (PyTorch backend, _util.py KvCacheCreator)"
+DEFAULT_FRACTION = 0.9
+DEFAULT_TOKENS_PER_BLOCK = 32
+DEFAULT_MAX_NUM_TOKENS = 8192
+
+
+def trtllm_bill(launch: EngineLaunch) -> EngineBill:
+    arch, tp, pp = launch.arch, launch.tp, launch.pp
+    total = cuda_total_bytes(launch)
+    frac = launch.free_gpu_memory_fraction or DEFAULT_FRACTION
+    block = launch.tokens_per_block or DEFAULT_TOKENS_PER_BLOCK
+    max_tokens = launch.max_num_tokens or DEFAULT_MAX_NUM_TOKENS
+    stages = pp_layers(arch.num_layers, pp)
+    weights = stage_weights(arch, launch.weights, tp, stages, launch.extra_params)
+    a = arch.attention
+    kv_elem = launch.kv.bytes_for(1024) / 1024
+    if a.is_mla:
+        assert a.kv_lora_rank is not None
+        per_layer = (a.kv_lora_rank + a.qk_rope_head_dim) * kv_elem
+    else:
+        per_layer = max(1, a.num_kv_heads // tp) * (a.head_dim + a.v_head_dim) * kv_elem
+    best = None
+    for s, layers in enumerate(stages):
+        feats = activation_features(arch, launch.weights, tp, 1, max_tokens, sampler=False)
+        act = activation_peak_bytes(feats)
+        nt = non_torch_bytes(tp, pp)
+        w = weights[s].total
+        free = total - (w + act + nt)
+        available = int(free * frac)
+        per_token = int(per_layer * len(layers))
+        tokens = max(0, available) // per_token // block * block
+        if best is None or tokens < best[0]:
+            best = (tokens, s, w, act, nt, available, per_token)
+    assert best is not None
+    tokens, s, w, act, nt, available, per_token = best
+    max_len = launch.max_model_len or arch.max_position_embeddings or 4096
+    failure = (
+        None if available > 0 else "no memory left for the KV cache after weights and activations"
+    )
+    items = (
+        budget_item(
+            "weights", "Weights", w, "layers ÷ tp + vocab ÷ tp", {"tp": tp, "pp": pp}, "weights"
+        ),
+        budget_item(
+            "activation_peak",
+            "Activation peak",
+            act,
+            "dummy context of max_num_tokens (vLLM-calibrated model, no sampler)",
+            {"max_num_tokens": max_tokens},
+            "activations",
+        ),
+        budget_item(
+            "non_torch",
+            "Non-torch memory",
+            nt,
+            "CUDA context / NCCL (calibrated)",
+            {"tp": tp},
+            "overhead",
+        ),
+        budget_item(
+            "kv_cache",
+            "KV cache",
+            available,
+            "(total − peak) × free_gpu_memory_fraction",
+            {"free_gpu_memory_fraction": frac, "tokens_per_block": block},
+            "kv_cache",
+        ),
+    )
+    spread = gib(0.6)
+    return EngineBill(
+        launch=launch,
+        engine="trtllm",
+        version=VERSION,
+        total_bytes=total,
+        budget_bytes=total,
+        items=items,
+        kv_cache_bytes=available,
+        kv_capacity_tokens=tokens,
+        max_concurrency=tokens / max_len if max_len else 0.0,
+        max_model_len=max_len,
+        kv_bytes_per_token=per_token,
+        block_size=block,
+        num_blocks=tokens // block,
+        fits=failure is None and tokens >= max_len,
+        failure=failure,
+        ranges={
+            "kv_capacity_tokens": Range(
+                tokens,
+                max(0, int((available - spread * frac) // per_token)),
+                int((available + spread * frac) // per_token),
+                "activation peak and runtime buffers (max_num_tokens, max_batch_size)",
+            )
+        },
+        notes=(f"free_gpu_memory_fraction {frac} of the memory free after loading and profiling",),
+        settings={
+            "free_gpu_memory_fraction": frac,
+            "tokens_per_block": block,
+            "max_num_tokens": max_tokens,
+            "max_seq_len": max_len,
+            "kv_cache_dtype": launch.kv.id,
+        },
+    )

@@ -1,0 +1,196 @@
+"""vLLM 0.19 startup logs: gpuplan reads each log's figures back exactly, and predicts each
+launch (weights within 2 %, KV-cache tokens within 10 % for at least 90 % of the cases)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuplan.api import check_log, engine_serve
+from gpuplan.catalog.engine_logs import parse_log
+from gpuplan.engine.profiles.vllm import kv_layout
+from gpuplan.errors import GpuplanError
+
+DATA = Path(__file__).parent / "data"
+CASES: list[dict[str, Any]] = json.loads(
+    (DATA / "engine_logs" / "vllm-0.19-h100.json").read_text()
+)["cases"]
+PUBLIC: list[dict[str, Any]] = json.loads(
+    (DATA / "engine_logs" / "public-reports.json").read_text()
+)["cases"]
+GIB = 2**30
+
+
+def config_for(model_id: str) -> dict[str, Any]:
+    want = model_id.replace("/", "--").lower() + ".json"
+    for p in (DATA / "engine_configs").glob("*.json"):
+        if p.name.lower() == want:
+            return dict(json.loads(p.read_text()))
+    raise AssertionError(f"no config.json for {model_id}")
+
+
+def predict(case: dict[str, Any]):
+    report = check_log(parse_log(case["verbatim_excerpt"]), config_for(case["model_id"]))
+    assert report.plan is not None
+    return report
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["case_id"] for c in CASES])
+def test_log_figures_are_read_back_exactly(case):
+    log = parse_log(case["verbatim_excerpt"])
+    assert log.engine == "vllm"
+    f = log.figures
+    for field in (
+        "weights_gib",
+        "non_torch_gib",
+        "activation_peak_gib",
+        "kv_cache_gib",
+        "cudagraph_gib",
+        "kv_cache_tokens",
+        "total_non_kv_gib",
+    ):
+        if case[field] is not None:
+            assert f[field] == pytest.approx(case[field]), field
+    if case["max_concurrency"]:
+        assert f["max_concurrency"] == pytest.approx(case["max_concurrency"]["x"])
+        assert f["concurrency_len"] == case["max_concurrency"]["tokens_per_request"]
+    assert log.args.get("max_model_len", case["max_model_len"]) == case["max_model_len"]
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c["kv_cache_tokens"]], ids=lambda c: c["case_id"]
+)
+def test_kv_layout_turns_the_logged_memory_into_the_logged_tokens(case):
+    """Given the engine's own KV memory, the block arithmetic is exact (2-decimal GiB aside)."""
+    report = predict(case)
+    bill = report.plan.bill
+    layout = kv_layout(
+        bill.launch.arch, bill.launch, bill.block_size, range(bill.launch.arch.num_layers)
+    )
+    if bill.launch.pp > 1:
+        pytest.skip("per-stage minimum: only rank 0's memory is logged")
+    blocks = int(case["kv_cache_gib"] * GIB) // layout.page_bytes // layout.slots
+    tokens = blocks // layout.groups * bill.block_size
+    assert tokens == pytest.approx(case["kv_cache_tokens"], rel=0.003)
+
+
+def test_predictions_meet_the_acceptance_bar(capsys):
+    weights_ok = tokens_ok = 0
+    lines = []
+    for case in CASES:
+        bill = predict(case).plan.bill
+        w = bill.item("weights").bytes / GIB
+        w_err = w / case["weights_gib"] - 1
+        logged_failed = case["kv_cache_gib"] is not None and case["kv_cache_gib"] <= 0
+        if logged_failed:
+            ok = not bill.fits
+            t_err = float("nan")
+        else:
+            t_err = bill.kv_capacity_tokens / case["kv_cache_tokens"] - 1
+            ok = abs(t_err) <= 0.10
+        weights_ok += abs(w_err) <= 0.02
+        tokens_ok += ok
+        lines.append(f"{case['case_id']:<80} weights {w_err:+.1%} tokens {t_err:+.1%}")
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
+        print(
+            f"weights within 2 %: {weights_ok}/{len(CASES)}; tokens within 10 %: {tokens_ok}/{len(CASES)}"
+        )
+    assert weights_ok >= 0.9 * len(CASES)
+    assert tokens_ok >= 0.9 * len(CASES)
+
+
+def test_cases_cover_the_required_kinds():
+    ids = " ".join(c["model_id"].lower() for c in CASES)
+    for kind in (
+        "gemma-2",
+        "gemma-3",
+        "deepseek-v2",
+        "mixtral",
+        "qwen3-30b-a3b",
+        "gpt-oss",
+        "w4a16",
+        "fp8",
+    ):
+        assert kind in ids, kind
+    assert {c["tensor_parallel_size"] for c in CASES} >= {1, 2, 4}
+    assert any(c["kv_cache_dtype"] == "fp8" for c in CASES)
+
+
+def test_failed_start_is_predicted():
+    """A launch whose weights do not fit in the utilisation budget: no memory for the KV cache."""
+    plan = engine_serve(
+        config_for("moonshotai/Kimi-Dev-72B"),
+        "h100",
+        engine="vllm",
+        args={"tensor_parallel_size": 2, "max_model_len": 8192, "gpu_memory_utilization": 0.85},
+        gpu_memory=round(79.19 * GIB),
+    )
+    assert not plan.fits
+    assert "No available memory" in plan.bill.failure
+    assert plan.bill.kv_cache_bytes < 0
+
+
+def test_too_long_for_the_cache_is_predicted():
+    plan = engine_serve(
+        config_for("moonshotai/Kimi-Dev-72B"),
+        "h100",
+        engine="vllm",
+        args={"tensor_parallel_size": 2, "max_model_len": 131072, "gpu_memory_utilization": 0.95},
+        gpu_memory=round(79.19 * GIB),
+    )
+    assert not plan.fits and "max_model_len" in plan.bill.failure
+
+
+def test_truncated_log_is_reported_not_a_crash():
+    case = CASES[0]
+    head = "\n".join(case["verbatim_excerpt"].splitlines()[:2])
+    report = check_log(parse_log(head), config_for(case["model_id"]))
+    assert any("truncated" in p for p in report.problems)
+    assert {r.key for r in report.rows} >= {"weights_gib", "kv_cache_tokens"}
+
+
+def test_other_version_is_flagged():
+    text = "INFO vLLM API server version 0.11.0\n" + CASES[0]["verbatim_excerpt"]
+    report = check_log(parse_log(text), config_for(CASES[0]["model_id"]))
+    assert any("0.11.0" in p for p in report.problems)
+
+
+def test_v0_log_is_flagged():
+    case = next(c for c in PUBLIC if c["case_id"].endswith("v0-20k"))
+    log = parse_log(case["verbatim_excerpt"])
+    assert log.v0 and any("V0" in p for p in log.problems)
+
+
+def test_not_a_log():
+    with pytest.raises(GpuplanError, match="does not look like"):
+        parse_log("hello world\n")
+
+
+@pytest.mark.parametrize("case", PUBLIC, ids=[c["case_id"] for c in PUBLIC])
+def test_public_reports_parse_without_crashing(case):
+    try:
+        log = parse_log(case["verbatim_excerpt"])
+    except GpuplanError:
+        return
+    if case["kv_cache_tokens"] and "kv_cache_tokens" in log.figures:
+        assert log.figures["kv_cache_tokens"] == case["kv_cache_tokens"]
+
+
+def test_sglang_public_case_matches_the_pool_arithmetic():
+    """Qwen3-235B-A22B-FP8 on 4 × H100, SGLang: 367,404 tokens = K+V 16.46 GB (one KV head per rank)."""
+    case = next(c for c in PUBLIC if c["engine"] == "sglang" and c["kv_cache_tokens"])
+    plan = engine_serve(
+        config_for(case["model_id"]),
+        "h100",
+        engine="sglang",
+        args={"tp_size": 4, "mem_fraction_static": case["mem_fraction_static"]},
+    )
+    cell = plan.bill.kv_bytes_per_token
+    assert case["kv_cache_tokens"] * cell / GIB == pytest.approx(
+        case["extra"]["k_size_gb"] + case["extra"]["v_size_gb"], rel=0.01
+    )
+    assert plan.kv_capacity_tokens == pytest.approx(case["kv_cache_tokens"], rel=0.25)
