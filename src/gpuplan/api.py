@@ -553,7 +553,8 @@ def train(
     *,
     gpus: int | str | None = None,
     zero: int | None = None,
-    fsdp: str | None = None,
+    fsdp: str | bool | None = None,
+    dp: int | None = None,
     tp: int | None = None,
     pp: int | None = None,
     sp: bool = False,
@@ -563,8 +564,10 @@ def train(
     seq: int = 4096,
     micro_batch: int = 1,
     grad_accum: int | None = None,
-    checkpointing: str = "none",
+    checkpointing: str | bool = "none",
     attention: str = "flash",
+    method: str | None = None,
+    optimizer: str | None = None,
     lora_rank: int | None = None,
     lora_targets: tuple[str, ...] | list[str] | str | None = None,
     qlora: bool = False,
@@ -582,10 +585,34 @@ def train(
     gpus: a count (dp = gpus ÷ (tp × pp × cp)), "auto" (fewest that fit, from the lesson's lower
     bound), or None: "auto". zero: ZeRO stage 0-3; fsdp: an FSDP sharding strategy instead.
     recipe: a training recipe id (see `gpuplan.catalog.recipes`). grad_accum: micro-batches per
-    step (default: pp, enough to fill the pipeline). checkpointing: none, selective or full.
+    step (default: pp, enough to fill the pipeline). checkpointing: none, selective or full
+    (True = full). method: "full", "lora" (rank 16 unless given) or "qlora"; optimizer: a recipe
+    alias (adamw, adam8bit, adafactor, sgd) used when `recipe` is left at its default; dp: the
+    data-parallel degree (then gpus = dp × tp × pp × cp); fsdp=True means FULL_SHARD.
     """
     from gpuplan.catalog.recipes import get_recipe
 
+    if isinstance(checkpointing, bool):
+        checkpointing = "full" if checkpointing else "none"
+    if isinstance(fsdp, bool):
+        fsdp = "full_shard" if fsdp else None
+    if method is not None:
+        if method not in ("full", "lora", "qlora"):
+            raise GpuplanError(f"method must be full, lora or qlora, got {method!r}")
+        if method == "qlora":
+            qlora = True
+        elif method == "lora" and not lora_rank:
+            lora_rank = 16
+    if optimizer is not None and recipe == "adamw-bf16":
+        recipe = optimizer
+    if dp is not None:
+        _positive("dp", dp)
+        replica = (tp or 1) * (pp or 1) * int(cp)
+        if isinstance(gpus, int) and gpus != dp * replica:
+            raise GpuplanError(
+                f"gpus={gpus} disagrees with dp={dp} × tp × pp × cp = {dp * replica}"
+            )
+        gpus = dp * replica
     for name, value in (
         ("tp", tp),
         ("pp", pp),

@@ -9,7 +9,8 @@ h hidden, a bytes per activation element (2 for bf16, 4 for fp32), heads and wid
   RMSNorm (LlamaRMSNorm: upcast to fp32, x·rsqrt(mean x² + ε), weight · x̂.to(dtype)):
       x in fp32 (4·T·h, the upcast copy, or x itself in fp32), x̂ (a·T·h), rsqrt (4·T),
       and its output y (a·T·h), saved by the projection that reads it.
-  LayerNorm (GPT-2, aten native_layer_norm): x (a·T·h), mean and rstd (4·T each), output y.
+  LayerNorm (GPT-2, aten native_layer_norm): x (a·T·h), mean and rstd (4·T each: fp32 on CUDA;
+      the CPU kernel keeps them in a bf16 input's dtype, the 0.1 % the reference test shows), output y.
   Attention, SDPA / flash kernel (no s² scores): q and k after RoPE, v, the output and the
       log-sum-exp (fp32, one per head and token): a·T·(n_q·d + n_kv·d + n_kv·d_v + n_q·d_v) + 4·T·n_q.
       The o-projection reads the output without a copy. Per-head q/k RMSNorm (Qwen3) adds its own
