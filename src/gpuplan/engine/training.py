@@ -597,6 +597,10 @@ def _cost(
         replicas,
         m,
     )
+    if setup.lora is not None and lo.zero == 3 and lo.shard_degree > 1 and setup.base is not None:
+        # FSDP also gathers the sharded frozen base, forward and backward, every micro-batch
+        base_bytes = st.total * _base_bytes(arch, setup.base) / counts.total
+        dp += 2 * m * base_bytes * (lo.shard_degree - 1) / lo.shard_degree
     layers = len(st.layers)
     ring_tp = 2 * (lo.tp - 1) / lo.tp if lo.tp > 1 else 0.0
     collectives = 6 if setup.recompute == "full" else 4
