@@ -24,7 +24,13 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache, StaticCache  # noqa: E402
+from transformers import (  # noqa: E402
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForImageTextToText,
+    DynamicCache,
+    StaticCache,
+)
 from transformers.modeling_outputs import CausalLMOutputWithPast  # noqa: E402
 
 from gpuplan.catalog import get_precision, list_models  # noqa: E402
@@ -361,8 +367,10 @@ def _sizing_config(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _meta_param_count(cfg: dict[str, Any]) -> int:
+    """Vision-language checkpoints (a `vision_config`) are built whole, image encoder included."""
+    builder = AutoModelForImageTextToText if "vision_config" in cfg else AutoModelForCausalLM
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(_hf_config(cfg))
+        model = builder.from_config(_hf_config(cfg))
     return sum(p.numel() for p in model.parameters())
 
 
@@ -374,7 +382,8 @@ def _assert_exact_params(cfg: dict[str, Any], name: str) -> None:
         f"{name}: gpuplan {counts.total:,} != transformers {expected:,}"
     )
     assert sum(counts.by_kind.values()) == counts.total
-    assert sum(counts.per_layer) + counts.embedding + counts.lm_head == counts.total
+    vision = counts.by_kind.get("vision", 0)
+    assert sum(counts.per_layer) + counts.embedding + counts.lm_head + vision == counts.total
 
 
 # --------------------------------------------------------------------------------------
@@ -422,6 +431,9 @@ def _tiny(cfg: dict[str, Any]) -> dict[str, Any]:
     layer count, and any sliding window to TINY_WINDOW.
     """
     cfg = _sizing_config(cfg)
+    if isinstance(cfg.get("text_config"), dict):  # a VLM: its KV cache is its language model's
+        cfg = {**cfg["text_config"], "torch_dtype": cfg.get("torch_dtype", "bfloat16")}
+        cfg.setdefault("model_type", "llama")
     for key in _TOKEN_KEYS:  # token ids of the real vocabulary would not fit the tiny one
         cfg[key] = None
     cfg["vocab_size"] = TINY_VOCAB
@@ -454,6 +466,8 @@ def _tiny(cfg: dict[str, Any]) -> dict[str, Any]:
     cfg["num_hidden_layers"] = layers
     if cfg.get("sliding_window"):
         cfg["sliding_window"] = TINY_WINDOW
+    if cfg.get("attention_chunk_size"):  # Llama 4's chunked local attention caps like a window
+        cfg["attention_chunk_size"] = TINY_WINDOW
     return cfg
 
 

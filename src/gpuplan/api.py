@@ -883,7 +883,6 @@ def engine_serve(
     """What `engine` will do when launched with `args` (its own argument names, as in
     `vllm serve --help` with underscores, or a "non-default args" log line)."""
     from gpuplan.engine.profiles import EngineLaunch, engine_bill
-    from gpuplan.engine.vision import vision_encoder_params
 
     if engine not in ENGINE_ARG_NAMES:
         raise GpuplanError(f"unknown engine {engine!r}; choose vllm, sglang or trtllm")
@@ -917,7 +916,7 @@ def engine_serve(
                 raise GpuplanError(f"{arg} must be a whole number, got {value!r}")
             value = int(value)
         fields[field_name] = value
-    extra = vision_encoder_params(config)
+    extra = arch.vision_params
     launch = EngineLaunch(
         engine=engine,
         arch=arch,

@@ -12,9 +12,10 @@ Gemma2Config, Gemma3TextConfig, Phi3Config, GPT2Config).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpuplan.engine.vision import vision_encoder_params
 from gpuplan.errors import GpuplanError
 
 
@@ -117,6 +118,9 @@ class Architecture:
     torch_dtype: str = "bfloat16"
     quantization: QuantizationSpec | None = None
     hidden_act: str = "silu"  # the MLP activation (decides what autograd saves in training)
+    vision_params: int = (
+        0  # image encoder + projector of a vision-language checkpoint (engine/vision.py)
+    )
     notes: tuple[str, ...] = field(default=())
 
     def __hash__(self) -> int:
@@ -247,9 +251,11 @@ def architecture_from_config(config: Mapping[str, Any], name: str = "model") -> 
             f" (model_type {cfg.get('model_type', 'unknown')!r}); cannot size this model"
         )
     model_type = str(cfg.get("model_type", "unknown"))
-    if model_type == "gpt2":
-        return _gpt2(cfg, model_type)
-    return _decoder(cfg, model_type)
+    arch = _gpt2(cfg, model_type) if model_type == "gpt2" else _decoder(cfg, model_type)
+    vision = vision_encoder_params(config)
+    if vision:
+        arch = replace(arch, vision_params=vision)
+    return arch
 
 
 def _torch_dtype(cfg: _Config) -> str:
@@ -340,9 +346,19 @@ def _attention(cfg: _Config, model_type: str) -> AttentionSpec:
 def _layer_windows(cfg: _Config, model_type: str, num_layers: int) -> list[int | None]:
     """Per-layer sliding window (None = full attention), from `layer_types` or the family rule."""
     window = cfg.get("sliding_window")
+    chunk = cfg.get("attention_chunk_size")
     layer_types = cfg.get("layer_types")
     if isinstance(layer_types, list) and len(layer_types) == num_layers:
-        return [window if t == "sliding_attention" and window else None for t in layer_types]
+        local = {"sliding_attention": window, "chunked_attention": chunk}
+        return [local.get(t) or None for t in layer_types]
+    if model_type in ("llama4", "llama4_text") and chunk:
+        # Llama4TextConfig: RoPE layers attend within chunks of attention_chunk_size (at most
+        # that many tokens cached); every no_rope_layer_interval-th layer is global (NoPE)
+        interval = cfg.whole("no_rope_layer_interval", 4)
+        rope = cfg.get("no_rope_layers") or [
+            int((i + 1) % interval != 0) for i in range(num_layers)
+        ]
+        return [chunk if rope[i] else None for i in range(num_layers)]
     if not window:
         return [None] * num_layers
     if model_type == "gemma2":  # Gemma2Config: even layers slide, odd layers are global

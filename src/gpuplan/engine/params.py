@@ -25,6 +25,7 @@ OTHER_KINDS = (
     "bias",
     "router",
     "sinks",
+    "vision",
 )
 
 
@@ -149,7 +150,8 @@ class ParamCounts:
 def count_params(arch: Architecture) -> ParamCounts:
     """Count every parameter of `arch`, exactly as transformers would allocate them.
 
-    total = embeddings (+ learned positions) + Σ layers + final norm + LM head (if not tied).
+    total = embeddings (+ learned positions) + Σ layers + final norm + LM head (if not tied)
+            + the image encoder of a vision-language checkpoint (engine/vision.py).
     active = total − Σ over MoE layers of (experts − experts_per_token) × one expert's params:
     what one token touches, counting embeddings and LM head (the convention of the Mixtral
     and DeepSeek-V3 reports, which give 12.9 B / 37 B active).
@@ -167,6 +169,7 @@ def count_params(arch: Architecture) -> ParamCounts:
     by_kind["norm"] += final_norm
     lm_head = 0 if arch.tie_word_embeddings else arch.vocab_size * h
     by_kind["lm_head"] += lm_head
+    by_kind["vision"] += arch.vision_params
     total = sum(by_kind.values())
     inactive = 0
     if arch.moe is not None:

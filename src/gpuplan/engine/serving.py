@@ -185,7 +185,8 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
             "per_token_bytes": per_token,
             "tp": tp,
             "pp": pp,
-            "kv_heads_per_gpu": kv_heads_per_rank(arch, tp),
+            "kv_heads_per_gpu": _whole(kv_heads_per_rank(arch, tp)),
+            "stage_layers": len(w.layers),
         },
         category="kv_cache",
     )
@@ -255,11 +256,24 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
     )
 
 
+def _whole(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else x
+
+
 def _kv_template(arch: Architecture, tp: int, pp: int) -> str:
+    """The KV line's arithmetic as one GPU sees it: its stage's layers, its share of the KV heads."""
+    layers = "{stage_layers} layers" if pp > 1 else "{layers} layers"
     if arch.attention.is_mla:
-        head = "({latent_dim}) × {kv_elem_size} bytes × {layers} layers"
-        return head + " × {context} tokens × {users} sequences = {bytes}"
-    base = "2 × {layers} layers × {kv_heads} KV heads × {head_dim} × {kv_elem_size} bytes × {context} tokens × {users} sequences"
-    if tp * pp > 1:
-        base += " ÷ (tp {tp} × pp {pp})"
-    return base + " = {bytes}"
+        text = "({latent_dim}) × {kv_elem_size} bytes × " + layers
+    elif tp > 1:
+        text = (
+            "2 × "
+            + layers
+            + " × {kv_heads_per_gpu} KV heads/GPU × {head_dim} × {kv_elem_size} bytes"
+        )
+    else:
+        text = "2 × " + layers + " × {kv_heads} KV heads × {head_dim} × {kv_elem_size} bytes"
+    text += " × {context} tokens × {users} sequences"
+    if arch.num_sliding_layers:
+        text += " (sliding-window layers capped at their window)"
+    return text + " = {bytes}"

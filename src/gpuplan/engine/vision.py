@@ -31,7 +31,8 @@ def vision_encoder_params(config: Mapping[str, Any]) -> int:
     attn = 4 * h * h + (0 if kind == "pixtral" else 4 * h)
     mlp = 3 * h * inter if gated else 2 * h * inter + inter + h
     n = layers * (attn + mlp + 2 * norm)
-    n += channels * patch * patch * h + (0 if kind == "pixtral" else h)
+    # patch embedding, plus its bias (SigLIP) or the ln_pre RMSNorm (Pixtral): h either way
+    n += channels * patch * patch * h + h
     if kind == "siglip_vision_model":
         side = int(v.get("image_size") or 224) // patch
         n += side * side * h + 2 * h  # position table, post-layernorm

@@ -12,7 +12,7 @@ routers are replicated on every rank; when tp exceeds the KV heads each rank kee
 KV head (k and v projections replicated, as vLLM's QKVParallelLinear does); MLA's low-rank
 down-projections (q_a, kv_a) are replicated (vLLM's ReplicatedLinear in deepseek_v2.py).
 Layers are split evenly over pp stages (the first stages take the remainder); the token
-embedding sits on the first stage and the final norm + LM head on the last, so the heaviest
+embedding (and a vision-language model's image encoder) sits on the first stage and the final norm + LM head on the last, so the heaviest
 stage sets the per-GPU figure.
 """
 
@@ -113,6 +113,8 @@ def weights_per_gpu(
     counts = count_params(arch)
     h = arch.hidden_size
     emb = fmt.for_kind("embedding").bytes_for(round(counts.embedding / tp))
+    # a vision encoder sits with the embedding on the first stage, split over TP like the decoder
+    emb += fmt.for_kind("vision").bytes_for(round(arch.vision_params / tp))
     head_params = 0 if arch.tie_word_embeddings else arch.vocab_size * h
     final_norm = counts.lm_head - head_params
     head = fmt.for_kind("lm_head").bytes_for(round(head_params / tp)) + fmt.for_kind(
