@@ -142,6 +142,8 @@ class Architecture:
                     self.learned_positions,
                     self.torch_dtype,
                     self.quantization,
+                    self.vision_params,
+                    self.hidden_act,
                 )
             )
             self.__dict__["_hash"] = cached
