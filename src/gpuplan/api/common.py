@@ -1,0 +1,128 @@
+"""Turning what a user typed (names, sizes) into engine inputs, shared by every API call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuplan.catalog import get_gpu, get_precision, load_architecture
+from gpuplan.catalog.models import resolve_model
+from gpuplan.catalog.precisions import torch_dtype_precision
+from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.gpu import GpuSpec
+from gpuplan.engine.precision import Precision
+from gpuplan.engine.weights import WeightFormat
+from gpuplan.errors import GpuplanError
+from gpuplan.units import parse_bytes
+
+
+def resolve_gpu(gpu: str | GpuSpec, gpu_memory: str | int | None = None) -> GpuSpec:
+    spec = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
+    if gpu_memory is not None:
+        spec = spec.with_memory(
+            parse_bytes(gpu_memory) if isinstance(gpu_memory, str) else int(gpu_memory)
+        )
+    return spec
+
+
+def resolve_weight_format(arch: Architecture, dtype: str | None) -> WeightFormat:
+    """The weight format: the one asked for, else the checkpoint's quantisation, else its dtype.
+
+    Plain dtypes (fp32, bf16, fp8, int4) apply to every parameter, as in the lesson; real
+    formats (gptq, awq, nf4, mxfp4, ...) pack the linear weights and keep the rest at 16-bit.
+    A checkpoint's own `quantization_config` keeps the modules it lists as unconverted.
+    """
+    base = torch_dtype_precision(arch.torch_dtype)
+    if base.id == "fp32":
+        base = get_precision("bf16")  # engines serve fp32 checkpoints in 16-bit
+    if dtype is None or dtype == "auto":
+        if arch.quantization is not None:
+            q = arch.quantization
+            return WeightFormat(get_precision(q.precision), base, q.unquantized)
+        return WeightFormat(base, base)
+    return WeightFormat(get_precision(dtype), base)
+
+
+def resolve_kv(weights: WeightFormat, kv_dtype: str | None) -> Precision:
+    if kv_dtype is None or kv_dtype == "auto":
+        p = weights.precision
+        return p if (p.kv and p.scope == "all" and p.bits >= 8) else weights.base
+    return get_precision(kv_dtype, for_kv=True)
+
+
+def model_summaries() -> list[dict[str, Any]]:
+    """One row per catalog model: ids, exact total and active parameters, attention shape."""
+    from gpuplan.catalog import list_models
+    from gpuplan.engine.params import count_params
+
+    rows: list[dict[str, Any]] = []
+    for entry in list_models():
+        arch = load_architecture(entry.id)
+        counts = count_params(arch)
+        rows.append(
+            {
+                "id": entry.id,
+                "hf_id": entry.hf_id,
+                "model_type": arch.model_type,
+                "params_total": counts.total,
+                "params_active": counts.active,
+                "layers": arch.num_layers,
+                "attention": arch.attention.kind,
+                "heads": arch.attention.num_heads,
+                "kv_heads": arch.attention.num_kv_heads,
+                "quantization": arch.quantization.precision if arch.quantization else None,
+            }
+        )
+    return rows
+
+
+def _positive(name: str, value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
+        raise GpuplanError(f"{name} must be a positive whole number, got {value!r}")
+
+
+def _bytes(value: str | int) -> int:
+    if isinstance(value, str):
+        return parse_bytes(value, allow_zero=True)
+    if value < 0:
+        raise GpuplanError(f"size must not be negative, got {value}")
+    return int(value)
+
+
+def _model(model: str | dict[str, Any] | Architecture) -> tuple[Architecture, str, str | None]:
+    if isinstance(model, Architecture):
+        return model, model.name, None
+    if isinstance(model, dict):
+        arch = load_architecture(model)
+        return arch, arch.name, None
+    _, model_id, entry = resolve_model(model)
+    return load_architecture(model), model_id, entry.hf_id if entry else None
+
+
+class PlanHeadline:
+    """The figures every plan shows first, read off its per-GPU bill (`self.bill`)."""
+
+    bill: Any
+
+    @property
+    def fits(self) -> bool:
+        return bool(self.bill.fits)
+
+    @property
+    def gpus(self) -> int:
+        return int(self.bill.gpus)
+
+    @property
+    def per_gpu_total_bytes(self) -> int:
+        return int(self.bill.per_gpu_total_bytes)
+
+    @property
+    def budget_bytes(self) -> int:
+        return int(self.bill.budget_bytes)
+
+    @property
+    def items(self) -> tuple[Any, ...]:
+        return tuple(self.bill.items)
+
+    @property
+    def params_total(self) -> int:
+        return int(self.bill.params.total)

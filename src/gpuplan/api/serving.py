@@ -1,0 +1,239 @@
+"""`gpuplan.serve`: the generic serving bill, and the plan object it returns."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuplan.api.common import (
+    PlanHeadline,
+    _bytes,
+    _positive,
+    resolve_gpu,
+    resolve_kv,
+    resolve_weight_format,
+)
+from gpuplan.catalog import load_architecture
+from gpuplan.catalog.models import resolve_model
+from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.gpu import GpuSpec
+from gpuplan.engine.serving import (
+    DEFAULT_CUDA_CONTEXT_BYTES,
+    DEFAULT_HEADROOM,
+    DEFAULT_WORKSPACE_BYTES,
+    ServingBill,
+    ServingSetup,
+    serving_bill,
+)
+from gpuplan.errors import GpuplanError
+from gpuplan.planner.serving import Attempt, fewest_gpus, layout_for_count
+from gpuplan.units import format_bytes, format_count
+
+SCHEMA_VERSION = "gpuplan.serve/1"
+
+
+@dataclass(frozen=True)
+class ServingPlan(PlanHeadline):
+    """A serving answer: the per-GPU bill, the model and GPU it is for, and how N was chosen."""
+
+    bill: ServingBill
+    model_id: str
+    hf_id: str | None
+    search: tuple[Attempt, ...] = field(default=())
+
+    # --- the headline figures, as attributes -------------------------------------------
+
+    @property
+    def tp(self) -> int:
+        return self.bill.setup.tp
+
+    @property
+    def pp(self) -> int:
+        return self.bill.setup.pp
+
+    @property
+    def params_active(self) -> int:
+        return self.bill.params.active
+
+    @property
+    def weights_bytes(self) -> int:
+        return self.bill.weights_bytes
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return self.bill.kv_bytes_per_token
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.bill.kv_capacity_tokens
+
+    @property
+    def max_concurrent_sequences(self) -> int:
+        return self.bill.max_concurrent_sequences
+
+    def why_this_many(self) -> list[str]:
+        """One line per GPU count below the answer, saying why it was not enough."""
+        return [
+            f"{a.gpus} GPU{'s' if a.gpus > 1 else ''}: {a.reason}"
+            for a in self.search
+            if not a.fits
+        ]
+
+    def to_dict(self, units: str = "GB") -> dict[str, Any]:
+        """The stable JSON schema documented in docs/json.md."""
+        b, s = self.bill, self.bill.setup
+        a = s.arch
+        return {
+            "schema": SCHEMA_VERSION,
+            "mode": "serve",
+            "model": {
+                "id": self.model_id,
+                "hf_id": self.hf_id,
+                "model_type": a.model_type,
+                "layers": a.num_layers,
+                "hidden_size": a.hidden_size,
+                "attention": a.attention.kind,
+                "heads": a.attention.num_heads,
+                "kv_heads": a.attention.num_kv_heads,
+                "head_dim": a.attention.head_dim,
+                "experts": a.moe.num_experts if a.moe else 0,
+                "experts_per_token": a.moe.experts_per_token if a.moe else 0,
+                "sliding_window_layers": a.num_sliding_layers,
+            },
+            "params_total": b.params.total,
+            "params_active": b.params.active,
+            "params_by_kind": dict(b.params.by_kind),
+            "dtype": s.weights.precision.id,
+            "weights_format": s.weights.describe(),
+            "kv_dtype": s.kv.id,
+            "weights_bytes": b.weights_bytes,
+            "kv_bytes_per_token": b.kv_bytes_per_token,
+            "kv_bytes_per_sequence": b.kv_bytes_per_sequence,
+            "gpu": {
+                "id": s.gpu.id,
+                "name": s.gpu.name,
+                "memory_bytes": s.gpu.memory_bytes,
+                "memory_basis": s.gpu.memory_basis,
+                "marketed_bytes": s.gpu.marketed_bytes,
+                "driver_total_bytes": s.gpu.driver_total_bytes,
+            },
+            "gpus": s.gpus,
+            "tp": s.tp,
+            "pp": s.pp,
+            "context": s.context,
+            "users": s.users,
+            "headroom": s.headroom,
+            "per_gpu": {
+                "items": [item.to_dict(units) for item in b.items],
+                "total_bytes": b.per_gpu_total_bytes,
+            },
+            "per_gpu_total_bytes": b.per_gpu_total_bytes,
+            "budget_bytes": b.budget_bytes,
+            "fits": b.fits,
+            "kv_capacity_tokens": b.kv_capacity_tokens,
+            "max_concurrent_sequences": b.max_concurrent_sequences,
+            "search": [attempt.to_dict() for attempt in self.search],
+            "notes": list(b.notes),
+            "units": units,
+        }
+
+    def __repr__(self) -> str:
+        s = self.bill.setup
+        verdict = "fits" if self.fits else "does NOT fit"
+        lines = [
+            f"ServingPlan({self.model_id} on {self.gpus} × {s.gpu.name}, tp={s.tp} pp={s.pp}: {verdict})",
+        ]
+        for item in self.items:
+            lines.append(f"  {item.label:<14}{format_bytes(item.bytes):>12}   {item.explain()}")
+        lines.append(
+            f"  {'total':<14}{format_bytes(self.per_gpu_total_bytes):>12}   of {format_bytes(self.budget_bytes)} budget"
+        )
+        lines.append(
+            f"  KV capacity {self.kv_capacity_tokens:,} tokens = {self.max_concurrent_sequences:,}"
+            f" sequences of {s.context:,}"
+        )
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        s = self.bill.setup
+        rows = "".join(
+            f"<tr><td>{html.escape(i.label)}</td><td style='text-align:right'>{format_bytes(i.bytes)}</td>"
+            f"<td><code>{html.escape(i.explain())}</code></td></tr>"
+            for i in self.items
+        )
+        verdict = "fits" if self.fits else "does <b>not</b> fit"
+        return (
+            f"<div><b>{html.escape(self.model_id)}</b> ({format_count(self.params_total)} params) on "
+            f"{self.gpus} × {html.escape(s.gpu.name)}, tp={s.tp} pp={s.pp}: {verdict}"
+            f"<table>{rows}<tr><td><b>total</b></td><td style='text-align:right'><b>"
+            f"{format_bytes(self.per_gpu_total_bytes)}</b></td><td>of {format_bytes(self.budget_bytes)} budget"
+            f" ({s.headroom:.0%} of {format_bytes(s.gpu.memory_bytes)})</td></tr></table>"
+            f"KV capacity: {self.kv_capacity_tokens:,} tokens, {self.max_concurrent_sequences:,} sequences"
+            f" of {s.context:,} tokens</div>"
+        )
+
+
+def serve(
+    model: str | dict[str, Any] | Architecture,
+    gpu: str | GpuSpec = "h100",
+    *,
+    gpus: int | str | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    dtype: str | None = None,
+    kv_dtype: str | None = None,
+    context: int = 4096,
+    users: int = 1,
+    headroom: float = DEFAULT_HEADROOM,
+    gpu_memory: str | int | None = None,
+    workspace: str | int | None = None,
+    cuda_context: str | int | None = None,
+) -> ServingPlan:
+    """Size serving `model` on `gpu`: the per-GPU bill, whether it fits, and on how many GPUs.
+
+    gpus: a count, "auto" (fewest that fit), or None: one GPU if it fits, else "auto".
+    tp/pp: an explicit layout (then gpus = tp × pp). dtype: weight format (default: the
+    checkpoint's). kv_dtype: KV-cache format (default: the weights' 16-bit or fp8 dtype).
+    """
+    for name, value in (("tp", tp), ("pp", pp), ("context", context), ("users", users)):
+        _positive(name, value)
+    if isinstance(gpus, int):
+        _positive("gpus", gpus)
+    hf_id: str | None = None
+    if isinstance(model, Architecture):
+        arch, model_id = model, model.name
+    elif isinstance(model, dict):
+        arch = load_architecture(model)
+        model_id = arch.name
+    else:
+        _, model_id, entry = resolve_model(model)
+        arch = load_architecture(model)
+        hf_id = entry.hf_id if entry else None
+    spec = resolve_gpu(gpu, gpu_memory)
+    fmt = resolve_weight_format(arch, dtype)
+    setup = ServingSetup(
+        arch=arch,
+        weights=fmt,
+        kv=resolve_kv(fmt, kv_dtype),
+        gpu=spec,
+        tp=tp or 1,
+        pp=pp or 1,
+        context=int(context),
+        users=int(users),
+        headroom=float(headroom),
+        workspace_bytes=DEFAULT_WORKSPACE_BYTES if workspace is None else _bytes(workspace),
+        cuda_context_bytes=DEFAULT_CUDA_CONTEXT_BYTES
+        if cuda_context is None
+        else _bytes(cuda_context),
+    )
+    if tp is not None or pp is not None:
+        if isinstance(gpus, int) and gpus != setup.tp * setup.pp:
+            raise GpuplanError(f"--gpus {gpus} disagrees with tp={setup.tp} × pp={setup.pp}")
+        return ServingPlan(serving_bill(setup), model_id, hf_id)
+    if isinstance(gpus, int):
+        return ServingPlan(serving_bill(layout_for_count(setup, gpus)), model_id, hf_id)
+    if gpus not in (None, "auto"):
+        raise GpuplanError(f"gpus must be a number or 'auto', got {gpus!r}")
+    bill, attempts = fewest_gpus(setup)
+    return ServingPlan(bill, model_id, hf_id, tuple(attempts))

@@ -1,0 +1,363 @@
+"""`gpuplan.train`: the training bill, and the plan object it returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gpuplan.api.common import (
+    PlanHeadline,
+    _bytes,
+    _model,
+    _positive,
+    resolve_gpu,
+)
+from gpuplan.catalog import get_precision
+from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.cost import DEFAULT_MFU, DEFAULT_NETWORK_BYTES_PER_S
+from gpuplan.engine.gpu import GpuSpec
+from gpuplan.engine.lora import LoraSpec, default_targets
+from gpuplan.engine.recipes import TrainingRecipe
+from gpuplan.engine.serving import (
+    DEFAULT_CUDA_CONTEXT_BYTES,
+    DEFAULT_HEADROOM,
+)
+from gpuplan.engine.sharding import Layout, fsdp_layout
+from gpuplan.engine.training import TrainingBill, TrainingSetup, training_bill
+from gpuplan.engine.weights import WeightFormat
+from gpuplan.errors import GpuplanError
+from gpuplan.planner.training import TrainAttempt
+from gpuplan.planner.training import fewest_gpus as fewest_train_gpus
+from gpuplan.planner.training import lower_bound as train_lower_bound
+from gpuplan.units import format_bytes, parse_bytes
+
+TRAIN_SCHEMA_VERSION = "gpuplan.train/1"
+
+
+@dataclass(frozen=True)
+class TrainingPlan(PlanHeadline):
+    """A training answer: the per-GPU bill, the host bill, the step's cost, and how N was chosen."""
+
+    bill: TrainingBill
+    model_id: str
+    hf_id: str | None
+    search: tuple[TrainAttempt, ...] = field(default=())
+    lower_bound_gpus: int | None = None
+
+    @property
+    def layout(self) -> Layout:
+        return self.bill.setup.layout
+
+    @property
+    def model_states_bytes(self) -> int:
+        return self.bill.model_states_bytes
+
+    @property
+    def activations_bytes(self) -> int:
+        return self.bill.activations_bytes
+
+    @property
+    def step_flops(self) -> float:
+        return self.bill.flops.executed
+
+    @property
+    def comm_bytes_per_step(self) -> float:
+        return self.bill.comm.total
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        return self.bill.time.tokens_per_second if self.bill.time else None
+
+    def item(self, key: str) -> Any:
+        return self.bill.item(key)
+
+    def to_dict(self, units: str = "GB") -> dict[str, Any]:
+        """The stable JSON schema documented in docs/json.md (train section)."""
+        b, s = self.bill, self.bill.setup
+        a, lo, r = s.arch, s.layout, s.recipe
+        t = b.time
+        return {
+            "schema": TRAIN_SCHEMA_VERSION,
+            "mode": "train",
+            "model": {
+                "id": self.model_id,
+                "hf_id": self.hf_id,
+                "model_type": a.model_type,
+                "layers": a.num_layers,
+                "hidden_size": a.hidden_size,
+                "attention": a.attention.kind,
+                "heads": a.attention.num_heads,
+                "kv_heads": a.attention.num_kv_heads,
+                "head_dim": a.attention.head_dim,
+                "experts": a.moe.num_experts if a.moe else 0,
+                "experts_per_token": a.moe.experts_per_token if a.moe else 0,
+                "vocab_size": a.vocab_size,
+            },
+            "params_total": b.params.total,
+            "params_active": b.params.active,
+            "params_trainable": b.trainable_params,
+            "recipe": {
+                "id": r.id,
+                "name": r.name,
+                "bytes_per_param": float(r.bytes_per_param),
+                "describe": r.describe(),
+                "source": r.source,
+            },
+            "gpu": {
+                "id": s.gpu.id,
+                "name": s.gpu.name,
+                "memory_bytes": s.gpu.memory_bytes,
+                "memory_basis": s.gpu.memory_basis,
+                "marketed_bytes": s.gpu.marketed_bytes,
+                "driver_total_bytes": s.gpu.driver_total_bytes,
+            },
+            "gpus": lo.gpus,
+            "layout": {
+                "dp": lo.dp,
+                "tp": lo.tp,
+                "pp": lo.pp,
+                "cp": lo.cp,
+                "ep": lo.ep,
+                "sp": lo.sp,
+                "zero": lo.zero,
+                "fsdp": lo.fsdp,
+                "shard_degree": lo.shard_degree,
+                "describe": lo.describe(),
+            },
+            "seq": s.seq,
+            "micro_batch": s.micro_batch,
+            "grad_accum": s.micro_batches,
+            "tokens_per_step": s.tokens_per_step,
+            "checkpointing": s.recompute,
+            "attention_kernel": s.kernel,
+            "lora": None
+            if s.lora is None
+            else {
+                "rank": s.lora.rank,
+                "targets": list(s.lora.targets),
+                "qlora": s.lora.quantized,
+                "base_format": s.base.describe() if s.base else None,
+            },
+            "offload": s.offload,
+            "offload_activations": s.offload_activations,
+            "headroom": s.headroom,
+            "stage": b.stage.stage,
+            "micro_batches_in_flight": b.in_flight,
+            "per_gpu": {
+                "items": [item.to_dict(units) for item in b.items],
+                "total_bytes": b.per_gpu_total_bytes,
+            },
+            "per_gpu_total_bytes": b.per_gpu_total_bytes,
+            "budget_bytes": b.budget_bytes,
+            "fits": b.fits,
+            "model_states_bytes": b.model_states_bytes,
+            "activations_bytes": b.activations_bytes,
+            "activation_bytes_per_layer": b.activation_bytes_per_layer,
+            "host": {
+                "items": [item.to_dict(units) for item in b.host_items],
+                "per_gpu_bytes": b.host_bytes_per_gpu,
+                "per_node_bytes": b.host_bytes_per_gpu * min(lo.gpus, s.gpu.gpus_per_node),
+            },
+            "step_flops": b.flops.executed,
+            "model_flops": b.flops.model,
+            "comm_bytes_per_step": b.comm.total,
+            "comm_bytes_by_kind": b.comm.to_dict(),
+            "mfu": s.mfu,
+            "step_time_s": t.step_s if t else None,
+            "compute_time_s": t.compute_s if t else None,
+            "exposed_comm_time_s": t.exposed_comm_s if t else None,
+            "pipeline_bubble": t.bubble if t else None,
+            "tokens_per_second": t.tokens_per_second if t else None,
+            "lower_bound_gpus": self.lower_bound_gpus,
+            "search": [attempt.to_dict() for attempt in self.search],
+            "notes": list(b.notes),
+            "units": units,
+        }
+
+    def why_this_many(self) -> list[str]:
+        return [
+            f"{a.gpus} GPU{'s' if a.gpus > 1 else ''}: {a.reason}"
+            for a in self.search
+            if not a.fits
+        ]
+
+    def __repr__(self) -> str:
+        s = self.bill.setup
+        verdict = "fits" if self.fits else "does NOT fit"
+        lines = [
+            f"TrainingPlan({self.model_id} on {self.gpus} × {s.gpu.name}, {s.layout.describe()},"
+            f" {s.recipe.id}: {verdict})"
+        ]
+        for item in self.items:
+            lines.append(f"  {item.label:<34}{format_bytes(item.bytes):>12}   {item.explain()}")
+        lines.append(
+            f"  {'total':<34}{format_bytes(self.per_gpu_total_bytes):>12}   of"
+            f" {format_bytes(self.budget_bytes)} budget"
+        )
+        return "\n".join(lines)
+
+
+def train(
+    model: str | dict[str, Any] | Architecture,
+    gpu: str | GpuSpec = "h100",
+    *,
+    gpus: int | str | None = None,
+    zero: int | None = None,
+    fsdp: str | bool | None = None,
+    dp: int | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    sp: bool = False,
+    cp: int = 1,
+    ep: int = 1,
+    recipe: str | TrainingRecipe = "adamw-bf16",
+    seq: int = 4096,
+    micro_batch: int = 1,
+    grad_accum: int | None = None,
+    checkpointing: str | bool = "none",
+    attention: str = "flash",
+    method: str | None = None,
+    optimizer: str | None = None,
+    lora_rank: int | None = None,
+    lora_targets: tuple[str, ...] | list[str] | str | None = None,
+    qlora: bool = False,
+    offload: str | None = None,
+    offload_activations: bool = False,
+    capacity_factor: float = 1.0,
+    headroom: float = DEFAULT_HEADROOM,
+    gpu_memory: str | int | None = None,
+    cuda_context: str | int | None = None,
+    mfu: float = DEFAULT_MFU,
+    network_bandwidth: str | float | None = None,
+) -> TrainingPlan:
+    """Size training (or LoRA/QLoRA fine-tuning) `model` on `gpu`: the per-GPU bill, on how many.
+
+    gpus: a count (dp = gpus ÷ (tp × pp × cp)), "auto" (fewest that fit, from the lesson's lower
+    bound), or None: "auto". zero: ZeRO stage 0-3; fsdp: an FSDP sharding strategy instead.
+    recipe: a training recipe id (see `gpuplan.catalog.recipes`). grad_accum: micro-batches per
+    step (default: pp, enough to fill the pipeline). checkpointing: none, selective or full
+    (True = full). method: "full", "lora" (rank 16 unless given) or "qlora"; optimizer: a recipe
+    alias (adamw, adam8bit, adafactor, sgd) used when `recipe` is left at its default; dp: the
+    data-parallel degree (then gpus = dp × tp × pp × cp); fsdp=True means FULL_SHARD.
+    """
+    from gpuplan.catalog.recipes import get_recipe
+
+    if isinstance(checkpointing, bool):
+        checkpointing = "full" if checkpointing else "none"
+    if isinstance(fsdp, bool):
+        fsdp = "full_shard" if fsdp else None
+    if method is not None:
+        if method not in ("full", "lora", "qlora"):
+            raise GpuplanError(f"method must be full, lora or qlora, got {method!r}")
+        if method == "qlora":
+            qlora = True
+        elif method == "lora" and not lora_rank:
+            lora_rank = 16
+    if optimizer is not None and recipe == "adamw-bf16":
+        recipe = optimizer
+    if dp is not None:
+        _positive("dp", dp)
+        replica = (tp or 1) * (pp or 1) * int(cp)
+        if isinstance(gpus, int) and gpus != dp * replica:
+            raise GpuplanError(
+                f"gpus={gpus} disagrees with dp={dp} × tp × pp × cp = {dp * replica}"
+            )
+        gpus = dp * replica
+    for name, value in (
+        ("tp", tp),
+        ("pp", pp),
+        ("cp", cp),
+        ("ep", ep),
+        ("seq", seq),
+        ("micro_batch", micro_batch),
+        ("grad_accum", grad_accum),
+        ("lora_rank", lora_rank),
+    ):
+        _positive(name.replace("_", "-"), value)
+    if isinstance(gpus, int):
+        _positive("gpus", gpus)
+    if zero is not None and fsdp is not None:
+        raise GpuplanError("give either a ZeRO stage or an FSDP mode, not both")
+    if zero is not None and (isinstance(zero, bool) or zero not in (0, 1, 2, 3)):
+        raise GpuplanError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero!r}")
+    arch, model_id, hf_id = _model(model)
+    spec = resolve_gpu(gpu, gpu_memory)
+    rec = recipe if isinstance(recipe, TrainingRecipe) else get_recipe(recipe)
+    hybrid = False
+    stage = zero or 0
+    if fsdp is not None:
+        stage, hybrid = fsdp_layout(fsdp)
+    lora = None
+    base = None
+    if qlora and not lora_rank:
+        lora_rank = 64  # the QLoRA paper's r = 64 (Dettmers et al. 2023, §4)
+    if lora_rank:
+        if isinstance(lora_targets, str):
+            lora_targets = tuple(t.strip() for t in lora_targets.split(",") if t.strip())
+        if lora_targets:
+            targets = tuple(lora_targets)
+        else:  # QLoRA adapts every linear layer (Dettmers et al. 2023 §4); LoRA the attention
+            targets = ("all-linear",) if qlora else default_targets(arch)
+        lora = LoraSpec(int(lora_rank), _dedupe(targets), bool(qlora))
+        bf16 = get_precision("bf16")
+        base = WeightFormat(get_precision("nf4-dq"), bf16) if qlora else WeightFormat(bf16, bf16)
+    layout = Layout(
+        dp=1,
+        tp=tp or 1,
+        pp=pp or 1,
+        cp=int(cp),
+        ep=int(ep),
+        sp=bool(sp),
+        zero=stage,
+        fsdp=fsdp.lower().replace("-", "_") if fsdp else None,
+        hybrid=hybrid,
+        gpus_per_node=spec.gpus_per_node,
+    )
+    setup = TrainingSetup(
+        arch=arch,
+        recipe=rec,
+        gpu=spec,
+        layout=layout,
+        seq=int(seq),
+        micro_batch=int(micro_batch),
+        grad_accum=int(grad_accum) if grad_accum else 0,
+        recompute=checkpointing,
+        kernel="flash" if attention == "sdpa" else attention,
+        lora=lora,
+        base=base,
+        offload=offload or "none",
+        offload_activations=bool(offload_activations),
+        capacity_factor=float(capacity_factor),
+        headroom=float(headroom),
+        cuda_context_bytes=DEFAULT_CUDA_CONTEXT_BYTES
+        if cuda_context is None
+        else _bytes(cuda_context),
+        mfu=float(mfu),
+        network_bytes_per_s=DEFAULT_NETWORK_BYTES_PER_S
+        if network_bandwidth is None
+        else float(
+            parse_bytes(network_bandwidth)
+            if isinstance(network_bandwidth, str)
+            else network_bandwidth
+        ),
+    )
+    if isinstance(gpus, int):
+        per_replica = layout.tp * layout.pp * layout.cp
+        if gpus % per_replica:
+            raise GpuplanError(f"--gpus {gpus} is not a multiple of tp × pp × cp = {per_replica}")
+        setup = replace(setup, layout=replace(layout, dp=gpus // per_replica))
+        return TrainingPlan(training_bill(setup), model_id, hf_id)
+    if gpus not in (None, "auto"):
+        raise GpuplanError(f"gpus must be a number or 'auto', got {gpus!r}")
+    fixed = {name for name, value in (("tp", tp), ("pp", pp)) if value is not None}
+    if zero is not None or fsdp is not None:
+        fixed.add("zero")
+    if offload == "params":
+        fixed.add("zero")
+        setup = replace(setup, layout=replace(setup.layout, zero=3))
+    bill, attempts = fewest_train_gpus(setup, frozenset(fixed))
+    return TrainingPlan(bill, model_id, hf_id, tuple(attempts), train_lower_bound(setup))
+
+
+def _dedupe(targets: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(targets))
