@@ -19,6 +19,7 @@ _SPEC_FIELDS = (
     "interconnect_bytes_per_s_per_dir",
     "gpus_per_node",
     "vendor",
+    "compute_capability",
 )
 
 

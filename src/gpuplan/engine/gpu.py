@@ -19,6 +19,7 @@ class GpuSpec:
     interconnect_bytes_per_s_per_dir: float | None = None
     gpus_per_node: int = 8
     vendor: str = "nvidia"
+    compute_capability: str | None = None  # CUDA compute capability ("9.0"); None for other vendors
     memory_override: int | None = None  # a figure the user gave (--gpu-memory)
 
     @property

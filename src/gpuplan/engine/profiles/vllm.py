@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass
 
 from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.params import count_params
 from gpuplan.engine.profiles import (
     GIB,
@@ -129,8 +130,47 @@ class StageWeights:
         return self.layers + self.embedding + self.lm_head + self.extra
 
 
+def mxfp4_moe_alignment(gpu: GpuSpec) -> tuple[int, int]:
+    """(intermediate, hidden) multiples vLLM pads MXFP4 expert weights to, by the MoE backend
+    the GPU gets (fused_moe/oracle/mxfp4.py::mxfp4_round_up_hidden_size_and_intermediate_size,
+    read at upstream 28be48fa9): Marlin on Ampere/Ada/Hopper pads the per-rank intermediate width
+    to 128 and the hidden width to 256; FlashInfer TRT-LLM on Blackwell and ROCm pad both to 256.
+    The H100 logs of gpt-oss-20b (13.64 GiB at TP1, 7.01 GiB at TP2) match the Marlin padding."""
+    if gpu.vendor == "amd":
+        return 256, 256
+    major = int((gpu.compute_capability or "9.0").split(".")[0])
+    return (256, 256) if major >= 10 else (128, 256)
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def mxfp4_padding_bytes(arch: Architecture, fmt: WeightFormat, tp: int, gpu: GpuSpec) -> int:
+    """Extra bytes one MoE layer's experts take on one rank once padded for the MXFP4 kernel."""
+    if arch.moe is None or fmt.for_kind("experts").id != "mxfp4":
+        return 0
+    m, h = arch.moe, arch.hidden_size
+    inter_mult, hidden_mult = mxfp4_moe_alignment(gpu)
+    inter = m.expert_intermediate_size // tp
+    padded_inter, padded_h = _round_up(inter, inter_mult), _round_up(h, hidden_mult)
+    packed = fmt.for_kind("experts")
+    extra = packed.bytes_for(m.num_experts * 3 * padded_inter * padded_h)
+    extra -= packed.bytes_for(m.num_experts * 3 * inter * h)
+    if m.expert_bias:
+        bias = fmt.for_kind("bias")
+        extra += bias.bytes_for(m.num_experts * (2 * padded_inter + padded_h))
+        extra -= bias.bytes_for(m.num_experts * (2 * inter + h))
+    return extra
+
+
 def stage_weights(
-    arch: Architecture, fmt: WeightFormat, tp: int, stages: list[range], extra_params: int
+    arch: Architecture,
+    fmt: WeightFormat,
+    tp: int,
+    stages: list[range],
+    extra_params: int,
+    moe_padding_bytes: int = 0,
 ) -> list[StageWeights]:
     """Weights one rank of each stage loads: its layers' TP shards (KV heads replicated when
     tp > kv_heads, MLA down-projections replicated: engine/weights.py), the padded vocabulary
@@ -149,7 +189,8 @@ def stage_weights(
     per_kind = {}
     for i, layer in enumerate(arch.layers):
         if layer.moe not in per_kind:
-            per_kind[layer.moe] = layer_bytes_per_rank(arch, i, fmt, tp)
+            padding = moe_padding_bytes if layer.moe else 0
+            per_kind[layer.moe] = layer_bytes_per_rank(arch, i, fmt, tp) + padding
     # the encoder stays at the 16-bit base and is split over TP like the decoder (the TP2
     # Mistral-Small-3.1 and Kimi-VL logs match a split, not a replicated, encoder)
     extra = fmt.for_kind("embedding").bytes_for(extra_params // tp)
@@ -306,7 +347,8 @@ def vllm_bill(launch: EngineLaunch) -> EngineBill:
     block_size = launch.block_size or DEFAULT_BLOCK_SIZE
     max_len = launch.max_model_len or arch.max_position_embeddings or 4096
     stages = pp_layers(arch.num_layers, pp)
-    weights = stage_weights(arch, fmt, tp, stages, launch.extra_params)
+    padding = mxfp4_padding_bytes(arch, fmt, tp, launch.gpu)
+    weights = stage_weights(arch, fmt, tp, stages, launch.extra_params, padding)
 
     per_stage = []
     for s, layers in enumerate(stages):
