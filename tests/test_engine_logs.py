@@ -194,3 +194,59 @@ def test_sglang_public_case_matches_the_pool_arithmetic():
         case["extra"]["k_size_gb"] + case["extra"]["v_size_gb"], rel=0.01
     )
     assert plan.kv_capacity_tokens == pytest.approx(case["kv_cache_tokens"], rel=0.25)
+
+
+# Public bug reports: other GPUs (RTX 3090, RTX 4090, A100, L4) and other vLLM versions.
+_PUBLIC_GPU = {
+    "3090": "rtx-3090",
+    "4090": "rtx-4090",
+    "A100": "a100-80gb",
+    "L4": "l4",
+    "H100": "h100",
+}
+_PUBLIC_VLLM = [c for c in PUBLIC if c["engine"] == "vllm"]
+
+
+def _public_plan(case):
+    gpu = next((v for k, v in _PUBLIC_GPU.items() if k in (case.get("gpu_model") or "")), "h100")
+    args = {
+        "tensor_parallel_size": case.get("tensor_parallel_size") or 1,
+        "pipeline_parallel_size": case.get("pipeline_parallel_size") or 1,
+    }
+    if case.get("quantization"):
+        args["quantization"] = case["quantization"]
+    return engine_serve(config_for(case["model_id"]), gpu, engine="vllm", args=args)
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in _PUBLIC_VLLM if c["weights_gib"]], ids=lambda c: c["case_id"]
+)
+def test_public_reports_weights_within_2_percent(case):
+    """Weights as loaded on other GPUs and versions: RTX 3090 (V0), 2 × RTX 4090 (V0, TP2),
+    A100 (gpt-oss-20b MXFP4, Marlin padding on Ampere), H100 (gpt-oss-120b)."""
+    weights = _public_plan(case).bill.item("weights").bytes / GIB
+    assert weights == pytest.approx(case["weights_gib"], rel=0.02)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        c
+        for c in _PUBLIC_VLLM
+        if c["kv_cache_tokens"]
+        and (c["kv_cache_gib"] or 0) > 0
+        and "V0" not in (c.get("engine_version") or "")
+        and (c.get("pipeline_parallel_size") or 1) == 1
+    ],
+    ids=lambda c: c["case_id"],
+)
+def test_public_reports_kv_layout(case):
+    """V1 logs from other GPUs and versions: the logged KV memory → the logged tokens (V0 counted
+    blocks differently and is left out; PP logs show rank 0 only)."""
+    bill = _public_plan(case).bill
+    layout = kv_layout(
+        bill.launch.arch, bill.launch, bill.block_size, range(bill.launch.arch.num_layers)
+    )
+    blocks = int(case["kv_cache_gib"] * GIB) // layout.page_bytes // layout.slots
+    tokens = blocks // layout.groups * bill.block_size
+    assert tokens == pytest.approx(case["kv_cache_tokens"], rel=0.02)
