@@ -36,7 +36,7 @@ async function loadCatalogs() {
 
 // --- controls <-> state ---------------------------------------------------------------------
 const FIELDS = ["model", "config", "kv_heads", "dtype", "kv_dtype", "context", "users", "gpu", "gpu_memory",
-  "server_gpus", "gpus", "tp", "pp", "dp", "headroom", "units", "method", "zero", "micro_batch", "seq"];
+  "server_gpus", "gpus", "tp", "pp", "dp", "headroom", "units", "method", "lora_rank", "zero", "micro_batch", "seq"];
 
 function gpuValue(id) {
   // lesson scenarios say "h100"; the select holds catalog ids

@@ -20,13 +20,14 @@ export const DEFAULTS = Object.freeze({
   headroom: 0.9,
   units: "GB",
   method: "full",
+  lora_rank: 16,
   zero: 0,
   micro_batch: 1,
   seq: 4096,
   checkpointing: false,
 });
 
-const NUMBERS = new Set(["context", "users", "server_gpus", "headroom", "zero", "micro_batch", "seq"]);
+const NUMBERS = new Set(["context", "users", "server_gpus", "headroom", "zero", "micro_batch", "seq", "lora_rank"]);
 export const PASTED = "__config__";
 
 export function normalise(partial) {
@@ -137,6 +138,7 @@ export function toRequest(state) {
         seq: state.seq,
         checkpointing: state.checkpointing,
         method: state.method,
+        lora_rank: state.method === "full" ? null : state.lora_rank,
       },
     };
   }
