@@ -40,7 +40,7 @@ def check_command(
     try:
         report = check_log(log, model, gpu, gpu_memory)
     except GpuplanError as err:
-        if model is None:
+        if model is None and "--model" not in str(err):
             raise GpuplanError(f"{err} (pass --model PATH/TO/config.json)") from None
         raise
     if as_json:
