@@ -369,7 +369,9 @@ def check_log(
         )
     target = model if model is not None else log.model
     if target is None:
-        raise GpuplanError("the log names no model (no launch-arguments line); pass --model PATH/TO/config.json")
+        raise GpuplanError(
+            "the log names no model (no launch-arguments line); pass --model PATH/TO/config.json"
+        )
     f = log.figures
     if gpu_memory is None:
         if "total_gib" in f:

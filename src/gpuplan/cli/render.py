@@ -79,3 +79,22 @@ def bill_table(
         f"budget {format_bytes(budget, units)}",
     )
     return table
+
+
+def print_bill(
+    out: Console, data: dict[str, Any], units: str, explain: bool, extra: str = ""
+) -> None:
+    """The shared body of a serving or training answer: memory bar, bill table, verdict line."""
+    gpu = data["gpu"]
+    items = data["per_gpu"]["items"]
+    out.print(memory_bar(items, gpu["memory_bytes"], data["budget_bytes"]))
+    out.print(bill_table(items, data["per_gpu_total_bytes"], data["budget_bytes"], units, explain))
+    verdict = (
+        "[bold green]fits[/bold green]" if data["fits"] else "[bold red]does not fit[/bold red]"
+    )
+    pct = data["per_gpu_total_bytes"] / gpu["memory_bytes"]
+    out.print(
+        f"{verdict}: {format_bytes(data['per_gpu_total_bytes'], units)} of"
+        f" {format_bytes(gpu['memory_bytes'], units)} per GPU ({pct:.0%}; headroom line at"
+        f" {data['headroom']:.0%}){extra}"
+    )

@@ -6,7 +6,7 @@ import click
 from rich.table import Table
 
 from gpuplan.cli.options import gpus_option, units_option
-from gpuplan.cli.render import bill_table, console, memory_bar, print_json
+from gpuplan.cli.render import console, print_bill, print_json
 from gpuplan.units import format_bytes, format_count
 
 
@@ -282,17 +282,7 @@ def render_serving(data: dict, units: str, explain: bool) -> None:
         f"{data['gpus']} × {gpu['name']} ({format_bytes(gpu['memory_bytes'], units)}, {gpu['memory_basis']})"
         f"  tp={data['tp']} pp={data['pp']}  context {data['context']:,} × {data['users']} user(s)"
     )
-    items = data["per_gpu"]["items"]
-    out.print(memory_bar(items, gpu["memory_bytes"], data["budget_bytes"]))
-    out.print(bill_table(items, data["per_gpu_total_bytes"], data["budget_bytes"], units, explain))
-    verdict = (
-        "[bold green]fits[/bold green]" if data["fits"] else "[bold red]does not fit[/bold red]"
-    )
-    pct = data["per_gpu_total_bytes"] / gpu["memory_bytes"]
-    out.print(
-        f"{verdict}: {format_bytes(data['per_gpu_total_bytes'], units)} of {format_bytes(gpu['memory_bytes'], units)}"
-        f" per GPU ({pct:.0%}; headroom line at {data['headroom']:.0%})"
-    )
+    print_bill(out, data, units, explain)
     per_token = (
         f"{data['kv_bytes_per_token'] / 1e6:.2f} MB"
         if units == "GB"

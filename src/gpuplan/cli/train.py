@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuplan.cli.options import gpus_option, units_option
-from gpuplan.cli.render import bill_table, console, memory_bar, print_json
+from gpuplan.cli.render import console, print_bill, print_json
 from gpuplan.units import format_bytes, format_count
 
 
@@ -175,18 +175,13 @@ def render_training(data: dict[str, Any], units: str, explain: bool) -> None:
         f" × {data['grad_accum']} micro-batches · checkpointing {data['checkpointing']}"
         f" · {data['attention_kernel']} attention"
     )
-    items = data["per_gpu"]["items"]
-    out.print(memory_bar(items, gpu["memory_bytes"], data["budget_bytes"]))
-    out.print(bill_table(items, data["per_gpu_total_bytes"], data["budget_bytes"], units, explain))
-    verdict = (
-        "[bold green]fits[/bold green]" if data["fits"] else "[bold red]does not fit[/bold red]"
-    )
-    pct = data["per_gpu_total_bytes"] / gpu["memory_bytes"]
-    out.print(
-        f"{verdict}: {format_bytes(data['per_gpu_total_bytes'], units)} of"
-        f" {format_bytes(gpu['memory_bytes'], units)} per GPU ({pct:.0%}; headroom line at"
-        f" {data['headroom']:.0%}); model states {format_bytes(data['model_states_bytes'], units)},"
-        f" activations {format_bytes(data['activations_bytes'], units)}"
+    print_bill(
+        out,
+        data,
+        units,
+        explain,
+        f"; model states {format_bytes(data['model_states_bytes'], units)},"
+        f" activations {format_bytes(data['activations_bytes'], units)}",
     )
     host = data["host"]
     if host["items"]:
