@@ -130,3 +130,11 @@ def test_every_train_field_is_documented(capsys):
     for item in data["per_gpu"]["items"] + data["host"]["items"]:
         assert isinstance(item["bytes"], int)
         assert item["key"] in documented or item["key"].endswith("_offloaded"), item["key"]
+
+
+def test_training_plan_has_an_html_repr_for_jupyter():
+    import gpuplan
+
+    plan = gpuplan.train("llama-3.1-8b", gpus=8, zero=3)
+    html = plan._repr_html_()
+    assert "<table>" in html and "Optimizer states" in html

@@ -126,3 +126,21 @@ class PlanHeadline:
     @property
     def params_total(self) -> int:
         return int(self.bill.params.total)
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the first line of the repr, then the bill as a table."""
+        import html
+
+        from gpuplan.units import format_bytes
+
+        title = html.escape(repr(self).splitlines()[0])
+        rows = "".join(
+            f"<tr><td>{html.escape(i.label)}</td><td style='text-align:right'>{format_bytes(i.bytes)}</td>"
+            f"<td><code>{html.escape(i.explain())}</code></td></tr>"
+            for i in self.items
+        )
+        total = (
+            f"<tr><td><b>total</b></td><td style='text-align:right'><b>{format_bytes(self.per_gpu_total_bytes)}"
+            f"</b></td><td>of {format_bytes(self.budget_bytes)} budget</td></tr>"
+        )
+        return f"<div><b>{title}</b><table>{rows}{total}</table></div>"
