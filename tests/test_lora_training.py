@@ -12,13 +12,16 @@ def test_lora_adapter_count_attention():
     # Llama 3.1 8B, r = 16 on q, k, v, o: per layer 16 × ((4096 + 4096) + 2 × (4096 + 1024)
     # + (4096 + 4096)) = 425,984; × 32 layers = 13,631,488 (what PEFT prints for this setup)
     plan = gpuplan.train("llama-3.1-8b", gpus=1, lora_rank=16)
-    assert plan.bill.trainable_params == 13_631_488
+    h, kv, layers, r = 4096, 8 * 128, 32, 16  # config.json: hidden, KV heads × head_dim, layers
+    assert plan.bill.trainable_params == layers * r * ((h + h) + 2 * (h + kv) + (h + h))
 
 
 def test_lora_adapter_count_all_linear():
     # + gate, up, down: 3 × 16 × (4096 + 14336) per layer → 41,943,040 in all
     plan = gpuplan.train("llama-3.1-8b", gpus=1, lora_rank=16, lora_targets="all-linear")
-    assert plan.bill.trainable_params == 41_943_040
+    h, kv, inter, layers, r = 4096, 8 * 128, 14336, 32, 16
+    attention = (h + h) + 2 * (h + kv) + (h + h)
+    assert plan.bill.trainable_params == layers * r * (attention + 3 * (h + inter))
 
 
 def test_adapters_carry_the_recipe_and_the_base_only_weights():
