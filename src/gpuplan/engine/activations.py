@@ -288,6 +288,7 @@ def logits_peak_bytes(arch: Architecture, spec: ActivationSpec) -> int:
 
 @lru_cache(maxsize=8192)
 def edge_bytes(arch: Architecture, spec: ActivationSpec, first: bool, last: bool) -> int:
+    """Bytes of the tensors saved outside the decoder layers (`edge_tensors`)."""
     return sum(s.bytes for s in edge_tensors(arch, spec, first, last))
 
 

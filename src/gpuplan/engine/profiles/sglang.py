@@ -40,6 +40,8 @@ def gpu_tier(capacity_mib: int, tp: int) -> tuple[int, int]:
 
 
 def default_mem_fraction(capacity_mib: int, tp: int, pp: int, chunked: int, graph_bs: int) -> float:
+    """SGLang's default mem_fraction_static for a GPU of `capacity_mib` (server_args.py::
+    _handle_gpu_memory_settings): capacity less a reserve for activations and CUDA graphs."""
     reserved = 512 + max(chunked, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024
     if capacity_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
@@ -47,6 +49,8 @@ def default_mem_fraction(capacity_mib: int, tp: int, pp: int, chunked: int, grap
 
 
 def sglang_bill(launch: EngineLaunch) -> EngineBill:
+    """The SGLang startup bill: weights, the static fraction's reserve, and the token pool
+    (model_runner.py::profile_max_num_token, as summarised in this module's docstring)."""
     arch, tp, pp = launch.arch, launch.tp, launch.pp
     capacity = launch.gpu.memory_bytes  # nvidia-smi total, as get_nvgpu_memory_capacity reads it
     capacity_mib = capacity // 2**20

@@ -30,6 +30,8 @@ DEFAULT_MAX_NUM_TOKENS = 8192
 
 
 def trtllm_bill(launch: EngineLaunch) -> EngineBill:
+    """The TensorRT-LLM startup bill: the KV cache gets free_gpu_memory_fraction of the memory
+    still free after weights and the runtime's peak (KvCacheConfig; see this module's docstring)."""
     arch, tp, pp = launch.arch, launch.tp, launch.pp
     total = cuda_total_bytes(launch)
     frac = launch.free_gpu_memory_fraction or DEFAULT_FRACTION
