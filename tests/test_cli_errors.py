@@ -35,7 +35,10 @@ def assert_one_line_error(code, err, *fragments):
         (["serve", "llama-3.1-8b", "--gpu-memory", "eighty"], ["cannot read"]),
         (["serve", "llama-3.1-8b", "--headroom", "0"], ["headroom must be in (0, 1]"]),
         (["serve", "llama-3.1-8b", "--headroom", "1.5"], ["headroom must be in (0, 1]"]),
-        (["serve", "llama-3.1-8b", "--tp", "3"], ["tp=3 does not divide the 32 attention heads"]),
+        (
+            ["serve", "llama-3.1-8b", "--tp", "3"],
+            ["llama-3.1-8b: tp=3 does not divide 32 attention heads"],
+        ),
         (["serve", "llama-3.1-8b", "--gpus", "3"], ["tp=3 does not divide"]),
         (["serve", "llama-3.1-8b", "--gpus", "many"], ["--gpus"]),
         (["serve", "llama-3.1-8b", "--pp", "99"], ["pp=99 is larger than the 32 layers"]),
@@ -129,3 +132,10 @@ def test_unsupported_quantization(capsys, tmp_path):
     path.write_text(json.dumps(cfg))
     code, _, err = run(capsys, "serve", str(path))
     assert_one_line_error(code, err, "quantization method 'weird' is not supported")
+
+
+def test_tp_must_split_kv_heads_evenly(capsys):
+    # phi-4: 40 attention heads, 10 KV heads; tp=4 divides the heads but not the KV heads, and
+    # 4 KV-head replicas would not divide 10 either (vLLM's QKVParallelLinear refuses it)
+    code, _, err = run(capsys, "serve", "phi-4", "--tp", "4")
+    assert_one_line_error(code, err, "tp=4 and 10 KV heads: neither divides the other")

@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 
 import gpuplan
 from gpuplan.engine.bill import total_bytes
+from gpuplan.engine.serving import tp_problem
 
 MODELS = [
     "llama-3.1-8b",
@@ -39,7 +40,7 @@ def test_memory_is_monotone_in_users(model, context, n, extra):
 @settings(max_examples=60, deadline=None)
 @given(model=st.sampled_from(MODELS), context=contexts, n=users, tp=st.sampled_from([1, 2, 4, 8]))
 def test_parts_add_up_to_the_total(model, context, n, tp):
-    assume(gpuplan.load_architecture(model).attention.num_heads % tp == 0)
+    assume(tp_problem(gpuplan.load_architecture(model), tp) is None)
     plan = gpuplan.serve(model, "h100", tp=tp, context=context, users=n)
     data = plan.to_dict()
     assert total_bytes(plan.items) == plan.per_gpu_total_bytes
@@ -50,8 +51,8 @@ def test_parts_add_up_to_the_total(model, context, n, tp):
 @given(model=st.sampled_from(MODELS), context=contexts)
 def test_more_tensor_parallel_gpus_never_raise_per_gpu_weights(model, context):
     previous = None
-    heads = gpuplan.load_architecture(model).attention.num_heads
-    for tp in (t for t in (1, 2, 4, 8) if heads % t == 0):
+    arch = gpuplan.load_architecture(model)
+    for tp in (t for t in (1, 2, 4, 8) if tp_problem(arch, t) is None):
         plan = gpuplan.serve(model, "h100", tp=tp, context=context)
         weights = plan.bill.item("weights").bytes
         if previous is not None:

@@ -88,9 +88,24 @@ class ServingBill:
         raise KeyError(key)
 
 
+def tp_problem(arch: Architecture, tp: int) -> str | None:
+    """Why `tp` cannot shard this model's attention, or None.
+
+    Engines shard whole heads: tp must divide the attention heads, and the KV heads must split
+    evenly (kv_heads % tp == 0) or be replicated evenly (tp % kv_heads == 0). vLLM's
+    QKVParallelLinear and Megatron's attention assert the same; MLA has no KV heads to split.
+    """
+    a = arch.attention
+    if a.num_heads % tp:
+        return f"tp={tp} does not divide {a.num_heads} attention heads"
+    kv = a.num_kv_heads
+    if not a.is_mla and kv % tp and tp % kv:
+        return f"tp={tp} and {kv} KV heads: neither divides the other"
+    return None
+
+
 def validate_serving(setup: ServingSetup) -> None:
     """Reject impossible setups with a one-line reason."""
-    a = setup.arch.attention
     for name, value in (
         ("tp", setup.tp),
         ("pp", setup.pp),
@@ -101,10 +116,9 @@ def validate_serving(setup: ServingSetup) -> None:
             raise GpuplanError(f"{name} must be at least 1, got {value}")
     if not 0 < setup.headroom <= 1:
         raise GpuplanError(f"headroom must be in (0, 1], got {setup.headroom}")
-    if a.num_heads % setup.tp:
-        raise GpuplanError(
-            f"tp={setup.tp} does not divide the {a.num_heads} attention heads of {setup.arch.name}"
-        )
+    problem = tp_problem(setup.arch, setup.tp)
+    if problem:
+        raise GpuplanError(f"{setup.arch.name}: {problem}")
     if setup.pp > setup.arch.num_layers:
         raise GpuplanError(
             f"pp={setup.pp} is larger than the {setup.arch.num_layers} layers of {setup.arch.name}"

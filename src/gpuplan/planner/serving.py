@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gpuplan.engine.serving import ServingBill, ServingSetup, serving_bill
+from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.serving import ServingBill, ServingSetup, serving_bill, tp_problem
 from gpuplan.errors import GpuplanError
 from gpuplan.units import format_bytes
 
@@ -39,22 +40,22 @@ class Attempt:
         }
 
 
-def valid_tp(num_heads: int, node: int) -> list[int]:
-    """TP degrees within a node that divide the attention heads, ascending."""
-    return [t for t in range(1, node + 1) if num_heads % t == 0]
+def valid_tp(arch: Architecture, node: int) -> list[int]:
+    """TP degrees within a node that shard the attention heads evenly (`tp_problem`), ascending."""
+    return [t for t in range(1, node + 1) if tp_problem(arch, t) is None]
 
 
-def layout_for(gpus: int, num_heads: int, num_layers: int, node: int) -> tuple[int, int] | str:
+def layout_for(gpus: int, arch: Architecture, node: int) -> tuple[int, int] | str:
     """(tp, pp) for a GPU count, or the reason there is none.
 
-    Within a node: tp = gpus if it divides the heads. Across nodes: tp = the largest valid
+    Within a node: tp = gpus if it shards the heads evenly. Across nodes: tp = the largest valid
     degree within a node, pp = gpus ÷ tp (pp must divide gpus and not exceed the layers).
     """
+    num_layers = arch.num_layers
     if gpus <= node:
-        if num_heads % gpus == 0:
-            return gpus, 1
-        return f"tp={gpus} does not divide {num_heads} attention heads"
-    tp = max(valid_tp(num_heads, node))
+        problem = tp_problem(arch, gpus)
+        return problem if problem else (gpus, 1)
+    tp = max(valid_tp(arch, node))
     if gpus % tp:
         return f"{gpus} GPUs is not a whole number of tp={tp} groups for pipeline stages"
     pp = gpus // tp
@@ -82,9 +83,9 @@ def fewest_gpus(
     attempts: list[Attempt] = []
     last: ServingBill | None = None
     for n in range(1, max_gpus + 1):
-        layout = layout_for(n, arch.attention.num_heads, arch.num_layers, node)
+        layout = layout_for(n, arch, node)
         if isinstance(layout, str):
-            if n <= node or n % max(valid_tp(arch.attention.num_heads, node)) == 0:
+            if n <= node or n % max(valid_tp(arch, node)) == 0:
                 attempts.append(Attempt(n, None, None, False, layout))
             continue
         tp, pp = layout
@@ -105,7 +106,7 @@ def layout_for_count(setup: ServingSetup, gpus: int, node: int | None = None) ->
     if gpus < 1:
         raise GpuplanError(f"gpus must be at least 1, got {gpus}")
     node = node or setup.gpu.gpus_per_node
-    layout = layout_for(gpus, setup.arch.attention.num_heads, setup.arch.num_layers, node)
+    layout = layout_for(gpus, setup.arch, node)
     if isinstance(layout, str):
         raise GpuplanError(
             f"{gpus} GPUs cannot serve {setup.arch.name}: {layout}; pass --tp and --pp explicitly"
