@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 import gpuplan
 from gpuplan.engine.bill import total_bytes
-from gpuplan.engine.serving import tp_problem
+from gpuplan.engine.sharding import tp_problem
 
 MODELS = [
     "llama-3.1-8b",

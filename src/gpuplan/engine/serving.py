@@ -25,6 +25,7 @@ from gpuplan.engine.kv_cache import (
 )
 from gpuplan.engine.params import ParamCounts, count_params
 from gpuplan.engine.precision import Precision
+from gpuplan.engine.sharding import tp_problem
 from gpuplan.engine.weights import WeightFormat, WeightsPerGpu, weights_bytes, weights_per_gpu
 from gpuplan.errors import GpuplanError
 
@@ -86,22 +87,6 @@ class ServingBill:
             if line.key == key:
                 return line
         raise KeyError(key)
-
-
-def tp_problem(arch: Architecture, tp: int) -> str | None:
-    """Why `tp` cannot shard this model's attention, or None.
-
-    Engines shard whole heads: tp must divide the attention heads, and the KV heads must split
-    evenly (kv_heads % tp == 0) or be replicated evenly (tp % kv_heads == 0). vLLM's
-    QKVParallelLinear and Megatron's attention assert the same; MLA has no KV heads to split.
-    """
-    a = arch.attention
-    if a.num_heads % tp:
-        return f"tp={tp} does not divide {a.num_heads} attention heads"
-    kv = a.num_kv_heads
-    if not a.is_mla and kv % tp and tp % kv:
-        return f"tp={tp} and {kv} KV heads: neither divides the other"
-    return None
 
 
 def validate_serving(setup: ServingSetup) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import gcd
 
+from gpuplan.engine.architecture import Architecture
 from gpuplan.errors import GpuplanError
 
 FSDP_MODES = {
@@ -87,6 +88,22 @@ def fsdp_layout(mode: str) -> tuple[int, bool]:
     return FSDP_MODES[key]
 
 
+def tp_problem(arch: Architecture, tp: int) -> str | None:
+    """Why `tp` cannot shard this model's attention, or None.
+
+    Engines shard whole heads: tp must divide the attention heads, and the KV heads must split
+    evenly (kv_heads % tp == 0) or be replicated evenly (tp % kv_heads == 0). vLLM's
+    QKVParallelLinear and Megatron's attention assert the same; MLA has no KV heads to split.
+    """
+    a = arch.attention
+    if a.num_heads % tp:
+        return f"tp={tp} does not divide {a.num_heads} attention heads"
+    kv = a.num_kv_heads
+    if not a.is_mla and kv % tp and tp % kv:
+        return f"tp={tp} and {kv} KV heads: neither divides the other"
+    return None
+
+
 def validate_layout(
     layout: Layout, num_heads: int, num_kv_heads: int, num_layers: int, num_experts: int
 ) -> None:
@@ -99,6 +116,8 @@ def validate_layout(
         raise GpuplanError(f"ZeRO stage must be 0, 1, 2 or 3, got {layout.zero}")
     if num_heads % layout.tp:
         raise GpuplanError(f"tp={layout.tp} does not divide the {num_heads} attention heads")
+    if num_kv_heads % layout.tp and layout.tp % num_kv_heads:
+        raise GpuplanError(f"tp={layout.tp} and {num_kv_heads} KV heads: neither divides the other")
     if layout.pp > num_layers:
         raise GpuplanError(f"pp={layout.pp} is larger than the {num_layers} layers")
     if layout.ep > 1:

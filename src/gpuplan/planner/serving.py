@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from gpuplan.engine.architecture import Architecture
-from gpuplan.engine.serving import ServingBill, ServingSetup, serving_bill, tp_problem
+from gpuplan.engine.serving import ServingBill, ServingSetup, serving_bill
+from gpuplan.engine.sharding import tp_problem
 from gpuplan.errors import GpuplanError
 from gpuplan.units import format_bytes
 

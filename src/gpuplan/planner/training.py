@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from gpuplan.engine.sharding import tp_problem
 from gpuplan.engine.training import TrainingBill, TrainingSetup, training_bill
 from gpuplan.errors import GpuplanError
 from gpuplan.units import format_bytes
@@ -53,8 +54,7 @@ def lower_bound(setup: TrainingSetup) -> int:
 
 def _valid_tp(setup: TrainingSetup, n: int) -> list[int]:
     node = setup.gpu.gpus_per_node
-    heads = setup.arch.attention.num_heads
-    return [t for t in range(1, node + 1) if heads % t == 0 and n % t == 0]
+    return [t for t in range(1, node + 1) if tp_problem(setup.arch, t) is None and n % t == 0]
 
 
 def _layouts(setup: TrainingSetup, n: int, fixed: set[str]) -> Iterator[TrainingSetup]:
