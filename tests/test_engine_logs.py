@@ -308,3 +308,38 @@ def test_public_reports_kv_layout(case):
     blocks = int(case["kv_cache_gib"] * GIB) // layout.page_bytes // layout.slots
     tokens = blocks // layout.groups * bill.block_size
     assert tokens == pytest.approx(case["kv_cache_tokens"], rel=0.02)
+
+
+def test_rope_cache_tables_follow_vllm_rotary_classes():
+    """vLLM's RoPE cos/sin buffers (rotary_embedding/__init__.py::get_rope): Gemma 3 builds a
+    linear-scaled global table (max_position × 8) and a local one; Llama 4 one llama3 table of
+    max_position rows; gpt-oss a yarn table of original_max_position × factor rows."""
+    from gpuplan.engine.architecture import architecture_from_config
+    from gpuplan.engine.profiles.vllm import rope_tables
+
+    gemma = architecture_from_config(config_for("google/gemma-3-4b-it"))
+    assert rope_tables(gemma) == [(131072 * 8, 256), (131072, 256)]
+    scout = architecture_from_config(config_for("meta-llama/Llama-4-Scout-17B-16E-Instruct"))
+    assert rope_tables(scout) == [(10485760, 128)]
+    oss = architecture_from_config(config_for("openai/gpt-oss-20b"))
+    assert rope_tables(oss) == [(4096 * 32, 64)]
+
+
+def test_llama4_vision_params_match_transformers():
+    """The Llama 4 encoder + adapter + projector count equals transformers' module on meta."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from gpuplan.engine.vision import vision_encoder_params
+
+    cfg = config_for("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    small = {**cfg, "text_config": {**cfg["text_config"], "num_hidden_layers": 1}}
+    small = {k: v for k, v in small.items() if k not in ("architectures", "transformers_version")}
+    hf = transformers.AutoConfig.for_model(**small)
+    with torch.device("meta"):
+        model = transformers.Llama4ForConditionalGeneration(hf)
+    expected = sum(
+        p.numel()
+        for n, p in model.named_parameters()
+        if "vision_model" in n or "multi_modal_projector" in n
+    )
+    assert vision_encoder_params(cfg) == expected

@@ -98,6 +98,17 @@ class QuantizationSpec:
 
 
 @dataclass(frozen=True)
+class RopeSpec:
+    """Rotary position embedding as config.json declares it (`rope_scaling` / `rope_parameters`,
+    `partial_rotary_factor`): engines size their cos/sin tables from it."""
+
+    kind: str = "default"  # rope_type (or the older `type`): default, linear, llama3, yarn, ...
+    factor: float = 1.0
+    original_max_position: int = 0
+    partial_rotary_factor: float = 1.0
+
+
+@dataclass(frozen=True)
 class Architecture:
     """Everything about a model that decides its memory, and nothing else."""
 
@@ -122,6 +133,7 @@ class Architecture:
         0  # image encoder + projector of a vision-language checkpoint (engine/vision.py)
     )
     notes: tuple[str, ...] = field(default=())
+    rope: RopeSpec | None = None  # None: no rotary embedding (learned positions)
 
     def __hash__(self) -> int:
         """Hash once: bills are cached by architecture, and a deep hash of every layer is slow."""
@@ -480,6 +492,20 @@ def _decoder(cfg: _Config, model_type: str) -> Architecture:
         quantization=quantization_from_config(cfg.get("quantization_config"), cfg.name),
         hidden_act=str(cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))),
         notes=tuple(notes),
+        rope=_rope(cfg),
+    )
+
+
+def _rope(cfg: _Config) -> RopeSpec:
+    """The rotary embedding of a RoPE decoder, from `rope_scaling` (or `rope_parameters`)."""
+    rs = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+    rs = rs if isinstance(rs, Mapping) else {}
+    partial = rs.get("partial_rotary_factor", cfg.get("partial_rotary_factor")) or 1.0
+    return RopeSpec(
+        kind=str(rs.get("rope_type") or rs.get("type") or "default"),
+        factor=float(rs.get("factor") or 1.0),
+        original_max_position=int(rs.get("original_max_position_embeddings") or 0),
+        partial_rotary_factor=float(partial),
     )
 
 

@@ -24,7 +24,7 @@ tests/data/engine_logs/ (see `activation_peak_bytes`, `non_torch_bytes`), each w
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.gpu import GpuSpec
@@ -124,10 +124,52 @@ class StageWeights:
     embedding: int
     lm_head: int
     extra: int
+    buffers: int = 0  # non-parameter buffers built with the model (RoPE cos/sin tables)
 
     @property
     def total(self) -> int:
-        return self.layers + self.embedding + self.lm_head + self.extra
+        return self.layers + self.embedding + self.lm_head + self.extra + self.buffers
+
+
+def rope_tables(arch: Architecture) -> list[tuple[int, int]]:
+    """(positions, rotary_dim) of each cos/sin table vLLM builds for the decoder.
+
+    Every attention layer calls rotary_embedding/__init__.py::get_rope, which caches one
+    RotaryEmbedding per distinct (head_size, rotary_dim, max_position, rope_parameters, dtype)
+    in `_ROPE_DICT`; RotaryEmbeddingBase.__init__ (rotary_embedding/base.py) registers its
+    `cos_sin_cache` buffer of [positions, rotary_dim] (cos ‖ sin halves) in the model dtype, on
+    the GPU, inside load_model's DeviceMemoryProfiler, so "Model loading took" includes it, on
+    every rank (not split by TP). Positions per class (read at upstream 28be48fa9):
+    default / llama3 (Llama3RotaryEmbedding): max_position_embeddings; linear
+    (linear_scaling_rope.py) and dynamic (dynamic_ntk_scaling_rope.py): max_position × factor;
+    yarn (YaRNScalingRotaryEmbedding) and DeepSeek's yarn (DeepseekScalingRotaryEmbedding):
+    original_max_position_embeddings × factor. rotary_dim = head_dim × partial_rotary_factor
+    (MLA: qk_rope_head_dim). Gemma 3 (gemma3.py::Gemma3Attention) builds two: the configured
+    rope for global layers and a default rope at `rope_local_base_freq` for sliding ones.
+    Llama 4's NoPE layers build none, its chunked layers share one table. Vision towers' own
+    2-D rotary tables are a few MB and not counted."""
+    rope = arch.rope
+    if rope is None or arch.learned_positions:
+        return []
+    a = arch.attention
+    dim = a.qk_rope_head_dim if a.is_mla else int(a.head_dim * rope.partial_rotary_factor)
+    max_pos = arch.max_position_embeddings
+    if rope.kind in ("linear", "dynamic"):
+        positions = int(max_pos * rope.factor)
+    elif rope.kind == "yarn" and rope.original_max_position:
+        positions = int(rope.original_max_position * rope.factor)
+    else:
+        positions = max_pos
+    tables = [(positions, dim)]
+    if arch.model_type in ("gemma3", "gemma3_text") and rope.kind != "default":
+        tables.append((max_pos, dim))  # the sliding layers' unscaled local-base rope
+    return tables
+
+
+def rope_cache_bytes(arch: Architecture, fmt: WeightFormat) -> int:
+    """Bytes of vLLM's RoPE cos/sin caches on one rank (see `rope_tables`), in the model dtype."""
+    dtype = fmt.for_kind("embedding")
+    return sum(dtype.bytes_for(positions * dim) for positions, dim in rope_tables(arch))
 
 
 def mxfp4_moe_alignment(gpu: GpuSpec) -> tuple[int, int]:
@@ -349,6 +391,8 @@ def vllm_bill(launch: EngineLaunch) -> EngineBill:
     stages = pp_layers(arch.num_layers, pp)
     padding = mxfp4_padding_bytes(arch, fmt, tp, launch.gpu)
     weights = stage_weights(arch, fmt, tp, stages, launch.extra_params, padding)
+    rope = rope_cache_bytes(arch, fmt)
+    weights = [replace(w, buffers=rope) for w in weights]
 
     per_stage = []
     for s, layers in enumerate(stages):
@@ -397,12 +441,13 @@ def vllm_bill(launch: EngineLaunch) -> EngineBill:
             "weights",
             "Weights",
             w,
-            "layers ÷ tp + padded vocab ÷ tp (embedding, LM head) + encoder",
+            "layers ÷ tp + padded vocab ÷ tp (embedding, LM head) + encoder + RoPE tables",
             {
                 "layers_bytes": sw.layers,
                 "embedding_bytes": sw.embedding,
                 "lm_head_bytes": sw.lm_head,
                 "encoder_bytes": sw.extra,
+                "rope_cache_bytes": sw.buffers,
                 "precision": fmt.describe(),
                 "tp": tp,
                 "pp": pp,
