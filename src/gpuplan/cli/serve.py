@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from gpuplan.cli.options import gpus_option, units_option
+from gpuplan.cli.options import gpus_option, parse_gpus, units_option
 from gpuplan.cli.render import console, print_bill, print_json
 from gpuplan.units import format_bytes, format_count
 
@@ -155,7 +155,7 @@ def serve_command(
     generic = serve(
         model,
         gpu,
-        gpus=_gpus(gpus),
+        gpus=parse_gpus(gpus),
         tp=tp,
         pp=pp,
         dtype=dtype,
@@ -255,14 +255,6 @@ def render_engine(data: dict, units: str, explain: bool) -> None:
         out.print(f"[dim]note: {note}[/dim]")
     if e.get("ignored_flags"):
         out.print(f"[dim]ignored flags (no effect on memory): {' '.join(e['ignored_flags'])}[/dim]")
-
-
-def _gpus(value: str | None) -> int | str | None:
-    if value is None or value == "auto":
-        return value
-    if value.isdigit():
-        return int(value)
-    raise click.BadParameter(f"--gpus takes a number or 'auto', got {value!r}")
 
 
 def render_serving(data: dict, units: str, explain: bool) -> None:

@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from gpuplan.cli.options import gpus_option, units_option
+from gpuplan.cli.options import gpus_option, parse_gpus, units_option
 from gpuplan.cli.render import console, print_bill, print_json
 from gpuplan.units import format_bytes, format_count
 
@@ -120,7 +120,7 @@ def train_command(
     plan = train(
         model,
         kw.pop("gpu"),
-        gpus=_gpus(gpus),
+        gpus=parse_gpus(gpus),
         network_bandwidth=network,
         **kw,
     )
@@ -129,14 +129,6 @@ def train_command(
         print_json(data)
         return
     render_training(data, units, explain)
-
-
-def _gpus(value: str | None) -> int | str | None:
-    if value is None or value == "auto":
-        return value
-    if value.isdigit():
-        return int(value)
-    raise click.BadParameter(f"--gpus takes a number or 'auto', got {value!r}")
 
 
 def host_table(host: dict[str, Any], units: str, explain: bool) -> Table:
