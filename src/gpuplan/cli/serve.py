@@ -6,7 +6,7 @@ import click
 from rich.table import Table
 
 from gpuplan.cli.options import gpus_option, parse_gpus, units_option
-from gpuplan.cli.render import console, print_bill, print_json
+from gpuplan.cli.render import console, print_bill, print_json, print_search_and_notes
 from gpuplan.units import format_bytes, format_count
 
 
@@ -284,10 +284,4 @@ def render_serving(data: dict, units: str, explain: bool) -> None:
         f"KV capacity: {data['kv_capacity_tokens']:,} tokens → {data['max_concurrent_sequences']:,} concurrent"
         f" sequences of {data['context']:,} tokens ({per_token} of KV cache per token)"
     )
-    rejected = [a for a in data["search"] if not a["fits"]]
-    if rejected:
-        out.print(f"Why {data['gpus']} and not fewer:")
-        for a in rejected:
-            out.print(f"  {a['gpus']} GPU{'s' if a['gpus'] > 1 else ''}: {a['reason']}")
-    for note in data["notes"]:
-        out.print(f"[dim]note: {note}[/dim]")
+    print_search_and_notes(out, data)

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuplan.cli.options import gpus_option, parse_gpus, units_option
-from gpuplan.cli.render import console, print_bill, print_json
+from gpuplan.cli.render import console, print_bill, print_json, print_search_and_notes
 from gpuplan.units import format_bytes, format_count
 
 
@@ -195,13 +195,7 @@ def render_training(data: dict[str, Any], units: str, explain: bool) -> None:
             f" {data['mfu']:.0%} utilisation, exposed communication {data['exposed_comm_time_s']:.2f} s)"
             f" → {data['tokens_per_second']:,.0f} tokens/s"
         )
-    rejected = [a for a in data["search"] if not a["fits"]]
-    if rejected:
-        out.print(f"Why {data['gpus']} and not fewer:")
-        for a in rejected:
-            out.print(f"  {a['gpus']} GPU{'s' if a['gpus'] > 1 else ''}: {a['reason']}")
-    for note in data["notes"]:
-        out.print(f"[dim]note: {note}[/dim]")
+    print_search_and_notes(out, data)
 
 
 @click.command("recipes")
