@@ -69,7 +69,11 @@ def step_flops(
     recompute: str = "none",
     frozen_base: bool = False,
 ) -> StepFlops:
-    """FLOPs of one optimizer step over `tokens` tokens (all GPUs together)."""
+    """FLOPs of one optimizer step over `tokens` tokens (all GPUs together).
+
+    model = 6·N·D + 12·L·H·Q·s·D (Kaplan et al. 2020 §2.1, PaLM App. B); executed adds a full
+    recompute's second forward (2·N·D + a third of the attention term) or a selective one's
+    attention core, and drops the weight gradients (2·N·D) of a frozen base."""
     a = arch.attention
     attn = 12 * arch.num_layers * a.num_heads * a.head_dim * seq * tokens
     model = 6 * flop_params * tokens + attn
@@ -114,6 +118,7 @@ def dp_comm_bytes(
     ZeRO 0-2: 2Ψ of gradients (one all-reduce, or reduce-scatter + all-gather) over the shard
     ranks. ZeRO-3: 3Ψ per micro-batch (two weight all-gathers and one gradient reduce-scatter).
     Hybrid sharding adds an all-reduce of each shard across the `replicas` node groups.
+    (Rajbhandari et al. 2020 §7.1-7.2; each collective scaled by the ring's (d − 1)/d.)
     """
     if zero == 3:
         sharded = micro_batches * (2 * weight_bytes + grad_bytes) * trainable * _ring(shard)
@@ -209,7 +214,11 @@ def step_time(
     pp: int,
     micro_batches: int,
 ) -> StepTime:
-    """Step time and throughput at utilisation `mfu` of `peak_flops` per GPU."""
+    """Step time and throughput at utilisation `mfu` of `peak_flops` per GPU.
+
+    compute = executed FLOPs ÷ GPUs ÷ (peak × mfu) × (1 + (pp − 1)/m), the 1F1B bubble of
+    Narayanan et al. 2021 §2.2; data-parallel traffic hides behind compute and only its excess
+    is exposed; TP, CP, EP and PP traffic is on the critical path."""
     bubble = (pp - 1) / micro_batches if pp > 1 else 0.0
     compute = flops.executed / gpus / (peak_flops * mfu) * (1 + bubble)
     dp_bw = network_bytes_per_s if dp_spans_nodes else intra_bytes_per_s
