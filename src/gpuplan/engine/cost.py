@@ -128,6 +128,15 @@ def dp_comm_bytes(
     return sharded + cross
 
 
+def frozen_gather_bytes(frozen_bytes: float, shard: int, micro_batches: int = 1) -> float:
+    """Bytes per GPU per step to all-gather a sharded frozen base (LoRA under ZeRO-3 / FSDP
+    FULL_SHARD): gathered before its forward and again before its backward, every micro-batch,
+    like trained weights (Zhao et al. 2023 §3.2), but with no gradient to reduce-scatter."""
+    if shard <= 1:
+        return 0.0
+    return 2 * micro_batches * frozen_bytes * (shard - 1) / shard
+
+
 def tp_comm_bytes(
     tp: int,
     act_bytes: int,

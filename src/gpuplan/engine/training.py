@@ -37,6 +37,7 @@ from gpuplan.engine.cost import (
     dp_comm_bytes,
     ep_comm_bytes,
     flop_params,
+    frozen_gather_bytes,
     pp_comm_bytes,
     step_flops,
     step_time,
@@ -596,10 +597,9 @@ def _cost(
         replicas,
         m,
     )
-    if setup.lora is not None and lo.zero == 3 and lo.shard_degree > 1 and setup.base is not None:
-        # FSDP also gathers the sharded frozen base, forward and backward, every micro-batch
+    if setup.lora is not None and lo.zero == 3 and setup.base is not None:
         base_bytes = st.total * _base_bytes(arch, setup.base) / counts.total
-        dp += 2 * m * base_bytes * (lo.shard_degree - 1) / lo.shard_degree
+        dp += frozen_gather_bytes(base_bytes, lo.shard_degree, m)
     layers = len(st.layers)
     moe_layers = sum(1 for i in st.layers if arch.layers[i].moe)
     comm = CommBytes(
