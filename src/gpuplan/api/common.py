@@ -98,10 +98,49 @@ def _model(model: str | dict[str, Any] | Architecture) -> tuple[Architecture, st
     return load_architecture(model), model_id, entry.hf_id if entry else None
 
 
+def model_dict(arch: Architecture, model_id: str, hf_id: str | None) -> dict[str, Any]:
+    """The `model` block every plan's JSON opens with (docs/json.md)."""
+    a = arch.attention
+    return {
+        "id": model_id,
+        "hf_id": hf_id,
+        "model_type": arch.model_type,
+        "layers": arch.num_layers,
+        "hidden_size": arch.hidden_size,
+        "attention": a.kind,
+        "heads": a.num_heads,
+        "kv_heads": a.num_kv_heads,
+        "head_dim": a.head_dim,
+        "experts": arch.moe.num_experts if arch.moe else 0,
+        "experts_per_token": arch.moe.experts_per_token if arch.moe else 0,
+    }
+
+
+def gpu_dict(gpu: GpuSpec) -> dict[str, Any]:
+    """The `gpu` block of a plan's JSON: the GPU and which memory figure the bill used."""
+    return {
+        "id": gpu.id,
+        "name": gpu.name,
+        "memory_bytes": gpu.memory_bytes,
+        "memory_basis": gpu.memory_basis,
+        "marketed_bytes": gpu.marketed_bytes,
+        "driver_total_bytes": gpu.driver_total_bytes,
+    }
+
+
 class PlanHeadline:
     """The figures every plan shows first, read off its per-GPU bill (`self.bill`)."""
 
     bill: Any
+    search: tuple[Any, ...]
+
+    def why_this_many(self) -> list[str]:
+        """One line per GPU count below the answer, saying why it was not enough."""
+        return [
+            f"{a.gpus} GPU{'s' if a.gpus > 1 else ''}: {a.reason}"
+            for a in self.search
+            if not a.fits
+        ]
 
     @property
     def fits(self) -> bool:

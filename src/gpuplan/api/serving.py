@@ -9,13 +9,14 @@ from typing import Any
 from gpuplan.api.common import (
     PlanHeadline,
     _bytes,
+    _model,
     _positive,
+    gpu_dict,
+    model_dict,
     resolve_gpu,
     resolve_kv,
     resolve_weight_format,
 )
-from gpuplan.catalog import load_architecture
-from gpuplan.catalog.models import resolve_model
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.serving import (
@@ -72,34 +73,15 @@ class ServingPlan(PlanHeadline):
     def max_concurrent_sequences(self) -> int:
         return self.bill.max_concurrent_sequences
 
-    def why_this_many(self) -> list[str]:
-        """One line per GPU count below the answer, saying why it was not enough."""
-        return [
-            f"{a.gpus} GPU{'s' if a.gpus > 1 else ''}: {a.reason}"
-            for a in self.search
-            if not a.fits
-        ]
-
     def to_dict(self, units: str = "GB") -> dict[str, Any]:
         """The stable JSON schema documented in docs/json.md."""
         b, s = self.bill, self.bill.setup
-        a = s.arch
         return {
             "schema": SCHEMA_VERSION,
             "mode": "serve",
             "model": {
-                "id": self.model_id,
-                "hf_id": self.hf_id,
-                "model_type": a.model_type,
-                "layers": a.num_layers,
-                "hidden_size": a.hidden_size,
-                "attention": a.attention.kind,
-                "heads": a.attention.num_heads,
-                "kv_heads": a.attention.num_kv_heads,
-                "head_dim": a.attention.head_dim,
-                "experts": a.moe.num_experts if a.moe else 0,
-                "experts_per_token": a.moe.experts_per_token if a.moe else 0,
-                "sliding_window_layers": a.num_sliding_layers,
+                **model_dict(s.arch, self.model_id, self.hf_id),
+                "sliding_window_layers": s.arch.num_sliding_layers,
             },
             "params_total": b.params.total,
             "params_active": b.params.active,
@@ -110,14 +92,7 @@ class ServingPlan(PlanHeadline):
             "weights_bytes": b.weights_bytes,
             "kv_bytes_per_token": b.kv_bytes_per_token,
             "kv_bytes_per_sequence": b.kv_bytes_per_sequence,
-            "gpu": {
-                "id": s.gpu.id,
-                "name": s.gpu.name,
-                "memory_bytes": s.gpu.memory_bytes,
-                "memory_basis": s.gpu.memory_basis,
-                "marketed_bytes": s.gpu.marketed_bytes,
-                "driver_total_bytes": s.gpu.driver_total_bytes,
-            },
+            "gpu": gpu_dict(s.gpu),
             "gpus": s.gpus,
             "tp": s.tp,
             "pp": s.pp,
@@ -200,16 +175,7 @@ def serve(
         _positive(name, value)
     if isinstance(gpus, int):
         _positive("gpus", gpus)
-    hf_id: str | None = None
-    if isinstance(model, Architecture):
-        arch, model_id = model, model.name
-    elif isinstance(model, dict):
-        arch = load_architecture(model)
-        model_id = arch.name
-    else:
-        _, model_id, entry = resolve_model(model)
-        arch = load_architecture(model)
-        hf_id = entry.hf_id if entry else None
+    arch, model_id, hf_id = _model(model)
     spec = resolve_gpu(gpu, gpu_memory)
     fmt = resolve_weight_format(arch, dtype)
     setup = ServingSetup(

@@ -10,6 +10,8 @@ from gpuplan.api.common import (
     _bytes,
     _model,
     _positive,
+    gpu_dict,
+    model_dict,
     resolve_gpu,
 )
 from gpuplan.catalog import get_precision
@@ -80,17 +82,7 @@ class TrainingPlan(PlanHeadline):
             "schema": TRAIN_SCHEMA_VERSION,
             "mode": "train",
             "model": {
-                "id": self.model_id,
-                "hf_id": self.hf_id,
-                "model_type": a.model_type,
-                "layers": a.num_layers,
-                "hidden_size": a.hidden_size,
-                "attention": a.attention.kind,
-                "heads": a.attention.num_heads,
-                "kv_heads": a.attention.num_kv_heads,
-                "head_dim": a.attention.head_dim,
-                "experts": a.moe.num_experts if a.moe else 0,
-                "experts_per_token": a.moe.experts_per_token if a.moe else 0,
+                **model_dict(a, self.model_id, self.hf_id),
                 "vocab_size": a.vocab_size,
             },
             "params_total": b.params.total,
@@ -103,14 +95,7 @@ class TrainingPlan(PlanHeadline):
                 "describe": r.describe(),
                 "source": r.source,
             },
-            "gpu": {
-                "id": s.gpu.id,
-                "name": s.gpu.name,
-                "memory_bytes": s.gpu.memory_bytes,
-                "memory_basis": s.gpu.memory_basis,
-                "marketed_bytes": s.gpu.marketed_bytes,
-                "driver_total_bytes": s.gpu.driver_total_bytes,
-            },
+            "gpu": gpu_dict(s.gpu),
             "gpus": lo.gpus,
             "layout": {
                 "dp": lo.dp,
@@ -173,13 +158,6 @@ class TrainingPlan(PlanHeadline):
             "notes": list(b.notes),
             "units": units,
         }
-
-    def why_this_many(self) -> list[str]:
-        return [
-            f"{a.gpus} GPU{'s' if a.gpus > 1 else ''}: {a.reason}"
-            for a in self.search
-            if not a.fits
-        ]
 
     def __repr__(self) -> str:
         s = self.bill.setup

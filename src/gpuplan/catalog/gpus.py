@@ -50,11 +50,6 @@ def gpu_record(gpu_id: str) -> dict[str, Any]:
     return _table()[2][gpu_id]
 
 
-def gpu_sources() -> dict[str, str]:
-    text = resources.files("gpuplan.catalog").joinpath("data/gpus.toml").read_text("utf-8")
-    return dict(tomllib.loads(text).get("sources", {}))
-
-
 def get_gpu(name: str) -> GpuSpec:
     """A GPU by id or alias: 'h100', 'H100-SXM', 'a100-40gb', 'mi300x', '4090'."""
     by_id, names, _ = _table()

@@ -144,9 +144,6 @@ def _engine_and_rest(tokens: list[str]) -> tuple[str, list[str]]:
     )
 
 
-_MEMORY_FLAGS_WITH_VALUES = ("--max-model-len",)
-
-
 def parse_launch(line: str) -> LaunchLine:
     """Parse one launch line; unknown flags are ignored (listed), bad values raise GpuplanError."""
     if not line or not line.strip():

@@ -15,3 +15,12 @@ units_option = click.option(
 gpus_option = click.option(
     "--gpus", default=None, help="GPU count or 'auto' (fewest that fit). [default: auto]"
 )
+
+
+def parse_gpus(value: str | None) -> int | str | None:
+    """--gpus as the API takes it: None, "auto", or a count."""
+    if value is None or value == "auto":
+        return value
+    if value.isdigit():
+        return int(value)
+    raise click.BadParameter(f"--gpus takes a number or 'auto', got {value!r}")

@@ -98,3 +98,14 @@ def print_bill(
         f" {format_bytes(gpu['memory_bytes'], units)} per GPU ({pct:.0%}; headroom line at"
         f" {data['headroom']:.0%}){extra}"
     )
+
+
+def print_search_and_notes(out: Console, data: dict[str, Any]) -> None:
+    """The tail of a serving or training answer: why fewer GPUs did not do, then the notes."""
+    rejected = [a for a in data["search"] if not a["fits"]]
+    if rejected:
+        out.print(f"Why {data['gpus']} and not fewer:")
+        for a in rejected:
+            out.print(f"  {a['gpus']} GPU{'s' if a['gpus'] > 1 else ''}: {a['reason']}")
+    for note in data["notes"]:
+        out.print(f"[dim]note: {note}[/dim]")

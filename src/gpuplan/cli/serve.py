@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from gpuplan.cli.options import gpus_option, units_option
-from gpuplan.cli.render import console, print_bill, print_json
+from gpuplan.cli.options import gpus_option, parse_gpus, units_option
+from gpuplan.cli.render import console, print_bill, print_json, print_search_and_notes
 from gpuplan.units import format_bytes, format_count
 
 
@@ -155,7 +155,7 @@ def serve_command(
     generic = serve(
         model,
         gpu,
-        gpus=_gpus(gpus),
+        gpus=parse_gpus(gpus),
         tp=tp,
         pp=pp,
         dtype=dtype,
@@ -257,14 +257,6 @@ def render_engine(data: dict, units: str, explain: bool) -> None:
         out.print(f"[dim]ignored flags (no effect on memory): {' '.join(e['ignored_flags'])}[/dim]")
 
 
-def _gpus(value: str | None) -> int | str | None:
-    if value is None or value == "auto":
-        return value
-    if value.isdigit():
-        return int(value)
-    raise click.BadParameter(f"--gpus takes a number or 'auto', got {value!r}")
-
-
 def render_serving(data: dict, units: str, explain: bool) -> None:
     out = console()
     gpu = data["gpu"]
@@ -292,10 +284,4 @@ def render_serving(data: dict, units: str, explain: bool) -> None:
         f"KV capacity: {data['kv_capacity_tokens']:,} tokens → {data['max_concurrent_sequences']:,} concurrent"
         f" sequences of {data['context']:,} tokens ({per_token} of KV cache per token)"
     )
-    rejected = [a for a in data["search"] if not a["fits"]]
-    if rejected:
-        out.print(f"Why {data['gpus']} and not fewer:")
-        for a in rejected:
-            out.print(f"  {a['gpus']} GPU{'s' if a['gpus'] > 1 else ''}: {a['reason']}")
-    for note in data["notes"]:
-        out.print(f"[dim]note: {note}[/dim]")
+    print_search_and_notes(out, data)

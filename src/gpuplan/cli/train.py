@@ -8,8 +8,8 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from gpuplan.cli.options import gpus_option, units_option
-from gpuplan.cli.render import console, print_bill, print_json
+from gpuplan.cli.options import gpus_option, parse_gpus, units_option
+from gpuplan.cli.render import console, print_bill, print_json, print_search_and_notes
 from gpuplan.units import format_bytes, format_count
 
 
@@ -120,7 +120,7 @@ def train_command(
     plan = train(
         model,
         kw.pop("gpu"),
-        gpus=_gpus(gpus),
+        gpus=parse_gpus(gpus),
         network_bandwidth=network,
         **kw,
     )
@@ -129,14 +129,6 @@ def train_command(
         print_json(data)
         return
     render_training(data, units, explain)
-
-
-def _gpus(value: str | None) -> int | str | None:
-    if value is None or value == "auto":
-        return value
-    if value.isdigit():
-        return int(value)
-    raise click.BadParameter(f"--gpus takes a number or 'auto', got {value!r}")
 
 
 def host_table(host: dict[str, Any], units: str, explain: bool) -> Table:
@@ -203,13 +195,7 @@ def render_training(data: dict[str, Any], units: str, explain: bool) -> None:
             f" {data['mfu']:.0%} utilisation, exposed communication {data['exposed_comm_time_s']:.2f} s)"
             f" → {data['tokens_per_second']:,.0f} tokens/s"
         )
-    rejected = [a for a in data["search"] if not a["fits"]]
-    if rejected:
-        out.print(f"Why {data['gpus']} and not fewer:")
-        for a in rejected:
-            out.print(f"  {a['gpus']} GPU{'s' if a['gpus'] > 1 else ''}: {a['reason']}")
-    for note in data["notes"]:
-        out.print(f"[dim]note: {note}[/dim]")
+    print_search_and_notes(out, data)
 
 
 @click.command("recipes")

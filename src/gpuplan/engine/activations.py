@@ -116,6 +116,10 @@ def _norm(prefix: str, rows: int, width: int, a: int, kind: str) -> list[Saved]:
 
 
 def _attention(arch: Architecture, spec: ActivationSpec, t: int) -> list[Saved]:
+    """An attention block's saved tensors, heads ÷ tp: flash/SDPA keeps q, k, v, the output and
+    the fp32 log-sum-exp (Dao et al. 2022 §3.1: only O and the softmax statistics are stored);
+    eager keeps k, v repeated to the query heads and the s² probabilities (transformers'
+    eager_attention_forward); MLA adds the q_a / kv_a norms (DeepseekV3Attention)."""
     at, a, tp = arch.attention, spec.act_bytes, spec.tp
     nq = _ceil_div(at.num_heads, tp)
     nkv = max(1, _ceil_div(at.num_kv_heads, tp))
@@ -162,6 +166,9 @@ def _attention(arch: Architecture, spec: ActivationSpec, t: int) -> list[Saved]:
 
 
 def _mlp(arch: Architecture, spec: ActivationSpec, t: int, width: int, gated: bool) -> list[Saved]:
+    """A dense FFN's saved tensors, width ÷ tp: SwiGLU's gate, up, act(gate), act(gate)·up
+    (LlamaMLP, 4·a·T·i); GPT-2's fc and activation outputs, plus the unfused tanh-GELU's three
+    intermediates (GPT2MLP with `gelu_new`)."""
     a, w = spec.act_bytes, _ceil_div(width, spec.tp)
     if gated:
         return [
@@ -177,6 +184,10 @@ def _mlp(arch: Architecture, spec: ActivationSpec, t: int, width: int, gated: bo
 
 
 def _moe(arch: Architecture, spec: ActivationSpec, t: int) -> list[Saved]:
+    """A MoE block's saved tensors: the router's fp32 softmax and top-k, the dispatch indices, and
+    per token-expert assignment (T·k·capacity factor, Fedus et al. 2021 §2.2) the gathered input,
+    gate_up, act, product, output and routing weight (Qwen3MoeSparseMoeBlock, grouped GEMMs);
+    shared experts as a gated MLP."""
     assert arch.moe is not None
     m, a, h = arch.moe, spec.act_bytes, arch.hidden_size
     k, e = m.experts_per_token, m.num_experts

@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.params import ParamCounts
 
 DEFAULT_MFU = 0.4
 DEFAULT_NETWORK_BYTES_PER_S = 50e9  # 400 Gb/s InfiniBand NDR per GPU, one direction
@@ -40,6 +41,18 @@ DEFAULT_NETWORK_BYTES_PER_S = 50e9  # 400 Gb/s InfiniBand NDR per GPU, one direc
 
 def _ring(d: int) -> float:
     return (d - 1) / d if d > 1 else 0.0
+
+
+def flop_params(arch: Architecture, counts: ParamCounts) -> int:
+    """N of 6ND: the active parameters that do matmuls (Kaplan et al. 2020 §2.1 leave out the
+    embedding). The input embedding is a lookup, not a matmul, so it is excluded; a tied LM head
+    still multiplies every token's hidden state, so only learned positions leave with it."""
+    embedding = (
+        counts.embedding
+        if not arch.tie_word_embeddings
+        else arch.learned_positions * arch.hidden_size
+    )
+    return max(0, counts.active - embedding)
 
 
 @dataclass(frozen=True)
@@ -56,7 +69,11 @@ def step_flops(
     recompute: str = "none",
     frozen_base: bool = False,
 ) -> StepFlops:
-    """FLOPs of one optimizer step over `tokens` tokens (all GPUs together)."""
+    """FLOPs of one optimizer step over `tokens` tokens (all GPUs together).
+
+    model = 6·N·D + 12·L·H·Q·s·D (Kaplan et al. 2020 §2.1, PaLM App. B); executed adds a full
+    recompute's second forward (2·N·D + a third of the attention term) or a selective one's
+    attention core, and drops the weight gradients (2·N·D) of a frozen base."""
     a = arch.attention
     attn = 12 * arch.num_layers * a.num_heads * a.head_dim * seq * tokens
     model = 6 * flop_params * tokens + attn
@@ -101,6 +118,7 @@ def dp_comm_bytes(
     ZeRO 0-2: 2Ψ of gradients (one all-reduce, or reduce-scatter + all-gather) over the shard
     ranks. ZeRO-3: 3Ψ per micro-batch (two weight all-gathers and one gradient reduce-scatter).
     Hybrid sharding adds an all-reduce of each shard across the `replicas` node groups.
+    (Rajbhandari et al. 2020 §7.1-7.2; each collective scaled by the ring's (d − 1)/d.)
     """
     if zero == 3:
         sharded = micro_batches * (2 * weight_bytes + grad_bytes) * trainable * _ring(shard)
@@ -108,6 +126,75 @@ def dp_comm_bytes(
         sharded = 2 * grad_bytes * trainable * _ring(shard)
     cross = 2 * grad_bytes * trainable / max(1, shard) * _ring(replicas)
     return sharded + cross
+
+
+def frozen_gather_bytes(frozen_bytes: float, shard: int, micro_batches: int = 1) -> float:
+    """Bytes per GPU per step to all-gather a sharded frozen base (LoRA under ZeRO-3 / FSDP
+    FULL_SHARD): gathered before its forward and again before its backward, every micro-batch,
+    like trained weights (Zhao et al. 2023 §3.2), but with no gradient to reduce-scatter."""
+    if shard <= 1:
+        return 0.0
+    return 2 * micro_batches * frozen_bytes * (shard - 1) / shard
+
+
+def tp_comm_bytes(
+    tp: int,
+    act_bytes: int,
+    tokens: int,
+    hidden: int,
+    layers: int,
+    micro_batches: int,
+    recompute: str,
+) -> float:
+    """Tensor-parallel bytes per GPU per step (Shoeybi et al. 2019 §3, Figure 4): each layer
+    all-reduces its a·T·h output twice in the forward (attention, MLP) and twice in the backward;
+    a full recompute runs the forward's two again. A ring all-reduce sends 2·(tp − 1)/tp of it."""
+    ring = 2 * (tp - 1) / tp if tp > 1 else 0.0
+    collectives = 6 if recompute == "full" else 4
+    return collectives * ring * act_bytes * tokens * hidden * layers * micro_batches
+
+
+def pp_comm_bytes(
+    pp: int, act_bytes: int, tokens: int, hidden: int, micro_batches: int, boundary_split: int = 1
+) -> float:
+    """Pipeline bytes per GPU per step: one a·T·h activation forward and its gradient back per
+    micro-batch (Narayanan et al. 2021 §2.2). With sequence parallelism each of the tp ranks
+    holds and sends only its 1/tp of the boundary (`boundary_split`; ibid. §4.1 scatter/gather)."""
+    if pp <= 1:
+        return 0.0
+    return 2 * act_bytes * tokens * hidden / boundary_split * micro_batches
+
+
+def cp_comm_bytes(
+    arch: Architecture,
+    cp: int,
+    tp: int,
+    act_bytes: int,
+    tokens: int,
+    layers: int,
+    micro_batches: int,
+) -> float:
+    """Context-parallel bytes per GPU per step (Liu et al. 2023, Ring Attention §3): each layer
+    passes its K and V chunk (the rank's ⌈KV heads ÷ tp⌉ heads) to the next rank cp − 1 times in
+    the forward, and K, V and their gradients twice that in the backward: 3·(cp − 1) chunks."""
+    if cp <= 1:
+        return 0.0
+    a = arch.attention
+    kv_heads = max(1, -(-a.num_kv_heads // tp))
+    kv_chunk = act_bytes * tokens * kv_heads * (a.head_dim + a.v_head_dim)
+    return 3 * (cp - 1) * kv_chunk * layers * micro_batches
+
+
+def ep_comm_bytes(
+    arch: Architecture, ep: int, act_bytes: int, tokens: int, moe_layers: int, micro_batches: int
+) -> float:
+    """Expert-parallel bytes per GPU per step (Lepikhin et al. 2020, GShard §2.2): an all-to-all
+    dispatch and combine of the T·k routed a·h token vectors in the forward, and again in the
+    backward (4·T·k·h·a), of which (ep − 1)/ep leave the GPU, per MoE layer and micro-batch."""
+    if ep <= 1 or arch.moe is None:
+        return 0.0
+    k, h = arch.moe.experts_per_token, arch.hidden_size
+    return 4 * tokens * k * h * act_bytes * (ep - 1) / ep * moe_layers * micro_batches
 
 
 @dataclass(frozen=True)
@@ -136,7 +223,11 @@ def step_time(
     pp: int,
     micro_batches: int,
 ) -> StepTime:
-    """Step time and throughput at utilisation `mfu` of `peak_flops` per GPU."""
+    """Step time and throughput at utilisation `mfu` of `peak_flops` per GPU.
+
+    compute = executed FLOPs ÷ GPUs ÷ (peak × mfu) × (1 + (pp − 1)/m), the 1F1B bubble of
+    Narayanan et al. 2021 §2.2; data-parallel traffic hides behind compute and only its excess
+    is exposed; TP, CP, EP and PP traffic is on the critical path."""
     bubble = (pp - 1) / micro_batches if pp > 1 else 0.0
     compute = flops.executed / gpus / (peak_flops * mfu) * (1 + bubble)
     dp_bw = network_bytes_per_s if dp_spans_nodes else intra_bytes_per_s

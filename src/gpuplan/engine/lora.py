@@ -85,6 +85,7 @@ def default_targets(arch: Architecture) -> tuple[str, ...]:
 
 
 def module_names(arch: Architecture) -> list[str]:
+    """Every linear module name in the model's layers, in first-seen order (PEFT's all-linear)."""
     names: dict[str, None] = {}
     for layer in {*arch.layers}:
         names.update(dict.fromkeys(linear_shapes(arch, layer)))

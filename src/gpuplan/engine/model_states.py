@@ -92,12 +92,6 @@ def stage_param_list(arch: Architecture, tp: int, pp: int, ep: int = 1) -> tuple
     return tuple(out)
 
 
-def stage_params(arch: Architecture, tp: int, pp: int, ep: int = 1) -> StageParams:
-    """The most loaded stage's parameters (ties go to the first stage)."""
-    stages = stage_param_list(arch, tp, pp, ep)
-    return max(stages, key=lambda st: (st.total, -st.stage))
-
-
 def factored_moment_params(arch: Architecture, layers: range, tp: int) -> int:
     """Elements of Adafactor's factored second moment on one GPU (Shazeer & Stern 2018, §3).
 
@@ -205,10 +199,3 @@ def model_states(
         trainable=trainable,
         frozen=frozen_params,
     )
-
-
-def total_params(arch: Architecture) -> int:
-    return count_params(arch).total
-
-
-__all__ = ["ModelStates", "StageParams", "model_states", "stage_params", "stage_layers"]

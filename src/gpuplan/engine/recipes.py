@@ -62,13 +62,6 @@ class TrainingRecipe:
             + self.optimizer_bytes_per_param
         )
 
-    def states_bytes(self, n: int) -> int:
-        """Bytes of the optimizer states of `n` parameters (block scales rounded up per state)."""
-        return sum(s.format.bytes_for(n) for s in self.states)
-
-    def master_bytes(self, n: int) -> int:
-        return self.master.bytes_for(n) if self.master else 0
-
     def describe(self) -> str:
         parts = [f"weights {self.weights.id}", f"grads {self.grads.id}"]
         if self.master:

@@ -33,9 +33,15 @@ from gpuplan.engine.cost import (
     CommBytes,
     StepFlops,
     StepTime,
+    cp_comm_bytes,
     dp_comm_bytes,
+    ep_comm_bytes,
+    flop_params,
+    frozen_gather_bytes,
+    pp_comm_bytes,
     step_flops,
     step_time,
+    tp_comm_bytes,
 )
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.lora import LoraSpec, lora_modules_per_layer, lora_params, resolve_targets
@@ -574,15 +580,9 @@ def _cost(
     setup: TrainingSetup, spec: ActivationSpec, st: StageParams, trainable: int, counts: ParamCounts
 ) -> tuple[StepFlops, CommBytes, StepTime | None]:
     arch, lo, recipe = setup.arch, setup.layout, setup.recipe
-    embedding = (
-        counts.embedding
-        if not arch.tie_word_embeddings
-        else arch.learned_positions * arch.hidden_size
-    )
-    flop_params = max(0, counts.active - embedding)
     tokens = setup.tokens_per_step
     flops = step_flops(
-        arch, flop_params, tokens, setup.seq, setup.recompute, setup.lora is not None
+        arch, flop_params(arch, counts), tokens, setup.seq, setup.recompute, setup.lora is not None
     )
     m = setup.micro_batches
     a, h = spec.act_bytes, arch.hidden_size
@@ -597,24 +597,18 @@ def _cost(
         replicas,
         m,
     )
-    if setup.lora is not None and lo.zero == 3 and lo.shard_degree > 1 and setup.base is not None:
-        # FSDP also gathers the sharded frozen base, forward and backward, every micro-batch
+    if setup.lora is not None and lo.zero == 3 and setup.base is not None:
         base_bytes = st.total * _base_bytes(arch, setup.base) / counts.total
-        dp += 2 * m * base_bytes * (lo.shard_degree - 1) / lo.shard_degree
+        dp += frozen_gather_bytes(base_bytes, lo.shard_degree, m)
     layers = len(st.layers)
-    ring_tp = 2 * (lo.tp - 1) / lo.tp if lo.tp > 1 else 0.0
-    collectives = 6 if setup.recompute == "full" else 4
-    tp = collectives * ring_tp * a * t * h * layers * m
-    pp = 2 * a * t * h / (lo.tp if lo.sp else 1) * m if lo.pp > 1 else 0.0
-    at = arch.attention
-    kv_heads = max(1, -(-at.num_kv_heads // lo.tp))
-    kv_chunk = a * t * kv_heads * (at.head_dim + at.v_head_dim)
-    cp = 3 * (lo.cp - 1) * kv_chunk * layers * m if lo.cp > 1 else 0.0
-    ep = 0.0
-    if lo.ep > 1 and arch.moe is not None:
-        moe_layers = sum(1 for i in st.layers if arch.layers[i].moe)
-        ep = 4 * t * arch.moe.experts_per_token * h * a * (lo.ep - 1) / lo.ep * moe_layers * m
-    comm = CommBytes(dp=dp, tp=tp, pp=pp, cp=cp, ep=ep)
+    moe_layers = sum(1 for i in st.layers if arch.layers[i].moe)
+    comm = CommBytes(
+        dp=dp,
+        tp=tp_comm_bytes(lo.tp, a, t, h, layers, m, setup.recompute),
+        pp=pp_comm_bytes(lo.pp, a, t, h, m, lo.tp if lo.sp else 1),
+        cp=cp_comm_bytes(arch, lo.cp, lo.tp, a, t, layers, m),
+        ep=ep_comm_bytes(arch, lo.ep, a, t, moe_layers, m),
+    )
     gpu = setup.gpu
     if not gpu.bf16_dense_tflops:
         return flops, comm, None

@@ -8,7 +8,7 @@ largest valid tp. The first count that fits wins, and every smaller count gets i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.serving import ServingBill, ServingSetup, serving_bill
@@ -31,14 +31,7 @@ class Attempt:
     per_gpu_total_bytes: int | None = None
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "gpus": self.gpus,
-            "tp": self.tp,
-            "pp": self.pp,
-            "fits": self.fits,
-            "reason": self.reason,
-            "per_gpu_total_bytes": self.per_gpu_total_bytes,
-        }
+        return asdict(self)
 
 
 def valid_tp(arch: Architecture, node: int) -> list[int]:

@@ -12,7 +12,7 @@ divides), the search stops at once and says so.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 from gpuplan.engine.sharding import tp_problem
 from gpuplan.engine.training import TrainingBill, TrainingSetup, training_bill
@@ -33,13 +33,7 @@ class TrainAttempt:
     per_gpu_total_bytes: int | None = None
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "gpus": self.gpus,
-            "layout": self.layout,
-            "fits": self.fits,
-            "reason": self.reason,
-            "per_gpu_total_bytes": self.per_gpu_total_bytes,
-        }
+        return asdict(self)
 
 
 def lower_bound(setup: TrainingSetup) -> int:

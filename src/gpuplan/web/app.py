@@ -335,20 +335,11 @@ def models_catalog() -> list[dict[str, Any]]:
 
 @cache
 def gpus_catalog() -> list[dict[str, Any]]:
+    from gpuplan.api.common import gpu_dict
     from gpuplan.catalog import list_gpus
 
     return [
-        {
-            "id": g.id,
-            "name": g.name,
-            "vendor": g.vendor,
-            "memory_bytes": g.memory_bytes,
-            "memory_basis": g.memory_basis,
-            "marketed_bytes": g.marketed_bytes,
-            "driver_total_bytes": g.driver_total_bytes,
-            "gpus_per_node": g.gpus_per_node,
-        }
-        for g in list_gpus()
+        {**gpu_dict(g), "vendor": g.vendor, "gpus_per_node": g.gpus_per_node} for g in list_gpus()
     ]
 
 
