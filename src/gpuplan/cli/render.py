@@ -41,21 +41,21 @@ def print_json(data: dict[str, Any]) -> None:
 def memory_bar(
     items: list[dict[str, Any]], memory: int, budget: int, width: int = BAR_WIDTH
 ) -> Text:
-    """A bar of the GPU's memory: one coloured run per bill line, '|' at the headroom line."""
-    bar = Text()
-    used = 0
+    """A bar of the GPU's memory: one coloured run per bill line, '|' at the headroom line
+    (red when the plan crosses it), '▶ OOM' when the plan exceeds the memory itself."""
+    cells: list[tuple[str, str]] = []
     for item in items:
-        cells = round(item["bytes"] / memory * width) if memory else 0
-        cells = min(cells, width - used)
-        bar.append("█" * cells, style=COLOURS.get(item["category"], "white"))
-        used += cells
+        n = round(item["bytes"] / memory * width) if memory else 0
+        n = min(n, width - len(cells))
+        cells += [("█", COLOURS.get(item["category"], "white"))] * n
+    used = len(cells)
+    cells += [("·", "bright_black")] * (width - used)
     mark = min(width - 1, round(budget / memory * width)) if memory else width - 1
-    rest = ["·"] * (width - used)
-    if mark >= used:
-        rest[mark - used] = "|"
-    bar.append("".join(rest), style="bright_black")
-    total = sum(i["bytes"] for i in items)
-    if total > memory:
+    cells[mark] = ("|", "bold red" if mark < used else "bright_black")
+    bar = Text()
+    for char, style in cells:
+        bar.append(char, style=style)
+    if sum(i["bytes"] for i in items) > memory:
         bar.append(" ▶ OOM", style="bold red")
     return bar
 
