@@ -204,7 +204,9 @@ def plan_training(
         mfu=mfu,
     )
     batch = global_batch_tokens or default_global_batch_tokens(int(gpus), int(seq))
-    found = rank_training_layouts(start.bill.setup, int(gpus), int(batch), engine_allows(engine))
+    found = rank_training_layouts(
+        start.bill.setup, int(gpus), int(batch), engine_allows(engine), engine
+    )
     return [
         TrainOption(i + 1, replace(start, bill=bill))
         for i, bill in enumerate(found.options[: int(top)])

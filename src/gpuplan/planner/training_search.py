@@ -166,10 +166,11 @@ def rank_training_layouts(
     gpus: int,
     global_batch_tokens: int,
     allowed: Callable[[Layout, str], bool] = lambda layout, offload: True,
+    engine: str | None = None,
 ) -> TrainingSearch:
     """Every layout of `gpus` GPUs that fits `setup`'s model, recipe and GPU, fastest first.
 
-    `allowed(layout, offload)` narrows the search to what one engine can run. Raises a
+    `allowed(layout, offload)` narrows the search to what one `engine` can run. Raises a
     one-line GpuplanError when no layout fits, even with CPU offload.
     """
     if global_batch_tokens < 1 or global_batch_tokens % setup.seq:
@@ -191,8 +192,10 @@ def rank_training_layouts(
             f" ranks of any layout of {gpus} GPUs; give --global-batch-tokens a multiple of"
             f" {gpus} × {setup.seq}"
         )
+    runs = f" as {engine} runs it" if engine else ""
+    limit = f"the sharding and CPU offload {engine} allows" if engine else "ZeRO-3, CPU offload"
     raise GpuplanError(
-        f"no layout of {gpus} × {setup.gpu.name} fits {setup.arch.name} for training"
-        f" ({total} bills tried, up to ZeRO-3, full recompute and CPU offload where allowed);"
+        f"no layout of {gpus} × {setup.gpu.name} fits {setup.arch.name} for training{runs}"
+        f" ({total} bills tried, up to full recompute and {limit});"
         " use more GPUs, --lora-rank/--qlora or a shorter --seq"
     )
