@@ -22,7 +22,14 @@ from gpuplan.api.engines import (
     engine_weight_format,
     serve_launch,
 )
-from gpuplan.api.planning import DEFAULT_PLAN_GPUS, PlanOption, plan
+from gpuplan.api.planning import (
+    DEFAULT_PLAN_GPUS,
+    PLAN_TRAIN_SCHEMA_VERSION,
+    PlanOption,
+    TrainOption,
+    plan,
+    plan_training,
+)
 from gpuplan.api.serving import SCHEMA_VERSION, ServingPlan, serve
 from gpuplan.api.training import TRAIN_SCHEMA_VERSION, TrainingPlan, train
 
@@ -32,10 +39,12 @@ __all__ = [
     "DEFAULT_PLAN_GPUS",
     "ENGINE_ARG_NAMES",
     "EnginePlan",
+    "PLAN_TRAIN_SCHEMA_VERSION",
     "PlanOption",
     "SCHEMA_VERSION",
     "ServingPlan",
     "TRAIN_SCHEMA_VERSION",
+    "TrainOption",
     "TrainingPlan",
     "check_log",
     "engine_kv_precision",
@@ -43,6 +52,7 @@ __all__ = [
     "engine_weight_format",
     "model_summaries",
     "plan",
+    "plan_training",
     "resolve_gpu",
     "resolve_kv",
     "resolve_weight_format",

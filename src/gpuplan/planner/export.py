@@ -1,8 +1,11 @@
-"""Launch configs for real serving engines, from a serving plan.
+"""Launch configs for real engines, from a plan.
 
-The flags are the engines' own (vLLM `vllm serve` engine arguments, SGLang `launch_server`
-server arguments). Only what the plan decided is written: parallel layout, dtypes, context,
-memory fraction and the concurrency the KV cache was sized for.
+Serving (here): the flags are the engines' own (vLLM `vllm serve` engine arguments, SGLang
+`launch_server` server arguments). Only what the plan decided is written: parallel layout,
+dtypes, context, memory fraction and the concurrency the KV cache was sized for.
+
+Training (planner/training_export.py, re-exported here): DeepSpeed's ds_config, Accelerate's
+FSDP config with its `accelerate launch` line, and Megatron-LM's command-line flags.
 """
 
 from __future__ import annotations
@@ -11,6 +14,27 @@ import shlex
 
 from gpuplan.engine.serving import ServingBill
 from gpuplan.errors import GpuplanError
+from gpuplan.planner.training_export import (
+    TRAIN_ENGINES,
+    TrainExport,
+    accelerate_command,
+    deepspeed_config,
+    fsdp_config,
+    megatron_args,
+    training_export,
+)
+
+__all__ = [
+    "ENGINES",
+    "TRAIN_ENGINES",
+    "TrainExport",
+    "accelerate_command",
+    "deepspeed_config",
+    "fsdp_config",
+    "launch_command",
+    "megatron_args",
+    "training_export",
+]
 
 ENGINES = ("vllm", "sglang")
 
