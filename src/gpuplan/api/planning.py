@@ -121,7 +121,7 @@ class TrainOption:
             "pp": lo.pp,
             "sp": lo.sp,
             "zero": lo.zero,
-            "fsdp_strategy": fsdp_strategy(lo),
+            "fsdp_strategy": None if lo.zero == 1 else fsdp_strategy(lo),  # FSDP has no ZeRO-1
             "hybrid": lo.hybrid,
             "layout": lo.describe(),
             "micro_batch": s.micro_batch,

@@ -71,7 +71,7 @@ def render_plan_training(data: dict[str, Any], units: str) -> None:
         table.add_column(col, justify="right" if col in ("per GPU", "tokens/s", "step") else "left")
     for r in rows:
         layout = f"dp={r['dp']} tp={r['tp']} pp={r['pp']}" + (" sp" if r["sp"] else "")
-        sharding = f"ZeRO-{r['zero']} / {r['fsdp_strategy']}"
+        sharding = f"ZeRO-{r['zero']} / {r['fsdp_strategy'] or '(no FSDP twin)'}"
         speed = f"{r['tokens_per_second']:,.0f}" if r["tokens_per_second"] else "-"
         step = f"{r['step_time_s']:.2f} s" if r["step_time_s"] else "-"
         cells = [str(r["rank"]), layout, sharding, f"{r['micro_batch']} × {r['grad_accum']}"]
