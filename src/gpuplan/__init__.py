@@ -5,7 +5,17 @@
 >>> plan
 """
 
-from gpuplan.api import ServingPlan, TrainingPlan, serve, train
+from gpuplan.api import (
+    ServingPlan,
+    TrainingPlan,
+    check_log,
+    engine_serve,
+    plan,
+    plan_training,
+    serve,
+    serve_launch,
+    train,
+)
 from gpuplan.catalog import get_gpu, get_precision, list_gpus, list_models, load_architecture
 from gpuplan.engine.params import count_params
 from gpuplan.errors import GpuplanError
@@ -16,12 +26,17 @@ __all__ = [
     "GpuplanError",
     "ServingPlan",
     "TrainingPlan",
+    "check_log",
     "count_params",
+    "engine_serve",
     "get_gpu",
     "get_precision",
     "list_gpus",
     "list_models",
     "load_architecture",
+    "plan",
+    "plan_training",
     "serve",
+    "serve_launch",
     "train",
 ]
