@@ -24,3 +24,15 @@ def parse_gpus(value: str | None) -> int | str | None:
     if value.isdigit():
         return int(value)
     raise click.BadParameter(f"--gpus takes a number or 'auto', got {value!r}")
+
+
+headroom_option = click.option(
+    "--headroom",
+    type=float,
+    default=0.9,
+    show_default=True,
+    help="Fraction of GPU memory the plan may use.",
+)
+gpu_memory_option = click.option(
+    "--gpu-memory", default=None, help="Override the GPU's memory, e.g. 80GB or 79.2GiB."
+)

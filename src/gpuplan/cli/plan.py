@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from gpuplan.cli.options import units_option
+from gpuplan.cli.options import headroom_option, units_option
 from gpuplan.cli.render import console, print_json
 from gpuplan.errors import GpuplanError
 from gpuplan.units import format_bytes
@@ -36,7 +36,7 @@ TRAINING_ENGINES = ("deepspeed", "fsdp", "megatron")
 @click.option("--kv-dtype", default=None, help="KV-cache dtype.")
 @click.option("--context", type=int, default=4096, show_default=True)
 @click.option("--users", type=int, default=1, show_default=True)
-@click.option("--headroom", type=float, default=0.9, show_default=True)
+@headroom_option
 @click.option(
     "--export",
     "engine",

@@ -5,7 +5,13 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from gpuplan.cli.options import gpus_option, parse_gpus, units_option
+from gpuplan.cli.options import (
+    gpu_memory_option,
+    gpus_option,
+    headroom_option,
+    parse_gpus,
+    units_option,
+)
 from gpuplan.cli.render import console, print_bill, print_json, print_search_and_notes
 from gpuplan.units import format_bytes, format_count
 
@@ -54,14 +60,8 @@ from gpuplan.units import format_bytes, format_count
 )
 @click.option("--context", type=int, default=4096, show_default=True, help="Tokens per sequence.")
 @click.option("--users", type=int, default=1, show_default=True, help="Concurrent sequences.")
-@click.option(
-    "--headroom",
-    type=float,
-    default=0.9,
-    show_default=True,
-    help="Fraction of GPU memory the plan may use.",
-)
-@click.option("--gpu-memory", default=None, help="Override the GPU's memory, e.g. 79.2GiB.")
+@headroom_option
+@gpu_memory_option
 @click.option("--workspace", default=None, help="Workspace allowance per GPU [default: 1.5GB].")
 @click.option("--cuda-context", default=None, help="CUDA context allowance per GPU [default: 1GB].")
 @units_option

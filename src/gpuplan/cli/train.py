@@ -8,7 +8,13 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from gpuplan.cli.options import gpus_option, parse_gpus, units_option
+from gpuplan.cli.options import (
+    gpu_memory_option,
+    gpus_option,
+    headroom_option,
+    parse_gpus,
+    units_option,
+)
 from gpuplan.cli.render import console, print_bill, print_json, print_search_and_notes
 from gpuplan.units import format_bytes, format_count
 
@@ -85,14 +91,8 @@ from gpuplan.units import format_bytes, format_count
     show_default=True,
     help="MoE expert capacity factor.",
 )
-@click.option(
-    "--headroom",
-    type=float,
-    default=0.9,
-    show_default=True,
-    help="Fraction of GPU memory the plan may use.",
-)
-@click.option("--gpu-memory", default=None, help="Override the GPU's memory, e.g. 80GB.")
+@headroom_option
+@gpu_memory_option
 @click.option(
     "--mfu", type=float, default=0.4, show_default=True, help="Utilisation of peak bf16 FLOP/s."
 )
