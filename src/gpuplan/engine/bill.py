@@ -64,3 +64,37 @@ def _render(name: str, value: Any, units: str) -> str:
 def total_bytes(items: tuple[LineItem, ...] | list[LineItem]) -> int:
     """Σ of the lines: the parts add up to the total by construction."""
     return sum(item.bytes for item in items)
+
+
+class Bill:
+    """What serving, engine and training bills share: itemised lines against a budget.
+
+    Subclasses are frozen dataclasses with `items` (the lines on the GPU, summing to the
+    per-GPU total), `budget_bytes` and `notes`; `extra_lines` names further lines that are
+    listed but not on the GPU budget (host memory, allocations made after KV sizing).
+    """
+
+    items: tuple[LineItem, ...]
+    budget_bytes: int
+    notes: tuple[str, ...]
+
+    def extra_lines(self) -> tuple[LineItem, ...]:
+        return ()
+
+    @property
+    def per_gpu_total_bytes(self) -> int:
+        return total_bytes(self.items)
+
+    def item(self, key: str) -> LineItem:
+        """The line named `key`, on the GPU budget or beside it."""
+        for line in self.items + self.extra_lines():
+            if line.key == key:
+                return line
+        raise KeyError(key)
+
+    def by_category(self) -> dict[str, int]:
+        """Bytes per category (weights, kv_cache, ...) of the lines on the GPU budget."""
+        out: dict[str, int] = {}
+        for line in self.items:
+            out[line.category] = out.get(line.category, 0) + line.bytes
+        return out

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture
-from gpuplan.engine.bill import LineItem, total_bytes
+from gpuplan.engine.bill import Bill, LineItem
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.kv_cache import (
     kv_cache_bytes_per_sequence,
@@ -56,7 +56,7 @@ class ServingSetup:
 
 
 @dataclass(frozen=True)
-class ServingBill:
+class ServingBill(Bill):
     """The answer: the bill of the most loaded GPU, whether it fits, and what the KV room buys."""
 
     setup: ServingSetup
@@ -71,22 +71,12 @@ class ServingBill:
     notes: tuple[str, ...] = field(default=())
 
     @property
-    def per_gpu_total_bytes(self) -> int:
-        return total_bytes(self.items)
-
-    @property
     def fits(self) -> bool:
         return self.per_gpu_total_bytes <= self.budget_bytes and self.max_concurrent_sequences >= 1
 
     @property
     def gpus(self) -> int:
         return self.setup.gpus
-
-    def item(self, key: str) -> LineItem:
-        for line in self.items:
-            if line.key == key:
-                return line
-        raise KeyError(key)
 
 
 def validate_serving(setup: ServingSetup) -> None:

@@ -26,7 +26,7 @@ from gpuplan.engine.activations import (
     validate_activations,
 )
 from gpuplan.engine.architecture import Architecture
-from gpuplan.engine.bill import LineItem, total_bytes
+from gpuplan.engine.bill import Bill, LineItem, total_bytes
 from gpuplan.engine.cost import (
     DEFAULT_MFU,
     DEFAULT_NETWORK_BYTES_PER_S,
@@ -102,7 +102,7 @@ class TrainingSetup:
 
 
 @dataclass(frozen=True)
-class TrainingBill:
+class TrainingBill(Bill):
     """The answer: the bill of the most loaded GPU, the host bill, and what the step costs."""
 
     setup: TrainingSetup
@@ -120,10 +120,6 @@ class TrainingBill:
     comm: CommBytes
     time: StepTime | None
     notes: tuple[str, ...] = field(default=())
-
-    @property
-    def per_gpu_total_bytes(self) -> int:
-        return total_bytes(self.items)
 
     @property
     def host_bytes_per_gpu(self) -> int:
@@ -144,11 +140,8 @@ class TrainingBill:
     def gpus(self) -> int:
         return self.setup.gpus
 
-    def item(self, key: str) -> LineItem:
-        for line in self.items + self.host_items:
-            if line.key == key:
-                return line
-        raise KeyError(key)
+    def extra_lines(self) -> tuple[LineItem, ...]:
+        return self.host_items
 
 
 def validate_training(setup: TrainingSetup) -> None:

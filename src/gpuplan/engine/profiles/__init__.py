@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuplan.engine.architecture import Architecture
-from gpuplan.engine.bill import LineItem
+from gpuplan.engine.bill import Bill, LineItem
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.weights import WeightFormat
@@ -85,7 +85,7 @@ class Range:
 
 
 @dataclass(frozen=True)
-class EngineBill:
+class EngineBill(Bill):
     """What the engine will do with one GPU (the rank that sets the KV size)."""
 
     launch: EngineLaunch
@@ -108,11 +108,8 @@ class EngineBill:
     notes: tuple[str, ...] = ()
     settings: dict[str, Any] = field(default_factory=dict)  # the defaults the engine picked
 
-    def item(self, key: str) -> LineItem:
-        for i in self.items + self.outside_budget:
-            if i.key == key:
-                return i
-        raise KeyError(key)
+    def extra_lines(self) -> tuple[LineItem, ...]:
+        return self.outside_budget
 
     def to_dict(self, units: str = "GB") -> dict[str, Any]:
         return {
