@@ -192,15 +192,6 @@ def test_catalogs_and_schema(client: TestClient) -> None:
     assert {"model", "config", "context", "users", "gpu"} <= set(serve_schema)
 
 
-def test_train_is_wired_or_says_not_yet(client: TestClient) -> None:
-    r = client.post("/api/train", json={"model": "llama-3.1-8b", "zero": 3, "gpus": 8})
-    if hasattr(gpuplan.api, "train"):
-        assert r.status_code in (200, 400), r.text
-    else:
-        assert r.status_code == 501
-        assert "not yet available" in r.json()["detail"]
-
-
 def test_page_and_static_files(client: TestClient) -> None:
     r = client.get("/")
     assert r.status_code == 200 and "<svg" in r.text
@@ -253,46 +244,12 @@ def test_json_numbers_are_exact_integers(client: TestClient) -> None:
     assert all(isinstance(i["bytes"], int) for i in data["per_gpu"]["items"])
 
 
-def test_train_endpoint_passes_only_the_controls_train_accepts(
-    client: TestClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The wiring for gpuplan.api.train, with a stand-in until the real one lands."""
-    seen: dict = {}
-
-    class FakePlan:
-        def to_dict(self, units: str = "GB") -> dict:
-            items = [
-                {"key": "weights", "name": "Weights", "category": "weights", "bytes": 10},
-                {"key": "optimizer", "name": "Optimizer", "category": "optimizer", "bytes": 95},
-            ]
-            return {
-                "mode": "train",
-                "gpus": 8,
-                "per_gpu": {"items": items, "total_bytes": 105},
-                "per_gpu_total_bytes": 105,
-                "budget_bytes": 90,
-                "fits": False,
-                "gpu": {"memory_bytes": 100},
-            }
-
-    def fake_train(model, gpu="h100", *, gpus=None, zero=0, micro_batch=1, seq=2048):  # type: ignore[no-untyped-def]
-        seen.update(model=model, gpu=gpu, gpus=gpus, zero=zero, micro_batch=micro_batch, seq=seq)
-        return FakePlan()
-
-    monkeypatch.setattr(gpuplan.api, "train", fake_train, raising=False)
-    body = {"model": "llama-3.1-8b", "gpus": 8, "zero": 3, "seq": 4096, "checkpointing": True}
+def test_train_endpoint_passes_only_the_controls_train_accepts(client: TestClient) -> None:
+    body = {"model": "llama-3.1-8b", "gpus": 8, "zero": 3, "seq": 4096, "dtype": "fp8"}
     r = client.post("/api/train", json=body)
     assert r.status_code == 200, r.text
     data = r.json()
-    assert seen == {
-        "model": "llama-3.1-8b",
-        "gpu": "h100",
-        "gpus": 8,
-        "zero": 3,
-        "micro_batch": 1,
-        "seq": 4096,
-    }
-    assert data["view"]["overflow"]["status"] == "oom"
-    assert data["view"]["overflow"]["crosses_memory_at"] == "optimizer"
-    assert data["view"]["ignored_controls"] == ["checkpointing"]
+    plan = gpuplan.train("llama-3.1-8b", "h100", gpus=8, zero=3, seq=4096).to_dict()
+    assert data["per_gpu_total_bytes"] == plan["per_gpu_total_bytes"]
+    assert data["view"]["ignored_controls"] == ["dtype"]
     assert client.get("/api/features").json()["train"] is True

@@ -6,8 +6,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.api.common import (
+    LIMITS,
     resolve_gpu,
     resolve_weight_format,
+    usable_memory,
+    whole_number,
 )
 from gpuplan.api.serving import ServingPlan
 from gpuplan.catalog import get_precision, load_architecture
@@ -220,11 +223,11 @@ def engine_serve(
             "mem_fraction_static",
             "free_gpu_memory_fraction",
         ):
-            value = float(value)
+            value = usable_memory(spec, value, arg)
         elif field_name not in ("enforce_eager", "disable_hybrid_kv_cache_manager"):
-            if isinstance(value, bool) or int(value) != value:
-                raise GpuplanError(f"{arg} must be a whole number, got {value!r}")
-            value = int(value)
+            # SGLang reads --chunked-prefill-size -1 as "no chunking"
+            lowest = -1 if field_name == "chunked_prefill_size" else 1
+            value = whole_number(arg, value, lowest, LIMITS.get(field_name))
         fields[field_name] = value
     extra = arch.vision_params
     launch = EngineLaunch(

@@ -16,6 +16,7 @@ from gpuplan.api.common import (
     resolve_gpu,
     resolve_kv,
     resolve_weight_format,
+    usable_memory,
 )
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.gpu import GpuSpec
@@ -177,6 +178,7 @@ def serve(
         _positive("gpus", gpus)
     arch, model_id, hf_id = _model(model)
     spec = resolve_gpu(gpu, gpu_memory)
+    headroom = usable_memory(spec, headroom)
     fmt = resolve_weight_format(arch, dtype)
     setup = ServingSetup(
         arch=arch,

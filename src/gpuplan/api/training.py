@@ -6,13 +6,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuplan.api.common import (
+    MAX_CAPACITY_FACTOR,
     PlanHeadline,
     _bytes,
     _model,
     _positive,
     gpu_dict,
     model_dict,
+    real_number,
     resolve_gpu,
+    size_bytes,
+    usable_memory,
 )
 from gpuplan.catalog import get_precision
 from gpuplan.engine.architecture import Architecture
@@ -31,7 +35,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.planner.training import TrainAttempt
 from gpuplan.planner.training import fewest_gpus as fewest_train_gpus
 from gpuplan.planner.training import lower_bound as train_lower_bound
-from gpuplan.units import format_bytes, parse_bytes
+from gpuplan.units import format_bytes
 
 TRAIN_SCHEMA_VERSION = "gpuplan.train/1"
 
@@ -260,6 +264,9 @@ def train(
         raise GpuplanError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero!r}")
     arch, model_id, hf_id = _model(model)
     spec = resolve_gpu(gpu, gpu_memory)
+    headroom = usable_memory(spec, headroom)
+    mfu = real_number("MFU", mfu)
+    capacity_factor = real_number("capacity-factor", capacity_factor, MAX_CAPACITY_FACTOR)
     rec = recipe if isinstance(recipe, TrainingRecipe) else get_recipe(recipe)
     hybrid = False
     stage = zero or 0
@@ -313,11 +320,7 @@ def train(
         mfu=float(mfu),
         network_bytes_per_s=DEFAULT_NETWORK_BYTES_PER_S
         if network_bandwidth is None
-        else float(
-            parse_bytes(network_bandwidth)
-            if isinstance(network_bandwidth, str)
-            else network_bandwidth
-        ),
+        else float(size_bytes(network_bandwidth)),
     )
     if isinstance(gpus, int):
         per_replica = layout.tp * layout.pp * layout.cp
