@@ -11,6 +11,7 @@ options / `LlmArgs` (TensorRT-LLM 0.2x).
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,6 +191,6 @@ def _vllm_length(text: str) -> int | None:
         value = float(t) * mult
     except ValueError:
         raise GpuplanError(f"launch line: --max-model-len {text!r} is not a length") from None
-    if value < 1 or value != int(value):
+    if not math.isfinite(value) or value < 1 or value != int(value):
         raise GpuplanError(f"launch line: --max-model-len {text!r} is not a positive length")
     return int(value)

@@ -104,7 +104,11 @@ def resolve_model(model: str) -> tuple[dict[str, Any], str, ModelEntry | None]:
     if key is not None:
         return _catalog_config(key), key, by_id[key]
     path = Path(model).expanduser()
-    if path.exists():
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):  # longer than a file name may be, or a NUL byte: not a path
+        exists = False
+    if exists:
         return read_config(path), _display_name(path), None
     if model.endswith(".json") or model.startswith((".", "/", "~")):
         raise GpuplanError(f"{model}: no such file or directory")

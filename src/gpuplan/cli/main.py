@@ -55,6 +55,8 @@ def _fail(message: str, code: int = EXIT_USER_ERROR) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI: bad input prints one line on stderr and exits 2, never a traceback."""
+    if argv is not None and any("\x00" in a for a in argv):  # no real command line has one
+        return _fail("error: an argument contains a NUL character")
     try:
         cli.main(args=argv, prog_name="gpuplan", standalone_mode=False)
     except GpuplanError as err:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from gpuplan.cli.options import (
@@ -217,7 +218,7 @@ def render_engine(data: dict, units: str, explain: bool) -> None:
     e = data["engine"]
     m, gpu = data["model"], data["gpu"]
     out.print(
-        f"[bold]{m['id']}[/bold] on {data['gpus']} × {gpu['name']}  tp={data['tp']} pp={data['pp']}"
+        f"[bold]{escape(m['id'])}[/bold] on {data['gpus']} × {gpu['name']}  tp={data['tp']} pp={data['pp']}"
         f" · {e['name']} ({e['version']})"
     )
     settings = ", ".join(f"{k} {v}" for k, v in e["settings"].items())
@@ -254,7 +255,8 @@ def render_engine(data: dict, units: str, explain: bool) -> None:
     for note in e["notes"]:
         out.print(f"[dim]note: {note}[/dim]")
     if e.get("ignored_flags"):
-        out.print(f"[dim]ignored flags (no effect on memory): {' '.join(e['ignored_flags'])}[/dim]")
+        flags = escape(" ".join(e["ignored_flags"]))
+        out.print(f"[dim]ignored flags (no effect on memory): {flags}[/dim]")
 
 
 def render_serving(data: dict, units: str, explain: bool) -> None:
