@@ -12,14 +12,11 @@ from gpuplan.api.common import (
     resolve_weight_format,
 )
 from gpuplan.api.engines import (
-    ENGINE_ARG_NAMES,
     CheckReport,
     CheckRow,
     EnginePlan,
     check_log,
-    engine_kv_precision,
     engine_serve,
-    engine_weight_format,
     serve_launch,
 )
 from gpuplan.api.planning import (
@@ -37,7 +34,6 @@ __all__ = [
     "CheckReport",
     "CheckRow",
     "DEFAULT_PLAN_GPUS",
-    "ENGINE_ARG_NAMES",
     "EnginePlan",
     "PLAN_TRAIN_SCHEMA_VERSION",
     "PlanOption",
@@ -47,9 +43,7 @@ __all__ = [
     "TrainOption",
     "TrainingPlan",
     "check_log",
-    "engine_kv_precision",
     "engine_serve",
-    "engine_weight_format",
     "model_summaries",
     "plan",
     "plan_training",
