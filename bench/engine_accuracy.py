@@ -212,9 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(table(rows, opts.markdown)))
     print()
     print("\n".join(("- " if opts.markdown else "") + s for s in summary(rows)))
-    print(
-        f"\nvLLM profile: activation model c0={vllm_profile.ACT_C0 / GIB:.2f} GiB"
-    )
+    print(f"\nvLLM profile: activation model c0={vllm_profile.ACT_C0 / GIB:.2f} GiB")
     return 0
 
 
