@@ -204,7 +204,7 @@ def test_other_version_is_flagged():
 def test_v0_log_is_flagged():
     case = next(c for c in PUBLIC if c["case_id"].endswith("v0-20k"))
     log = parse_log(case["verbatim_excerpt"])
-    assert log.v0 and any("V0" in p for p in log.problems)
+    assert log.v0 and log.figures["gpu_blocks_v0"] == 1952
 
 
 def test_not_a_log():
@@ -343,3 +343,86 @@ def test_llama4_vision_params_match_transformers():
         if "vision_model" in n or "multi_modal_projector" in n
     )
     assert vision_encoder_params(cfg) == expected
+
+
+# --- hardening (issue 10, logs): bounded, linear, nothing opened, nothing printed raw ---------
+
+
+def test_pathological_log_parses_in_linear_time():
+    """Lines full of needles and no numbers (the quadratic case of a `.*?` pattern)."""
+    import time
+
+    from gpuplan.catalog.engine_logs import MAX_LINE_CHARS
+
+    line = "Load weight end. " * (MAX_LINE_CHARS // 17) + "\n"
+    text = "vllm sglang\n" + line * 40 + ("Maximum concurrency for " * 500 + "\n") * 40
+    start = time.process_time()
+    parse_log(text)
+    assert time.process_time() - start < 5
+
+
+def test_oversized_binary_and_endless_inputs_are_bounded(tmp_path):
+    from gpuplan.catalog.engine_logs import MAX_LOG_BYTES, parse_log_bytes, read_log
+
+    big = tmp_path / "big.log"
+    with big.open("wb") as fh:
+        fh.write(CASES[0]["verbatim_excerpt"].encode())
+        fh.write(b"\nINFO filler line\n" * (MAX_LOG_BYTES // 17 + 10))
+    log = read_log(big)
+    assert log.figures["kv_cache_tokens"] == CASES[0]["kv_cache_tokens"]
+    assert any("first 16 MiB" in p for p in log.problems)
+    with pytest.raises(GpuplanError, match="binary"):
+        parse_log_bytes(b"\x00" * 4096)
+    with pytest.raises(GpuplanError, match="binary"):
+        read_log("/dev/zero")  # reads at most MAX_LOG_BYTES + 1
+
+
+def test_a_path_named_in_a_log_is_never_opened(tmp_path, monkeypatch):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(config_for("Qwen/Qwen3-8B")))
+    text = CASES[0]["verbatim_excerpt"].replace("codellama/CodeLlama-7b-hf", str(cfg))
+    log = parse_log(text)
+    assert log.model == str(cfg)
+    opened = []
+    real_open = Path.open
+
+    def spy(self, *a, **k):
+        opened.append(str(self))
+        return real_open(self, *a, **k)
+
+    monkeypatch.setattr(Path, "open", spy)
+    with pytest.raises(GpuplanError, match="never opened"):
+        check_log(log)
+    assert str(cfg) not in opened
+    # a path whose last part names a catalog model is matched by name, not read
+    log = parse_log(
+        CASES[0]["verbatim_excerpt"].replace("codellama/CodeLlama-7b-hf", "/m/Qwen3-8B")
+    )
+    assert check_log(log).plan.model_id == "qwen3-8b"
+
+
+def test_control_characters_and_markup_from_a_log_are_not_printed_raw(tmp_path, capsys):
+    from gpuplan.cli.main import main
+
+    text = CASES[0]["verbatim_excerpt"].replace(
+        "codellama/CodeLlama-7b-hf", "llama-3.1-8b\x1b[31m[/][bold]x"
+    )
+    text = "vLLM API server version 0.19.0\x1b]0;pwn\x07[/]\n" + text
+    log = parse_log(text)
+    assert "\x1b" not in (log.model or "") and "\x07" not in (log.version or "")
+    path = tmp_path / "evil.log"
+    path.write_text(text)
+    code = main(["check", str(path), "--model", "llama-3.1-8b"])
+    out = capsys.readouterr()
+    assert code == 0 and "\x1b]" not in out.out and "\x07" not in out.out
+    assert "[/][bold]" in out.out  # shown as text, not read as markup
+
+
+def test_an_unreadable_launch_line_says_so():
+    text = CASES[0]["verbatim_excerpt"]
+    start = text.index("non-default args: {")
+    broken = text[: start + 40] + text[text.index("\n", start) :]
+    log = parse_log(broken)
+    assert any("could not be read" in p for p in log.problems)
+    bare = "\n".join(line for line in text.splitlines() if "non-default args" not in line)
+    assert any("no launch arguments" in p for p in parse_log(bare).problems)
