@@ -195,10 +195,13 @@ def test_truncated_log_is_reported_not_a_crash():
     assert {r.key for r in report.rows} >= {"weights_gib", "kv_cache_tokens"}
 
 
-def test_other_version_is_flagged():
+def test_the_banner_version_selects_the_rules():
     text = "INFO vLLM API server version 0.11.0\n" + CASES[0]["verbatim_excerpt"]
     report = check_log(parse_log(text), config_for(CASES[0]["model_id"]))
-    assert any("0.11.0" in p for p in report.problems)
+    assert report.plan.bill.version.startswith("vLLM 0.11.0")
+    assert report.plan.bill.settings["sampler"] == "native"
+    bare = check_log(parse_log(CASES[0]["verbatim_excerpt"]), config_for(CASES[0]["model_id"]))
+    assert any("no vLLM version" in p for p in bare.problems)
 
 
 def test_v0_log_is_flagged():

@@ -262,6 +262,7 @@ def check_log(
         elif "requested_gib" in f and f.get("utilization"):
             gpu_memory = round(f["requested_gib"] / f["utilization"] * 2**30)
     args = {k: v for k, v in log.args.items() if k in adapter.flags.names()}
+    args.update(getattr(log, "observed", {}))
     fraction = adapter.knob("memory_fraction")
     if "utilization" in f and fraction and fraction not in args and log.engine == "vllm":
         args[fraction] = f["utilization"]
@@ -294,8 +295,12 @@ def _log_version(adapter: Any, log: Any, problems: list[str]) -> str | None:
     """The version the log prints, if the adapter has rules for it (else a note, newest)."""
     if not log.version:
         if log.v0:
-            problems.append("a V0-engine log without a version: read with the V0 rules")
-            return adapter.v0_version if hasattr(adapter, "v0_version") else None
+            problems.append("a V0-engine log without a version: read with the last V0 rules (0.7)")
+            return "0.7.3"
+        problems.append(
+            f"the log prints no {adapter.title} version: the newest rules ({adapter.newest}) were"
+            " used (pass --engine-version)"
+        )
         return None
     try:
         return str(adapter.resolve_version(log.version))

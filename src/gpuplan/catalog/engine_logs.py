@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +199,7 @@ class LogFigures:
     problems: tuple[str, ...] = ()  # why the log cannot be fully compared
     v0: bool = False  # a vLLM V0-engine log
     args_source: str | None = None  # the line the launch arguments were read from
+    observed: dict[str, str] = field(default_factory=dict)  # engine choices the log reveals
 
     @property
     def model(self) -> str | None:
@@ -370,6 +371,26 @@ def _is_v0(lines: list[str], figures: dict[str, float]) -> bool:
     ) and not any("V1 LLM engine" in line for line in lines)
 
 
+_OBSERVED: tuple[tuple[str, str, str], ...] = (
+    # (needle, key, value): choices an engine prints that change its memory
+    ("V1 LLM engine", "vllm_engine", "v1"),
+    ("V0 LLM engine", "vllm_engine", "v0"),
+    ("Initializing an LLM engine", "vllm_engine", "v0"),
+    ("Using FlashInfer for top-p & top-k sampling", "sampler_backend", "flashinfer"),
+    ("Falling back to the PyTorch-native implementation of top-p", "sampler_backend", "native"),
+)
+
+
+def _observed(lines: list[str], v0: bool) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for needle, key, value in _OBSERVED:
+        if key not in out and any(needle in line for line in lines):
+            out[key] = value
+    if v0:
+        out["vllm_engine"] = "v0"
+    return out
+
+
 def parse_log(text: str) -> LogFigures:
     """Extract an engine's startup figures from log text. Never raises on odd logs (other than
     "not a log"): what could not be read is listed in `problems`."""
@@ -454,5 +475,6 @@ def parse_log_bytes(data: bytes, name: str = "the log") -> LogFigures:
             (note, *log.problems),
             log.v0,
             log.args_source,
+            log.observed,
         )
     return log
