@@ -88,7 +88,7 @@ def engine_serve(
         hf_id = entry.hf_id if entry else None
     arch = load_architecture(config, model_id)
     spec = resolve_gpu(gpu, gpu_memory)
-    launch = adapter.launch(arch, spec, dict(args or {}), version=version)
+    launch = adapter.launch(arch, spec, dict(args or {}), version=version, draft=_draft(args))
     bill = engine_bill(launch)
     if ignored:
         bill = replace(bill, unmodelled=tuple(dict.fromkeys(bill.unmodelled + tuple(ignored))))
@@ -103,6 +103,18 @@ def engine_serve(
     )
     generic = ServingPlan(serving_bill(setup), model_id, hf_id)
     return EnginePlan(bill, generic, model_id, hf_id, bill.unmodelled)
+
+
+def _draft(args: dict[str, Any] | None) -> Any:
+    """The draft model a speculative-decoding config names, when it is in the catalog (a path
+    is never opened here; an unknown draft is reported as unmodelled by the adapter)."""
+    spec = (args or {}).get("speculative_config")
+    if not isinstance(spec, dict) or not isinstance(spec.get("model"), str):
+        return None
+    try:
+        return load_architecture(catalog_model_of_log(spec["model"]))
+    except GpuplanError:
+        return None
 
 
 def serve_launch(

@@ -174,8 +174,16 @@ _ENGINE_NEEDLES = {
         "GPU KV cache size",
         "Available KV cache memory",
         "Maximum concurrency for",
+        "non-default args: {",
+        "LLM engine (v",
     ),
-    "sglang": ("sglang", "KV Cache is allocated", "max_total_num_tokens"),
+    "sglang": (
+        "KV Cache is allocated",
+        "max_total_num_tokens",
+        "server_args=ServerArgs(",
+        "sglang.launch_server",
+        "sglang is using nccl",
+    ),
     "trtllm": ("TensorRT-LLM", "tensorrt_llm", "paged KV cache", "[TRT-LLM]"),
 }
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e]")
@@ -216,7 +224,10 @@ def _lines(text: str) -> list[str]:
 
 
 def detect_engine(text: str) -> str | None:
-    for engine, needles in _ENGINE_NEEDLES.items():
+    """The engine whose lines the text holds (SGLang and TRT-LLM first: their logs often carry
+    lines of the vLLM packages they import)."""
+    for engine in ("sglang", "trtllm", "vllm"):
+        needles = _ENGINE_NEEDLES[engine]
         if any(n in text for n in needles):
             return engine
     return None
@@ -436,7 +447,10 @@ def parse_log(text: str) -> LogFigures:
         label for needles, label in ERRORS if any(n in line for line in lines for n in needles)
     )
     version = _version(lines, engine)
-    return LogFigures(engine, version, args, figures, errors, tuple(problems), v0, args_source)
+    observed = _observed(lines, v0) if engine == "vllm" else {}
+    return LogFigures(
+        engine, version, args, figures, errors, tuple(problems), v0, args_source, observed
+    )
 
 
 def read_log(path: str | Path) -> LogFigures:

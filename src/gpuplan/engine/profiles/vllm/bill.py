@@ -113,12 +113,12 @@ def batch_shape(
 
 
 def stage_weight_lines(
-    launch: EngineLaunch, stages: list[range], notes: list[str]
+    launch: EngineLaunch, stages: list[range], notes: list[str], rules: dict[str, Any]
 ) -> list[StageWeights]:
     """Weights each stage's rank loads: layers, embeddings, encoder, RoPE tables, MXFP4
     padding, LoRA slots and a draft model; less what --cpu-offload-gb keeps on the host."""
     arch, fmt, tp = launch.arch, launch.weights, launch.tp
-    padding = mxfp4_padding_bytes(arch, fmt, tp, launch.gpu)
+    padding = mxfp4_padding_bytes(arch, fmt, tp, launch.gpu, rules)
     weights = stage_weights(arch, fmt, tp, stages, launch.extra_params, padding)
     rope = rope_cache_bytes(arch, fmt)
     out = []
@@ -167,6 +167,22 @@ def _max_model_len(launch: EngineLaunch, rules: dict[str, Any]) -> tuple[int, bo
     return model_max, False
 
 
+def derived_max_len(arch: Any) -> int:
+    """The longest max_model_len vLLM accepts without VLLM_ALLOW_LONG_MAX_MODEL_LEN
+    (config/model.py::_get_and_verify_max_len): max_position_embeddings, times the RoPE scaling
+    factor for linear / dynamic / yarn scaling (yarn from its original length)."""
+    rope = arch.rope
+    derived = arch.max_position_embeddings or 0
+    if rope is not None and rope.kind in ("linear", "dynamic", "yarn") and rope.factor > 1:
+        base = (
+            rope.original_max_position
+            if rope.kind == "yarn" and rope.original_max_position
+            else derived
+        )
+        derived = int(base * rope.factor)
+    return derived
+
+
 def fit_max_model_len(
     layout: KvLayout, num_blocks: int, block_size: int, batched: int, model_max: int
 ) -> int:
@@ -198,7 +214,7 @@ def vllm_bill(launch: EngineLaunch) -> EngineBill:
         or launch.arg("disable_sliding_window", False)
     )
     stages = pp_layers(arch.num_layers, pp)
-    weights = stage_weight_lines(launch, stages, notes)
+    weights = stage_weight_lines(launch, stages, notes, rules)
     sampler_path = str(launch.arg("sampler_backend", rules["sampler_path"]))
     sampler_bytes = float(rules["sampler_bytes"][sampler_path])
     eager = bool(launch.arg("enforce_eager", False))
@@ -239,6 +255,12 @@ def vllm_bill(launch: EngineLaunch) -> EngineBill:
     concurrency = num_blocks / per_request if per_request else 0.0
     per_token = layout.page_bytes * layout.slots * layout.groups // block_size
     failure = _failure(per_stage, concurrency, tokens, max_len, util, auto_len)
+    derived = derived_max_len(arch)
+    if derived and max_len > derived and not auto_len:
+        failure = (
+            f"max_model_len {max_len:,} is above the model's {derived:,} positions (vLLM refuses"
+            " it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)"
+        )
     graph_after = 0 if eager or rules["cudagraph_in_budget"] else gib(rules["cudagraph_gib"])
     items = _items(
         launch, first, requested, block_size, num_blocks, seqs, batched, sampler_path, rules

@@ -56,7 +56,8 @@ def comm_bytes(rules: dict[str, Any], cls: str, tp: int, pp: int) -> int:
     base, per_rank = rules["allreduce_gib"][cls]
     if pp > 1:
         base, per_rank = rules["allreduce_gib"]["pcie"]
-    return gib(base + per_rank * tp)
+    nvls = rules.get("nvls_gib", 0.0) if cls == "nvswitch" and tp > 2 else 0.0
+    return gib(base + per_rank * tp + nvls)
 
 
 def non_torch_bytes(
