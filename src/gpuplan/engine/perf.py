@@ -182,6 +182,7 @@ def touched_experts(num_experts: int, k: int, tokens: int) -> float:
 class _Stage:
     """Per-rank bytes of the heaviest pipeline stage, split by what a decode step reads."""
 
+    stage: int
     layers: int
     moe_layers: int
     dense_bytes: int  # everything a step reads whatever the batch (embedding table excluded)
@@ -211,7 +212,7 @@ def _stage(arch: Architecture, fmt: WeightFormat, tp: int, pp: int) -> _Stage:
     )
     if w.lm_head_bytes and arch.tie_word_embeddings:
         dense += fmt.for_kind("lm_head").bytes_for(round(arch.vocab_size * arch.hidden_size / tp))
-    return _Stage(len(layers), moe_layers, max(0, dense), expert_layer, active)
+    return _Stage(w.stage, len(layers), moe_layers, max(0, dense), expert_layer, active)
 
 
 def _experts_read(arch: Architecture, st: _Stage, tokens: int, ep: bool) -> float:
@@ -259,17 +260,14 @@ def _step(
     s, knobs = setup.serving, setup.knobs
     arch = s.arch
     weights = st.dense_bytes + _experts_read(arch, st, batch, setup.expert_parallel)
-    kv_seq = _kv_per_sequence(s, max(1, round(context)))
+    kv_seq = kv_cache_bytes_per_sequence_per_gpu(
+        arch, s.kv, max(1, round(context)), s.tp, s.pp, st.stage
+    )
     kv = kv_seq * batch
     mem = (weights + kv) / (_bandwidth(s) * knobs.hbm_efficiency)
     flops = 2 * st.active_params * batch + _attention_flops(arch, st.layers, s.tp, batch, context)
     comp = flops / (peak_flops(s) * knobs.flops_efficiency)
     return mem, comp, _tp_comm(setup, st, batch), int(weights), int(kv)
-
-
-def _kv_per_sequence(s: ServingSetup, context: int) -> int:
-    w = weights_per_gpu(s.arch, s.weights, s.tp, s.pp)
-    return kv_cache_bytes_per_sequence_per_gpu(s.arch, s.kv, context, s.tp, s.pp, w.stage)
 
 
 def prefill_seconds(setup: PerfSetup, tokens: int) -> float:
