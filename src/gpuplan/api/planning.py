@@ -519,3 +519,135 @@ def training_budget_matrix(
         "col_values": [0, 1, 2, 3],
         "cells": [{"gpus": c.rows, "zero": c.cols, **_cell_dict(c)} for c in cells],
     }
+
+
+def _bigger_gpus(current: str, gpus: tuple[str, ...] | list[str]) -> list[str]:
+    from gpuplan.catalog import get_gpu
+
+    mem = get_gpu(current).memory_bytes
+    bigger = [g for g in gpus if get_gpu(g).memory_bytes > mem]
+    return sorted(bigger, key=lambda g: get_gpu(g).memory_bytes)
+
+
+def three_answers(
+    model: str | dict[str, Any],
+    gpu: str = "h100",
+    *,
+    gpus: int | None = None,
+    context: int = 4096,
+    users: int = 1,
+    dtype: str | None = None,
+    headroom: float = DEFAULT_HEADROOM,
+) -> list[dict[str, Any]]:
+    """What to change when a serving plan does not fit, each asked of the engine: fewer bytes
+    (fp8 KV cache / weights, planner/fixes.py's order), a bigger GPU (the smallest catalog GPU
+    with more memory on which the same count fits), more GPUs (the fewest that fit)."""
+    from gpuplan.api.serving import serve
+    from gpuplan.catalog import get_gpu
+    from gpuplan.planner.fixes import serving_alternatives
+
+    count: int | str = gpus if gpus is not None else 1
+    kwargs = {
+        "model": model,
+        "gpu": gpu,
+        "gpus": count,
+        "context": context,
+        "users": users,
+        "dtype": dtype,
+        "headroom": headroom,
+    }
+    try:
+        current = serve(**kwargs)
+    except GpuplanError:
+        return []
+    if current.fits:
+        return []
+
+    def ask(**kw: Any) -> Any:
+        return serve(**{k: v for k, v in kw.items() if k not in ("tp", "pp")})
+
+    found: list[dict[str, Any]] = []
+    alternatives = serving_alternatives(kwargs, current.to_dict(), ask)
+    cheaper = [a for a in alternatives if "fp8" in a["label"]]
+    if cheaper:
+        found.append({"answer": "fewer bytes", **cheaper[0]})
+    for name in _bigger_gpus(get_gpu(gpu).id, DEFAULT_PLAN_GPUS):
+        try:
+            p = serve(**{**kwargs, "gpu": name})
+        except GpuplanError:
+            continue
+        if p.fits:
+            found.append(
+                {
+                    "answer": "bigger GPU",
+                    "label": f"Use {p.gpus} × {p.bill.setup.gpu.name}",
+                    "change": {"gpu": name},
+                    "gpus": p.gpus,
+                    "tp": p.tp,
+                    "pp": p.pp,
+                    "per_gpu_total_bytes": p.per_gpu_total_bytes,
+                    "budget_bytes": p.budget_bytes,
+                    "max_concurrent_sequences": p.max_concurrent_sequences,
+                }
+            )
+            break
+    more = [a for a in alternatives if "gpus" in a["change"]]
+    if more:
+        found.append({"answer": "more GPUs", **more[0]})
+    return found
+
+
+def training_three_answers(
+    model: str | dict[str, Any],
+    gpu: str = "h100",
+    *,
+    gpus: int = 8,
+    seq: int = 4096,
+    recipe: str = "adamw-bf16",
+    headroom: float = DEFAULT_HEADROOM,
+) -> list[dict[str, Any]]:
+    """The same three answers for training: fewer bytes (LoRA adapters on a frozen base, with
+    full recompute), a bigger GPU at the same count, more GPUs (`train --gpus auto`)."""
+    common = {"seq": int(seq), "recipe": recipe, "headroom": headroom}
+    found: list[dict[str, Any]] = []
+
+    def first_fit(label: str, answer: str, **kw: Any) -> bool:
+        try:
+            options = plan_training(model, **{**common, **kw}, top=1)
+        except GpuplanError:
+            return False
+        b = options[0].plan.bill
+        found.append(
+            {
+                "answer": answer,
+                "label": label.format(n=b.setup.layout.gpus),
+                "change": kw,
+                "gpus": b.setup.layout.gpus,
+                "layout": b.setup.layout.describe(),
+                "per_gpu_total_bytes": b.per_gpu_total_bytes,
+                "budget_bytes": b.budget_bytes,
+            }
+        )
+        return True
+
+    first_fit("LoRA r=16 on a frozen base", "fewer bytes", gpu=gpu, gpus=gpus, lora_rank=16)
+    for name in _bigger_gpus(gpu, DEFAULT_PLAN_GPUS):
+        if first_fit("Use {n} × " + name, "bigger GPU", gpu=name, gpus=gpus):
+            break
+    try:
+        auto = train(model, gpu, gpus="auto", checkpointing="full", **common)
+        lo = auto.bill.setup.layout
+        found.append(
+            {
+                "answer": "more GPUs",
+                "label": f"Use {lo.gpus} GPUs ({lo.describe()}, full recompute)",
+                "change": {"gpus": lo.gpus},
+                "gpus": lo.gpus,
+                "layout": lo.describe(),
+                "per_gpu_total_bytes": auto.bill.per_gpu_total_bytes,
+                "budget_bytes": auto.bill.budget_bytes,
+            }
+        )
+    except GpuplanError:
+        pass
+    return found
