@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from gpuplan.errors import GpuplanError
@@ -13,10 +12,9 @@ from gpuplan.errors import GpuplanError
 @cache
 def price_table() -> dict[str, dict[str, Any]]:
     """GPU id → its price row (usd_per_gpu_hour, source, as_read, source_url)."""
-    import tomllib
+    from gpuplan.catalog.compiled import load_data
 
-    text = resources.files("gpuplan.catalog").joinpath("data/prices.toml").read_text("utf-8")
-    data = tomllib.loads(text)
+    data = load_data("prices.toml")
     sources = data.get("sources", {})
     rows = {}
     for row in data["price"]:

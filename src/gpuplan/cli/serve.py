@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
+from gpuplan.cli.jsonout import print_json
 from gpuplan.cli.options import (
     gpu_memory_option,
     gpus_option,
@@ -12,7 +12,6 @@ from gpuplan.cli.options import (
     parse_gpus,
     units_option,
 )
-from gpuplan.cli.render import console, print_bill, print_json, print_search_and_notes
 from gpuplan.units import format_bytes, format_count
 
 
@@ -104,7 +103,7 @@ def serve_command(
     --from "LAUNCH LINE", the bill follows that engine's own rules and reports the KV-cache
     size it will log.
     """
-    from gpuplan.api import engine_serve, serve, serve_launch
+    from gpuplan.api.serving import serve
 
     engine_flags = {
         "gpu_memory_utilization": gpu_memory_utilization,
@@ -117,6 +116,8 @@ def serve_command(
         "free_gpu_memory_fraction": free_gpu_memory_fraction,
     }
     if launch_line is not None or (engine and engine.lower() != "generic"):
+        from gpuplan.api.engines import engine_serve, serve_launch
+
         if launch_line is not None:
             if model:
                 raise click.UsageError("give either MODEL or --from, not both")
@@ -213,6 +214,10 @@ def _engine_args(
 
 def render_engine(data: dict, units: str, explain: bool) -> None:
     """The engine's startup bill, in its own terms."""
+    from rich.table import Table
+
+    from gpuplan.cli.render import console
+
     out = console()
     e = data["engine"]
     m, gpu = data["model"], data["gpu"]
@@ -258,6 +263,8 @@ def render_engine(data: dict, units: str, explain: bool) -> None:
 
 
 def render_serving(data: dict, units: str, explain: bool) -> None:
+    from gpuplan.cli.render import console, print_bill, print_search_and_notes
+
     out = console()
     gpu = data["gpu"]
     m = data["model"]
