@@ -547,7 +547,7 @@ def three_answers(
     from gpuplan.planner.fixes import serving_alternatives
 
     count: int | str = gpus if gpus is not None else 1
-    kwargs = {
+    kwargs: dict[str, Any] = {
         "model": model,
         "gpu": gpu,
         "gpus": count,
@@ -608,7 +608,7 @@ def training_three_answers(
 ) -> list[dict[str, Any]]:
     """The same three answers for training: fewer bytes (LoRA adapters on a frozen base, with
     full recompute), a bigger GPU at the same count, more GPUs (`train --gpus auto`)."""
-    common = {"seq": int(seq), "recipe": recipe, "headroom": headroom}
+    common: dict[str, Any] = {"seq": int(seq), "recipe": recipe, "headroom": headroom}
     found: list[dict[str, Any]] = []
 
     def first_fit(label: str, answer: str, **kw: Any) -> bool:

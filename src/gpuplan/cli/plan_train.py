@@ -12,7 +12,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.units import format_bytes
 
 
-def console():  # type: ignore[no-untyped-def]
+def console() -> Any:
     from gpuplan.cli.render import console as make
 
     return make()

@@ -102,7 +102,7 @@ def replica_layouts(setup: ServingSetup, max_gpus: int) -> Iterator[tuple[int, i
                 yield tp, pp, True
 
 
-def _rank_key(objective: str):  # type: ignore[no-untyped-def]
+def _rank_key(objective: str):
     inf = float("inf")
 
     def key(c: ServingCandidate) -> tuple[float, ...]:
