@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuplan.api.common import (
+    quantized_format,
+    resolve,
     resolve_gpu,
     resolve_weight_format,
 )
 from gpuplan.api.serving import ServingPlan
-from gpuplan.catalog import get_precision, load_architecture
-from gpuplan.catalog.models import resolve_model
+from gpuplan.catalog import get_precision
 from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.checkpoint import Checkpoint
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.precision import Precision
+from gpuplan.engine.quantization import standard_layout
 from gpuplan.engine.serving import (
     ServingSetup,
     serving_bill,
@@ -94,32 +97,38 @@ _ONLINE_METHODS = {"fp8": "fp8-tensor", "bitsandbytes": "nf4", "w8a8_fp8": "fp8-
 
 
 def engine_weight_format(
-    arch: Architecture, dtype: str | None, quantization: str | None
+    arch: Architecture,
+    dtype: str | None,
+    quantization: str | None,
+    stored: Checkpoint | None = None,
 ) -> WeightFormat:
     """The weights as an engine loads them, from its --dtype and --quantization.
 
     --dtype sets the 16-bit (or fp32) base; a quantised checkpoint keeps its own format
     (--quantization naming its method is a no-op); --quantization fp8 / bitsandbytes on a
     16-bit checkpoint quantises the linear weights while loading (vLLM's online fp8:
-    per-tensor scales, embeddings and LM head kept at the base)."""
+    per-tensor scales, embeddings and LM head kept at the base). A checkpoint method (awq,
+    gptq, compressed-tensors, ...) named for a config without a quantization_config is sized
+    as that method's standard layout, with a note saying so (engine/quantization.py).
+    `stored` (the checkpoint's headers) gives the exact bytes when nothing converts them."""
     key = (dtype or "auto").lower()
     if key not in _DTYPES:
         raise GpuplanError(f"--dtype {dtype!r} is not one of auto, bfloat16, float16, float32")
     base_id = _DTYPES[key]
-    checkpoint = resolve_weight_format(arch, None)
+    checkpoint = resolve_weight_format(arch, None, stored)
     base = get_precision(base_id) if base_id else checkpoint.base
     q = (quantization or "").lower().replace("-", "_") or None
     if arch.quantization is not None:
-        return WeightFormat(checkpoint.precision, base, checkpoint.unquantized)
+        return replace(checkpoint, base=base)
     if q is None:
-        return WeightFormat(base, base)
+        return WeightFormat(
+            base, base, stored=checkpoint.stored if base == checkpoint.base else None
+        )
     if q in _ONLINE_METHODS:
         return WeightFormat(get_precision(_ONLINE_METHODS[q]), base)
-    if q.replace("_", "-") in _CHECKPOINT_METHODS or q in _CHECKPOINT_METHODS:
-        raise GpuplanError(
-            f"--quantization {quantization} needs a checkpoint quantised with it, but"
-            f" {arch.name}'s config.json has no quantization_config"
-        )
+    standard = standard_layout(q)
+    if standard is not None:
+        return quantized_format(standard, base, None)
     raise GpuplanError(f"--quantization {quantization!r} is not a method gpuplan knows")
 
 
@@ -189,6 +198,7 @@ def engine_serve(
     gpu_memory: str | int | None = None,
     ignored: tuple[str, ...] = (),
     name: str | None = None,
+    revision: str | None = None,
 ) -> EnginePlan:
     """What `engine` will do when launched with `args` (its own argument names, as in
     `vllm serve --help` with underscores, or a "non-default args" log line)."""
@@ -197,15 +207,13 @@ def engine_serve(
     if engine not in ENGINE_ARG_NAMES:
         raise GpuplanError(f"unknown engine {engine!r}; choose vllm, sglang or trtllm")
     args = dict(args or {})
-    hf_id: str | None = None
     if isinstance(model, dict):
-        config = model
         model_id = name or str(model.get("_name_or_path") or "config.json")
+        ref = resolve(model, name=model_id)
     else:
-        config, model_id, entry = resolve_model(model)
-        hf_id = entry.hf_id if entry else None
-    arch = load_architecture(config, model_id)
-    fmt = engine_weight_format(arch, args.get("dtype"), args.get("quantization"))
+        ref = resolve(model, revision)
+    arch, model_id, hf_id = ref.arch, ref.model_id, ref.hf_id
+    fmt = engine_weight_format(arch, args.get("dtype"), args.get("quantization"), ref.stored)
     kv = engine_kv_precision(fmt, args.get("kv_cache_dtype"))
     spec = resolve_gpu(gpu, gpu_memory)
     fields: dict[str, Any] = {}
