@@ -22,6 +22,7 @@ from gpuplan.api.engines import (
     engine_weight_format,
     serve_launch,
 )
+from gpuplan.api.inspect import INSPECT_SCHEMA_VERSION, ModelReport, inspect
 from gpuplan.api.planning import (
     DEFAULT_PLAN_GPUS,
     PLAN_TRAIN_SCHEMA_VERSION,
@@ -39,6 +40,8 @@ __all__ = [
     "DEFAULT_PLAN_GPUS",
     "ENGINE_ARG_NAMES",
     "EnginePlan",
+    "INSPECT_SCHEMA_VERSION",
+    "ModelReport",
     "PLAN_TRAIN_SCHEMA_VERSION",
     "PlanOption",
     "SCHEMA_VERSION",
@@ -50,6 +53,7 @@ __all__ = [
     "engine_kv_precision",
     "engine_serve",
     "engine_weight_format",
+    "inspect",
     "model_summaries",
     "plan",
     "plan_training",

@@ -62,6 +62,7 @@ ENGINE_ARG_NAMES = {
         "max_num_tokens": "max_num_tokens",
         "max_batch_size": "max_batch_size",
     },
+    "llamacpp": {},  # its settings travel as llama.cpp's own options (engine/profiles/llamacpp.py)
 }
 
 
@@ -205,7 +206,7 @@ def engine_serve(
     from gpuplan.engine.profiles import EngineLaunch, engine_bill
 
     if engine not in ENGINE_ARG_NAMES:
-        raise GpuplanError(f"unknown engine {engine!r}; choose vllm, sglang or trtllm")
+        raise GpuplanError(f"unknown engine {engine!r}; choose vllm, sglang, trtllm or llamacpp")
     args = dict(args or {})
     if isinstance(model, dict):
         model_id = name or str(model.get("_name_or_path") or "config.json")
@@ -234,6 +235,9 @@ def engine_serve(
                 raise GpuplanError(f"{arg} must be a whole number, got {value!r}")
             value = int(value)
         fields[field_name] = value
+    if engine == "llamacpp":
+        fields["engine_options"] = _llamacpp_options(args)
+        kv = fields["engine_options"][1][1][0]
     extra = arch.vision_params
     launch = EngineLaunch(
         engine=engine,
@@ -257,6 +261,19 @@ def engine_serve(
     )
     generic = ServingPlan(serving_bill(setup), model_id, hf_id)
     return EnginePlan(bill, generic, model_id, hf_id, tuple(ignored))
+
+
+_LLAMACPP_KV = {"f16": "fp16", "f32": "fp32", "bf16": "bf16"}
+
+
+def _llamacpp_options(args: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """llama-server's arguments as its adapter's options, with K and V cache types resolved."""
+    from gpuplan.engine.profiles.llamacpp import options_from_args
+
+    options = options_from_args(args)
+    k = get_precision(_LLAMACPP_KV.get(options.cache_type_k, options.cache_type_k), for_kv=True)
+    v = get_precision(_LLAMACPP_KV.get(options.cache_type_v, options.cache_type_v), for_kv=True)
+    return (("options", options), ("kv_types", (k, v)))
 
 
 def serve_launch(

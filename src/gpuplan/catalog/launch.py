@@ -133,6 +133,8 @@ def _engine_and_rest(tokens: list[str]) -> tuple[str, list[str]]:
                 return "sglang", tokens[i + 2 :]
         if base == "sglang" and i + 1 < len(tokens) and tokens[i + 1] == "serve":
             return "sglang", tokens[i + 2 :]
+        if base in ("llama-server", "llama-server.exe"):
+            return "llamacpp", tokens[i + 1 :]
         if base == "trtllm-serve":
             rest = tokens[i + 1 :]
             if rest and rest[0] == "serve":
@@ -140,7 +142,8 @@ def _engine_and_rest(tokens: list[str]) -> tuple[str, list[str]]:
             return "trtllm", rest
     raise GpuplanError(
         "launch line: no engine found; expected `vllm serve MODEL …`,"
-        " `python -m sglang.launch_server --model-path MODEL …` or `trtllm-serve MODEL …`"
+        " `python -m sglang.launch_server --model-path MODEL …`, `trtllm-serve MODEL …`"
+        " or `llama-server -m MODEL.gguf …`"
     )
 
 
@@ -153,7 +156,13 @@ def parse_launch(line: str) -> LaunchLine:
     except ValueError as err:
         raise GpuplanError(f"launch line: cannot split it ({err})") from None
     engine, rest = _engine_and_rest(tokens)
-    parser = {"vllm": _vllm_parser, "sglang": _sglang_parser, "trtllm": _trtllm_parser}[engine]()
+    parsers = {"vllm": _vllm_parser, "sglang": _sglang_parser, "trtllm": _trtllm_parser}
+    if engine == "llamacpp":
+        from gpuplan.engine.profiles.llamacpp import launch_parser
+
+        parser = launch_parser()
+    else:
+        parser = parsers[engine]()
     known, unknown = parser.parse_known_args(rest)
     args = {k: v for k, v in vars(known).items() if v is not None}
     if engine == "vllm":
@@ -163,6 +172,8 @@ def parse_launch(line: str) -> LaunchLine:
             args["max_model_len"] = _vllm_length(args["max_model_len"])
     elif engine == "sglang":
         model = args.pop("model_path", None)
+    elif engine == "llamacpp":
+        model = args.pop("model", None)
     else:
         model = args.pop("model", None)
     if not model:

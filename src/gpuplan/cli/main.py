@@ -9,6 +9,7 @@ import click
 
 from gpuplan.cli.catalog import gpus_command, models_command
 from gpuplan.cli.check import check_command
+from gpuplan.cli.inspect import inspect_command
 from gpuplan.cli.plan import plan_command
 from gpuplan.cli.serve import serve_command
 from gpuplan.cli.train import recipes_command, train_command
@@ -30,6 +31,7 @@ cli.add_command(recipes_command)
 cli.add_command(models_command)
 cli.add_command(gpus_command)
 cli.add_command(check_command)
+cli.add_command(inspect_command)
 cli.add_command(plan_command)
 cli.add_command(web_command)
 

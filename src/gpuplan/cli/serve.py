@@ -20,7 +20,7 @@ from gpuplan.units import format_bytes, format_count
 @click.argument("model", required=False)
 @click.option(
     "--engine",
-    type=click.Choice(["generic", "vllm", "sglang", "trtllm"], case_sensitive=False),
+    type=click.Choice(["generic", "vllm", "sglang", "trtllm", "llamacpp"], case_sensitive=False),
     default=None,
     help="Whose accounting: generic (the lesson's bill) or the engine's own rules. [default: generic]",
 )
@@ -42,6 +42,12 @@ from gpuplan.units import format_bytes, format_count
 @click.option(
     "--free-gpu-memory-fraction", type=float, help="TensorRT-LLM: KV share of free memory."
 )
+@click.option(
+    "--n-gpu-layers", "-ngl", default=None, help="llama.cpp: layers on GPU (auto, all, N)."
+)
+@click.option("--split-mode", default=None, help="llama.cpp: none | layer | row across GPUs.")
+@click.option("--tensor-split", default=None, help="llama.cpp: GPU shares, e.g. 3,1.")
+@click.option("--revision", default=None, help="Branch, tag or commit of a Hugging Face model.")
 @click.option(
     "--gpu", default="h100", show_default=True, help="GPU name or alias (see `gpuplan gpus`)."
 )
@@ -81,6 +87,10 @@ def serve_command(
     enforce_eager: bool,
     mem_fraction_static: float | None,
     free_gpu_memory_fraction: float | None,
+    n_gpu_layers: str | None,
+    split_mode: str | None,
+    tensor_split: str | None,
+    revision: str | None,
     gpu: str,
     gpus: str | None,
     tp: int | None,
@@ -115,6 +125,9 @@ def serve_command(
         "enforce_eager": enforce_eager or None,
         "mem_fraction_static": mem_fraction_static,
         "free_gpu_memory_fraction": free_gpu_memory_fraction,
+        "n_gpu_layers": n_gpu_layers,
+        "split_mode": split_mode,
+        "tensor_split": tensor_split,
     }
     if launch_line is not None or (engine and engine.lower() != "generic"):
         if launch_line is not None:
@@ -129,14 +142,19 @@ def serve_command(
             if not model:
                 raise click.UsageError("Missing argument MODEL (or --from LAUNCH_LINE)")
             assert engine is not None
+            if engine.lower() == "llamacpp":
+                args = _llamacpp_args(engine_flags, gpus, kv_dtype, context, users, max_model_len)
+            else:
+                args = _engine_args(
+                    engine.lower(), engine_flags, tp, pp, dtype, kv_dtype, context, max_model_len
+                )
             plan = engine_serve(
                 model,
                 gpu,
                 engine=engine.lower(),
-                args=_engine_args(
-                    engine.lower(), engine_flags, tp, pp, dtype, kv_dtype, context, max_model_len
-                ),
+                args=args,
                 gpu_memory=gpu_memory,
+                revision=revision,
             )
         data = plan.to_dict(units)
         if as_json:
@@ -166,6 +184,7 @@ def serve_command(
         gpu_memory=gpu_memory,
         workspace=workspace,
         cuda_context=cuda_context,
+        revision=revision,
     )
     data = generic.to_dict(units)
     if as_json:
@@ -179,6 +198,36 @@ _ENGINE_NAMES = {
     "sglang": {"tp": "tp_size", "pp": "pp_size", "len": "context_length"},
     "trtllm": {"tp": "tp_size", "pp": "pp_size", "len": "max_seq_len"},
 }
+
+
+def _llamacpp_args(
+    flags: dict,
+    gpus: str | None,
+    kv_dtype: str | None,
+    context: int,
+    users: int,
+    max_model_len: int | None,
+) -> dict:
+    """gpuplan's flags as llama-server's: --context/--max-model-len → -c (when given),
+    --users → -np (when given), --kv-dtype → -ctk and -ctv, --gpus → the GPU count."""
+    ctx = click.get_current_context()
+    args = {k: flags[k] for k in ("n_gpu_layers", "split_mode", "tensor_split") if flags[k]}
+    if max_model_len:
+        args["ctx_size"] = max_model_len
+    elif ctx.get_parameter_source("context") != click.core.ParameterSource.DEFAULT:
+        args["ctx_size"] = context
+    if ctx.get_parameter_source("users") != click.core.ParameterSource.DEFAULT:
+        args["n_parallel"] = users
+    if kv_dtype:
+        key = {"fp16": "f16", "fp32": "f32", "float16": "f16", "bfloat16": "bf16"}.get(
+            kv_dtype.lower(), kv_dtype
+        )
+        args["cache_type_k"] = args["cache_type_v"] = key
+    if gpus and gpus != "auto":
+        args["gpus"] = parse_gpus(gpus)
+    return args
+
+
 _PLAIN_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "auto": "auto"}
 
 
@@ -220,7 +269,7 @@ def render_engine(data: dict, units: str, explain: bool) -> None:
         f"[bold]{m['id']}[/bold] on {data['gpus']} × {gpu['name']}  tp={data['tp']} pp={data['pp']}"
         f" · {e['name']} ({e['version']})"
     )
-    settings = ", ".join(f"{k} {v}" for k, v in e["settings"].items())
+    settings = ", ".join(f"{k} {v}" for k, v in e["settings"].items() if k != "devices")
     out.print(f"[dim]{settings}[/dim]")
     table = Table(show_edge=False, pad_edge=False)
     table.add_column("per GPU (rank 0)")
@@ -241,6 +290,8 @@ def render_engine(data: dict, units: str, explain: bool) -> None:
         rule = item["explain"] if explain else item["formula"]
         table.add_row(item["name"], bytes_text, span, rule)
     out.print(table)
+    if e["settings"].get("devices"):
+        _render_devices(out, e["settings"]["devices"], units)
     r = ranges.get("kv_capacity_tokens")
     span = f" (range {r['low']:,}–{r['high']:,}; moved by {r['moved_by']})" if r else ""
     out.print(f"GPU KV cache size: [bold]{e['kv_capacity_tokens']:,}[/bold] tokens{span}")
@@ -255,6 +306,23 @@ def render_engine(data: dict, units: str, explain: bool) -> None:
         out.print(f"[dim]note: {note}[/dim]")
     if e.get("ignored_flags"):
         out.print(f"[dim]ignored flags (no effect on memory): {' '.join(e['ignored_flags'])}[/dim]")
+
+
+def _render_devices(out: object, devices: list, units: str) -> None:
+    """Where each layer, and its KV cache, lives (llama.cpp's placement)."""
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("device", "layers", "weights", "KV cache", "compute", "total"):
+        table.add_column(col, justify="left" if col in ("device", "layers") else "right")
+    for d in devices:
+        table.add_row(
+            d["device"],
+            d["layers"] or "—",
+            format_bytes(d["weights_bytes"], units),
+            format_bytes(d["kv_bytes"], units),
+            format_bytes(d["compute_bytes"], units),
+            format_bytes(d["total_bytes"], units),
+        )
+    out.print(table)  # type: ignore[attr-defined]
 
 
 def render_serving(data: dict, units: str, explain: bool) -> None:

@@ -8,6 +8,7 @@ that `kv_capacity_tokens` is the figure that engine will print in its startup lo
     vllm.py    vLLM V1 (0.19 era): gpu_memory_utilization × total − weights − profiled peaks
     sglang.py  SGLang: mem_fraction_static × free-before-load − weights → max_total_num_tokens
     trtllm.py  TensorRT-LLM (PyTorch backend): free_gpu_memory_fraction × memory free after loading
+    llamacpp.py  llama.cpp (llama-server, GGUF): layers per GPU / host by --n-gpu-layers, KV cells
 
 Each profile is a pure function `EngineLaunch -> EngineBill`; nothing here reads a file.
 """
@@ -24,7 +25,7 @@ from gpuplan.engine.precision import Precision
 from gpuplan.engine.weights import WeightFormat
 from gpuplan.errors import GpuplanError
 
-ENGINES = ("generic", "vllm", "sglang", "trtllm")
+ENGINES = ("generic", "vllm", "sglang", "trtllm", "llamacpp")
 GIB = 2**30
 
 
@@ -64,6 +65,8 @@ class EngineLaunch:
     # weights the text decoder does not hold (vision encoder, projector)
     extra_params: int = 0
     is_multimodal: bool = False
+    # settings an engine adapter keeps in its own types (llama.cpp: options, K/V cache types)
+    engine_options: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,11 @@ def engine_bill(launch: EngineLaunch) -> EngineBill:
         from gpuplan.engine.profiles.trtllm import trtllm_bill
 
         return trtllm_bill(launch)
+    if launch.engine == "llamacpp":
+        from gpuplan.engine.profiles.llamacpp import llamacpp_bill
+
+        opts = dict(launch.engine_options)
+        return llamacpp_bill(launch, opts["options"], opts["kv_types"])
     raise GpuplanError(f"unknown engine {launch.engine!r}; choose one of {', '.join(ENGINES)}")
 
 
