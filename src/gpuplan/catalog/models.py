@@ -118,15 +118,17 @@ def _exists(path: Path) -> bool:
         return False
 
 
-def _mtime(path: Path) -> int:
+def _mtime(path: Path) -> tuple[int, int]:
+    """The path's and its folder's modification times: a changed file, or a file added to or
+    removed from its folder (a shard, a split GGUF part), is read again."""
     try:
-        return path.stat().st_mtime_ns
+        return path.stat().st_mtime_ns, path.resolve().parent.stat().st_mtime_ns
     except OSError:
-        return 0
+        return 0, 0
 
 
 @lru_cache(maxsize=32)
-def _path_lookup(resolved: str, _mtime_ns: int, shown: str) -> ModelSource:
+def _path_lookup(resolved: str, _mtime_ns: tuple[int, int], shown: str) -> ModelSource:
     """A local path is read once per change (serve resolves a model more than once)."""
     return from_path(Path(resolved), shown)
 

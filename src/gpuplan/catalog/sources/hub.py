@@ -22,7 +22,6 @@ from gpuplan.errors import GpuplanError
 
 TIMEOUT_S = 15.0
 MAX_JSON_BYTES = 16 * 1024 * 1024
-FIRST_READ = 256 * 1024  # most headers fit: one request per shard
 WORKERS = 8
 
 
@@ -31,7 +30,18 @@ def endpoint() -> str:
 
 
 def offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
+    """HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE), as huggingface_hub reads it, but now."""
+    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return value.strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def _session() -> Any:
+    """huggingface_hub's HTTP session, its offline switch set from the environment as it is
+    now (huggingface_hub reads HF_HUB_OFFLINE once, at import)."""
+    from huggingface_hub import constants, get_session
+
+    constants.HF_HUB_OFFLINE = offline()
+    return get_session()
 
 
 def _token() -> str | None:
@@ -69,6 +79,7 @@ def _fail(repo_id: str, err: Exception) -> GpuplanError:
 def repo_listing(repo_id: str, revision: str | None) -> HubRepo:
     from huggingface_hub import HfApi
 
+    _session()
     try:
         info = HfApi(endpoint=endpoint(), token=_token()).model_info(
             repo_id, revision=revision, timeout=TIMEOUT_S
@@ -87,11 +98,9 @@ def _url(repo_id: str, revision: str, filename: str) -> str:
 
 def read_range(repo_id: str, revision: str, filename: str, start: int, length: int) -> bytes:
     """Bytes [start, start + length) of a file, never more, even if Range is ignored."""
-    from huggingface_hub import get_session
-
     headers = _headers({"Range": f"bytes={start}-{start + length - 1}"})
     try:
-        with get_session().stream(
+        with _session().stream(
             "GET",
             _url(repo_id, revision, filename),
             headers=headers,
@@ -133,22 +142,14 @@ def read_json(repo: HubRepo, filename: str) -> dict[str, Any]:
 
 
 def shard_header(repo: HubRepo, filename: str) -> list[StoredTensor]:
-    """One safetensors file's header: its first 8 + N bytes (two requests only if N is large)."""
+    """One safetensors file's header: bytes 0-7 (its length N), then bytes 8 to 8 + N: two
+    range requests, never a byte of tensor data."""
     name = f"{repo.repo_id}/{filename}"
-    first = read_range(repo.repo_id, repo.revision, filename, 0, FIRST_READ)
-    n = st.header_length(first, name)
-    if 8 + n > len(first):
-        if len(first) < FIRST_READ:  # the file ended before the header did
-            raise GpuplanError(
-                f"{name}: safetensors header length {n:,} runs past the end of the"
-                f" {len(first):,}-byte file"
-            )
-        first += read_range(repo.repo_id, repo.revision, filename, len(first), 8 + n - len(first))
-        if len(first) < 8 + n:
-            raise GpuplanError(
-                f"{name}: safetensors header length {n:,} runs past the end of the file"
-            )
-    return st.parse_header(first[8 : 8 + n], name)
+    n = st.header_length(read_range(repo.repo_id, repo.revision, filename, 0, 8), name)
+    raw = read_range(repo.repo_id, repo.revision, filename, 8, n) if n else b""
+    if len(raw) < n:
+        raise GpuplanError(f"{name}: safetensors header length {n:,} runs past the end of the file")
+    return st.parse_header(raw, name)
 
 
 def safetensors_files(repo: HubRepo) -> list[str]:
