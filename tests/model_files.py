@@ -158,14 +158,17 @@ class FakeHub:
                 if f is None or not f.is_file():
                     self._send(404, b"{}", {"X-Error-Code": "EntryNotFound"})
                     return
-                data = f.read_bytes()
+                size = f.stat().st_size
                 rng = self.headers.get("Range")
-                status, headers = 200, {}
+                status, headers, start, end = 200, {}, 0, size - 1
                 if rng:
                     a, b = rng.removeprefix("bytes=").split("-")
-                    start, end = int(a), min(int(b), len(data) - 1)
-                    headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
-                    data, status = data[start : end + 1], 206
+                    start, end = int(a), min(int(b), size - 1)
+                    headers["Content-Range"] = f"bytes {start}-{end}/{size}"
+                    status = 206
+                with f.open("rb") as handle:
+                    handle.seek(start)
+                    data = handle.read(end - start + 1)
                 hub.served_bytes[name] = hub.served_bytes.get(name, 0) + len(data)
                 self._send(status, data, headers)
 
