@@ -20,12 +20,8 @@ from gpuplan.catalog.models import resolve_source  # noqa: E402
 from gpuplan.catalog.sources.gguf_header import read_gguf  # noqa: E402
 from gpuplan.cli.main import main  # noqa: E402
 from gpuplan.engine.params import count_params  # noqa: E402
-from gpuplan.engine.profiles.llamacpp import (  # noqa: E402
-    FLAGS,
-    launch_command,
-    layer_device,
-    options_from_args,
-)
+from gpuplan.engine.profiles import get_adapter  # noqa: E402
+from gpuplan.engine.profiles.llamacpp.bill import layer_device, options_from_args  # noqa: E402
 from gpuplan.errors import GpuplanError  # noqa: E402
 from model_files import write_gguf  # noqa: E402
 
@@ -193,10 +189,11 @@ def test_launch_line_round_trip(tmp_path: Path) -> None:
     line = "llama-server -m m.gguf -c 8192 -np 2 -ngl 20 -ctk q8_0 -ctv q4_0 -sm row -ts 3,1 -fa off --swa-full"
     parsed = parse_launch(line)
     assert parsed.engine == "llamacpp" and parsed.model == "m.gguf"
-    again = parse_launch(launch_command(parsed.model, parsed.args))
+    adapter = get_adapter("llamacpp")
+    again = parse_launch(adapter.launch_command(parsed.model, parsed.args))
     assert again.args == parsed.args
     assert options_from_args(parsed.args) == options_from_args(again.args)
-    assert {f.dest for f in FLAGS} >= set(parsed.args)
+    assert set(adapter.flags.names()) >= set(parsed.args)
 
 
 def test_bad_llamacpp_values_fail_in_one_line(tmp_path: Path) -> None:

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.catalog import get_gpu, get_precision, load_architecture
 from gpuplan.catalog.models import resolve_source, source_architecture
 from gpuplan.catalog.precisions import torch_dtype_precision
 from gpuplan.catalog.sources import ModelSource
 from gpuplan.engine.architecture import Architecture
-from gpuplan.engine.checkpoint import Checkpoint
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.quantization import QuantizationSpec
-from gpuplan.engine.weights import WeightFormat
+from gpuplan.engine.weights import WeightFormat, as_stored
 from gpuplan.errors import GpuplanError
 from gpuplan.units import parse_bytes
+
+if TYPE_CHECKING:
+    from gpuplan.engine.checkpoint import Checkpoint
 
 
 def resolve_gpu(gpu: str | GpuSpec, gpu_memory: str | int | None = None) -> GpuSpec:
@@ -45,7 +47,7 @@ def resolve_weight_format(
     if dtype is None or dtype == "auto":
         if arch.quantization is not None:
             return quantized_format(arch.quantization, base, stored)
-        return WeightFormat(base, base, stored=_as_stored(stored, base))
+        return WeightFormat(base, base, stored=as_stored(stored, base))
     return WeightFormat(get_precision(dtype), base)
 
 
@@ -55,16 +57,6 @@ def quantized_format(
     """A quantised checkpoint's format: its layout (derived, or from the precision catalog)."""
     layout = q.layout or get_precision(q.precision)
     return WeightFormat(layout, base, q.unquantized, q.kind_precisions, q.notes, stored)
-
-
-def _as_stored(stored: Checkpoint | None, base: Precision) -> Checkpoint | None:
-    """Headers size the weights only if the engine keeps them as stored: a 16-bit checkpoint
-    served in 16-bit, or any GGUF (llama.cpp loads its blocks as they are)."""
-    if stored is None or stored.format == "gguf":
-        return stored
-    floats = {"F32": 32, "F16": 16, "BF16": 16}
-    dominant = max(stored.bytes_by_dtype, key=lambda d: stored.bytes_by_dtype[d], default=None)
-    return stored if floats.get(dominant or "", 0) == base.bits else None
 
 
 def resolve_kv(weights: WeightFormat, kv_dtype: str | None) -> Precision:

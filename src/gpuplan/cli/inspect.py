@@ -19,7 +19,7 @@ from gpuplan.units import format_bytes, format_count
 def inspect_command(model: str, revision: str | None, units: str, as_json: bool) -> None:
     """Where MODEL comes from, its family and assumptions, parameters by kind, the checkpoint's
     bytes by dtype (from its headers), quantisation and context limit."""
-    from gpuplan.api.inspect import inspect
+    from gpuplan.api.inspection import inspect
 
     data = inspect(model, revision).to_dict()
     if as_json:

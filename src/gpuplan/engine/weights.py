@@ -25,11 +25,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from gpuplan.engine.architecture import Architecture
-from gpuplan.engine.checkpoint import Checkpoint
 from gpuplan.engine.params import LINEAR_KINDS, ParamCounts, count_params, layer_params
 from gpuplan.engine.precision import Precision
+
+if TYPE_CHECKING:
+    from gpuplan.engine.checkpoint import Checkpoint
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,17 @@ class WeightFormat:
         extra = f"; {kept} kept at {self.base.id}" if kept else ""
         own = "".join(f"; {k} {p.id}" for k, p in self.overrides)
         return f"{self.precision.describe()} linear weights, others {self.base.id}{extra}{own}"
+
+
+def as_stored(stored: Checkpoint | None, base: Precision) -> Checkpoint | None:
+    """The headers, if the engine keeps the weights as stored: a 16-bit checkpoint served in
+    16-bit (not an fp32 one cast down), or any GGUF (llama.cpp loads its blocks as they are)."""
+    if stored is None or stored.format == "gguf":
+        return stored
+    floats = {"F32": 32, "F16": 16, "BF16": 16}
+    by_dtype = stored.bytes_by_dtype
+    dominant = max(by_dtype, key=lambda d: by_dtype[d], default="")
+    return stored if floats.get(dominant, 0) == base.bits else None
 
 
 def weights_bytes(counts: ParamCounts, fmt: WeightFormat) -> int:

@@ -33,7 +33,7 @@ n_head × n_ctx × n_ubatch f32 attention scores; plus a few hidden-size activat
 
 from __future__ import annotations
 
-import argparse
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,85 +46,12 @@ from gpuplan.errors import GpuplanError
 VERSION = "llama.cpp llama-server (rules read at releases b6xxx-b7xxx, 2025-2026)"
 CTX_PAD = 256  # llama-context.cpp: cparams.n_ctx = GGML_PAD(cparams.n_ctx, 256)
 DEFAULT_PARALLEL = 4  # llama-server: -np -1 (auto) → 4 slots with a unified KV cache
+KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+SPLIT_MODES = ("none", "layer", "row")
 DEFAULT_UBATCH = 512  # common.h: n_ubatch
 FIT_MARGIN = gib(1.0)  # common.h: fit_params_target, 1 GiB free per device
 FIT_MIN_CTX = 4096  # common.h: fit_params_min_ctx
 CUDA_CONTEXT = gib(0.35)  # CUDA context + cuBLAS handles per device (allowance, not measured here)
-KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
-SPLIT_MODES = ("none", "layer", "row")
-
-
-@dataclass(frozen=True)
-class Flag:
-    """One llama-server flag: its spellings, where it goes, its type and default."""
-
-    dest: str
-    spellings: tuple[str, ...]
-    kind: str  # "int", "str", "bool"
-    default: Any
-    help: str
-
-
-FLAGS: tuple[Flag, ...] = (
-    Flag("model", ("-m", "--model"), "str", None, "GGUF file"),
-    Flag("ctx_size", ("-c", "--ctx-size"), "int", 0, "KV cells; 0 = the model's training context"),
-    Flag("n_parallel", ("-np", "--parallel"), "int", DEFAULT_PARALLEL, "server slots"),
-    Flag(
-        "n_gpu_layers", ("-ngl", "--gpu-layers", "--n-gpu-layers"), "str", "auto", "layers on GPU"
-    ),
-    Flag("split_mode", ("-sm", "--split-mode"), "str", "layer", "none | layer | row"),
-    Flag("tensor_split", ("-ts", "--tensor-split"), "str", None, "GPU shares, e.g. 3,1"),
-    Flag("main_gpu", ("-mg", "--main-gpu"), "int", 0, "GPU for row mode's KV and small tensors"),
-    Flag("cache_type_k", ("-ctk", "--cache-type-k"), "str", "f16", "K cache type"),
-    Flag("cache_type_v", ("-ctv", "--cache-type-v"), "str", "f16", "V cache type"),
-    Flag("ubatch_size", ("-ub", "--ubatch-size"), "int", DEFAULT_UBATCH, "physical batch"),
-    Flag("batch_size", ("-b", "--batch-size"), "int", 2048, "logical batch"),
-    Flag("flash_attn", ("-fa", "--flash-attn"), "str", "auto", "on | off | auto"),
-    Flag("no_kv_offload", ("-nkvo", "--no-kv-offload"), "bool", False, "KV cache in host RAM"),
-    Flag("swa_full", ("--swa-full",), "bool", False, "full-size cache for sliding layers"),
-    Flag("device", ("-dev", "--device"), "str", None, "devices, e.g. CUDA0,CUDA1"),
-    Flag("gpus", ("--gpus",), "int", None, "number of GPUs (gpuplan's own)"),
-)
-DEFAULTS = {f.dest: f.default for f in FLAGS if f.dest != "model"}
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:
-        raise GpuplanError(f"launch line: {message}")
-
-
-def launch_parser() -> argparse.ArgumentParser:
-    """`llama-server` flags that move memory, with llama.cpp's own spellings."""
-    p = _Parser(prog="llama-server", add_help=False, allow_abbrev=False)
-    for f in FLAGS:
-        if f.dest == "gpus":
-            continue
-        if f.kind == "bool":
-            p.add_argument(
-                *f.spellings, dest=f.dest, action="store_const", const=True, default=None
-            )
-        else:
-            p.add_argument(
-                *f.spellings, dest=f.dest, type=int if f.kind == "int" else str, default=None
-            )
-    return p
-
-
-def launch_command(model: str, options: dict[str, Any]) -> str:
-    """The llama-server command line for `options` (defaults left out): the inverse of
-    `launch_parser`."""
-    parts = ["llama-server", "-m", model]
-    for f in FLAGS:
-        value = options.get(f.dest)
-        if f.dest in ("model", "gpus") or value is None or value == f.default:
-            continue
-        flag = f.spellings[-1]
-        if f.kind == "bool":
-            if value:
-                parts.append(flag)
-        else:
-            parts += [flag, str(value)]
-    return " ".join(parts)
 
 
 # --------------------------------------------------------------------------------------
@@ -151,7 +78,7 @@ class LlamaCppOptions:
     gpus: int = 1
 
 
-def options_from_args(args: dict[str, Any], gpus: int | None = None) -> LlamaCppOptions:
+def options_from_args(args: Mapping[str, Any], gpus: int | None = None) -> LlamaCppOptions:
     """llama-server's arguments (its own names) as settings, validated, defaults filled in."""
     o = LlamaCppOptions()
     changes: dict[str, Any] = {}
