@@ -154,21 +154,28 @@ def parse_number(text: str) -> tuple[float, int]:
     if "," in s and "." in s:
         decimal = "," if s.rfind(",") > s.rfind(".") else "."
         thousands = "." if decimal == "," else ","
-        s = s.replace(thousands, "").replace(decimal, ".")
+        whole, _, frac = s.rpartition(decimal)
+        s = _grouped(whole, thousands) + "." + frac
+    elif s.count(",") > 1 or s.count(".") > 1:
+        mark = "," if "," in s else "."
+        s = _grouped(s, mark)
     elif "," in s:
-        groups = s.split(",")
-        if len(groups) > 2 or (len(groups[1]) == 3 and groups[0] not in ("", "0")):
-            s = s.replace(",", "")
-        else:
-            s = s.replace(",", ".")
-    elif s.count(".") > 1:
-        s = s.replace(".", "")
+        head, tail = s.split(",")
+        s = head + tail if len(tail) == 3 and head not in ("", "0") else f"{head}.{tail}"
     if not re.fullmatch(r"\d+(\.\d+)?|\.\d+", s):
-        raise AnswerError(f"cannot read {text.strip()!r} as a number")  # e.g. 1.2.3,4
+        raise AnswerError(f"cannot read {text.strip()!r} as a number")
     digits = s.replace(".", "").lstrip("0")
     if "." not in s:
         digits = digits.rstrip("0") or digits
     return float(s), max(1, len(digits))
+
+
+def _grouped(text: str, mark: str) -> str:
+    """'1,234,567' → '1234567'; groups after the first must be three digits."""
+    first, *rest = text.split(mark)
+    if not rest or not re.fullmatch(r"\d{1,3}", first) or any(len(g) != 3 for g in rest):
+        raise AnswerError(f"cannot read {text!r} as a number")
+    return first + "".join(rest)
 
 
 def read_answer(text: str, unit: str) -> dict[str, Any]:
