@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from gpuplan.api import check_log  # noqa: E402
 from gpuplan.catalog.engine_logs import parse_log  # noqa: E402
-from gpuplan.engine.profiles import vllm as vllm_profile  # noqa: E402
+from gpuplan.engine.profiles.vllm import profile_run as vllm_profile  # noqa: E402
 
 LOGS = ROOT / "tests" / "data" / "engine_logs" / "vllm-0.19-h100.json"
 CONFIGS = ROOT / "tests" / "data" / "engine_configs"
@@ -212,9 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(table(rows, opts.markdown)))
     print()
     print("\n".join(("- " if opts.markdown else "") + s for s in summary(rows)))
-    print(
-        f"\nvLLM profile: {vllm_profile.VERSION}; activation model c0={vllm_profile.ACT_C0 / GIB:.2f} GiB"
-    )
+    print(f"\nvLLM profile: activation model c0={vllm_profile.ACT_C0 / GIB:.2f} GiB")
     return 0
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from gpuplan.api import check_log, engine_serve
 from gpuplan.catalog.engine_logs import parse_log
-from gpuplan.engine.profiles.vllm import kv_layout
+from gpuplan.engine.profiles.vllm.kv_layout import kv_layout
 from gpuplan.errors import GpuplanError
 
 DATA = Path(__file__).parent / "data"
@@ -315,7 +315,7 @@ def test_rope_cache_tables_follow_vllm_rotary_classes():
     linear-scaled global table (max_position × 8) and a local one; Llama 4 one llama3 table of
     max_position rows; gpt-oss a yarn table of original_max_position × factor rows."""
     from gpuplan.engine.architecture import architecture_from_config
-    from gpuplan.engine.profiles.vllm import rope_tables
+    from gpuplan.engine.profiles.common import rope_tables
 
     gemma = architecture_from_config(config_for("google/gemma-3-4b-it"))
     assert rope_tables(gemma) == [(131072 * 8, 256), (131072, 256)]

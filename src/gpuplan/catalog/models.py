@@ -7,13 +7,12 @@ MODEL on the command line is a catalog name ('llama-3.1-8b'), a Hugging Face id 
 from __future__ import annotations
 
 import json
-import tomllib
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from gpuplan.catalog.compiled import load_data
 from gpuplan.catalog.lookup import did_you_mean, normalise
 from gpuplan.engine.architecture import Architecture, architecture_from_config
 from gpuplan.errors import GpuplanError
@@ -32,10 +31,10 @@ class ModelEntry:
 
 @cache
 def _table() -> tuple[dict[str, ModelEntry], dict[str, str]]:
-    text = resources.files("gpuplan.catalog").joinpath("data/models.toml").read_text("utf-8")
+    data = load_data("models.toml")
     by_id: dict[str, ModelEntry] = {}
     names: dict[str, str] = {}
-    for row in tomllib.loads(text)["model"]:
+    for row in data["model"]:
         entry = ModelEntry(
             row["id"],
             row["hf_id"],
@@ -71,8 +70,10 @@ def parse_config_text(text: str, name: str) -> dict[str, Any]:
 @cache
 def _catalog_config(model_id: str) -> dict[str, Any]:
     entry = _table()[0][model_id]
-    text = resources.files("gpuplan.catalog").joinpath(f"data/{entry.config}").read_text("utf-8")
-    return parse_config_text(text, entry.id)
+    data = load_data(entry.config)
+    if not isinstance(data, dict):
+        raise GpuplanError(f"{entry.id}: config.json must be a JSON object")
+    return data
 
 
 def read_config(path: str | Path) -> dict[str, Any]:

@@ -17,7 +17,7 @@ model_runner.py::set_num_token_hybrid); the full-attention token count is report
 from __future__ import annotations
 
 from gpuplan.engine.profiles import GIB, EngineBill, EngineLaunch, Range, budget_item, gib
-from gpuplan.engine.profiles.vllm import stage_weights
+from gpuplan.engine.profiles.common import cuda_total_bytes, pp_layers, stage_weights
 
 VERSION = "SGLang 0.5.x (server_args.py / model_runner.py at 2025-12 … 2026-04)"
 SWA_FULL_TOKENS_RATIO = 0.8
@@ -55,14 +55,11 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
     capacity = launch.gpu.memory_bytes  # nvidia-smi total, as get_nvgpu_memory_capacity reads it
     capacity_mib = capacity // 2**20
     tier_chunked, tier_bs = gpu_tier(capacity_mib, tp)
-    chunked = launch.chunked_prefill_size or tier_chunked
-    graph_bs = launch.cuda_graph_max_bs or tier_bs
-    mfs = launch.mem_fraction_static or default_mem_fraction(
-        capacity_mib, tp, pp, chunked, graph_bs
-    )
-    from gpuplan.engine.profiles.vllm import cuda_total_bytes, pp_layers
-
-    total = cuda_total_bytes(launch)
+    chunked = int(launch.arg("chunked_prefill_size", tier_chunked))
+    graph_bs = int(launch.arg("cuda_graph_max_bs", tier_bs))
+    given_mfs = launch.args.get("mem_fraction_static")
+    mfs = float(given_mfs or default_mem_fraction(capacity_mib, tp, pp, chunked, graph_bs))
+    total = cuda_total_bytes(launch.gpu)
     context = CONTEXT_TP if tp * pp > 1 else CONTEXT_TP1
     pre_load = total - context
     stages = pp_layers(arch.num_layers, pp)
@@ -90,11 +87,11 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
             best = (tokens, s, w, rest, cell)
     assert best is not None
     tokens, s, w, rest, cell = best
-    if launch.max_total_tokens:
-        tokens = min(tokens, launch.max_total_tokens)
-    page = launch.page_size or 1
+    if launch.args.get("max_total_tokens"):
+        tokens = min(tokens, int(launch.args["max_total_tokens"]))
+    page = int(launch.arg("page_size", 1))
     tokens = tokens // page * page
-    max_len = launch.max_model_len or arch.max_position_embeddings or 4096
+    max_len = int(launch.arg("context_length", arch.max_position_embeddings or 4096))
     reserve = pre_load - int(pre_load * mfs)
     failure = None
     if rest <= 0:
@@ -137,7 +134,7 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
     return EngineBill(
         launch=launch,
         engine="sglang",
-        version=VERSION,
+        version=launch.version,
         total_bytes=total,
         budget_bytes=int(pre_load * mfs),
         items=items,
@@ -165,7 +162,7 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
         },
         notes=(
             f"mem_fraction_static {mfs}"
-            + (" (SGLang's default for this GPU)" if not launch.mem_fraction_static else ""),
+            + (" (SGLang's default for this GPU)" if not given_mfs else ""),
             f"reserve for activations and CUDA graphs {reserve / GIB:.2f} GiB",
         ),
         settings={

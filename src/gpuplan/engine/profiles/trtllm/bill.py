@@ -14,13 +14,11 @@ wider range.
 from __future__ import annotations
 
 from gpuplan.engine.profiles import EngineBill, EngineLaunch, Range, budget_item, gib
-from gpuplan.engine.profiles.vllm import (
+from gpuplan.engine.profiles.common import cuda_total_bytes, pp_layers, stage_weights
+from gpuplan.engine.profiles.vllm.profile_run import (
     activation_features,
     activation_peak_bytes,
-    cuda_total_bytes,
     non_torch_bytes,
-    pp_layers,
-    stage_weights,
 )
 
 VERSION = "TensorRT-LLM 0.2x–1.x (PyTorch backend, _util.py KvCacheCreator)"
@@ -33,10 +31,10 @@ def trtllm_bill(launch: EngineLaunch) -> EngineBill:
     """The TensorRT-LLM startup bill: the KV cache gets free_gpu_memory_fraction of the memory
     still free after weights and the runtime's peak (KvCacheConfig; see this module's docstring)."""
     arch, tp, pp = launch.arch, launch.tp, launch.pp
-    total = cuda_total_bytes(launch)
-    frac = launch.free_gpu_memory_fraction or DEFAULT_FRACTION
-    block = launch.tokens_per_block or DEFAULT_TOKENS_PER_BLOCK
-    max_tokens = launch.max_num_tokens or DEFAULT_MAX_NUM_TOKENS
+    total = cuda_total_bytes(launch.gpu)
+    frac = float(launch.arg("free_gpu_memory_fraction", DEFAULT_FRACTION))
+    block = int(launch.arg("tokens_per_block", DEFAULT_TOKENS_PER_BLOCK))
+    max_tokens = int(launch.arg("max_num_tokens", DEFAULT_MAX_NUM_TOKENS))
     stages = pp_layers(arch.num_layers, pp)
     weights = stage_weights(arch, launch.weights, tp, stages, launch.extra_params)
     a = arch.attention
@@ -60,7 +58,7 @@ def trtllm_bill(launch: EngineLaunch) -> EngineBill:
             best = (tokens, s, w, act, nt, available, per_token)
     assert best is not None
     tokens, s, w, act, nt, available, per_token = best
-    max_len = launch.max_model_len or arch.max_position_embeddings or 4096
+    max_len = int(launch.arg("max_seq_len", arch.max_position_embeddings or 4096))
     failure = (
         None if available > 0 else "no memory left for the KV cache after weights and activations"
     )
@@ -97,7 +95,7 @@ def trtllm_bill(launch: EngineLaunch) -> EngineBill:
     return EngineBill(
         launch=launch,
         engine="trtllm",
-        version=VERSION,
+        version=launch.version,
         total_bytes=total,
         budget_bytes=total,
         items=items,
