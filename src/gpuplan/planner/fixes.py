@@ -31,7 +31,7 @@ SIXTEEN_BIT = ("bf16", "fp16", "fp32")
 
 # The answers, in the order a fix list presents them.
 SERVING_ANSWERS = ("fewer_bytes", "bigger_gpu", "more_gpus", "smaller_ask")
-TRAINING_ANSWERS = ("shard_states", "recompute", "lora", "bigger_gpu", "more_gpus")
+TRAINING_ANSWERS = ("shard_states", "recompute", "lora", "bigger_gpu", "more_gpus", "relayout")
 ANSWER_TITLES = {
     "fewer_bytes": "Fewer bytes per parameter",
     "bigger_gpu": "More memory per GPU",
@@ -40,6 +40,7 @@ ANSWER_TITLES = {
     "shard_states": "Shard the model states",
     "recompute": "Recompute activations",
     "lora": "Train adapters only",
+    "relayout": "Split the model differently",
 }
 
 
@@ -160,10 +161,10 @@ def _collect(
             continue
         if change.get("gpus") == "auto" and plan.to_dict()["mode"] == "serve":
             change = {**change, "gpus": plan.gpus}  # the count the search found, explicitly
-        if answer == "more_gpus" and plan.gpus == gpus:
-            label = "Lay the same {gpus} GPUs out as {layout}"  # the search re-split them
-        seen.add(key)
         answered.add(answer)
+        if answer == "more_gpus" and plan.gpus <= gpus:  # the search split the model instead
+            answer, label = "relayout", "Split the model as {layout} on {gpus} GPUs"
+        seen.add(key)
         found.append(_fix(answer, label, change, plan))
     return found
 
@@ -318,7 +319,8 @@ def training_fixes(
     lowest ZeRO stage that fits on the same GPUs (the least communication), full recompute
     (alone, else with the lowest ZeRO stage that then fits), LoRA else QLoRA, the smallest
     bigger GPU at the same layout, the fewest GPUs the planner finds (`gpus="auto"`, keeping
-    the ZeRO stage, else freeing it). Empty when the plan fits."""
+    the ZeRO stage, else freeing it; "relayout" when that is no more GPUs than now, the model
+    split by tensor or pipeline parallelism instead). Empty when the plan fits."""
     if plan.fits:
         return []
     if ask is None:
