@@ -194,12 +194,14 @@ async function refresh() {
   // the bill first; the ways out (several more engine calls) only for a plan that does not fit
   const main = post(request.path, { ...request.body, fixes: false }, signal);
   const explore = step && step.explore && step.scenario.mode === mode ? step.explore : null;
-  const cmpCall = explore
-    ? post("/api/lesson/compare", { base: { ...request.body, mode }, variants: explore.variants, reference: explore.reference || 0 }, signal)
-    : Promise.resolve(null);
   const before = previous && previous.mode === mode && JSON.stringify(previous.body) !== JSON.stringify(request.body) ? previous : null;
+  // the extras start once the bill is in, so they never slow the picture down
+  const after = main.then(() => null, () => null);
+  const cmpCall = explore
+    ? after.then(() => post("/api/lesson/compare", { base: { ...request.body, mode }, variants: explore.variants, reference: explore.reference || 0 }, signal))
+    : Promise.resolve(null);
   const changeCall = before
-    ? post("/api/lesson/change", { before: { ...before.body, mode }, after: { ...request.body, mode } }, signal)
+    ? after.then(() => post("/api/lesson/change", { before: { ...before.body, mode }, after: { ...request.body, mode } }, signal))
     : Promise.resolve(null);
   // Paint as soon as the bill arrives; the comparison, the caption and the ways out follow.
   // Until the comparison for this very request is in, the picture keeps the step's scale and
@@ -234,6 +236,9 @@ async function refresh() {
       paint();
     }
     if (!answer.data.fits) {
+      // the ways out cost several more plans: ask once the learner pauses
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      if (mine !== seq) return;
       const full = await post(request.path, request.body, signal);
       if (mine !== seq) return;
       answer.data.fixes = full.ok ? full.data.fixes || [] : [];

@@ -97,12 +97,13 @@ export function renderHeadline(node, kinds, data, cmp, explore, body, { masked =
       box.querySelector(".value").replaceWith(list);
       node.append(box);
     } else if (kind === "gpu_count") {
-      const why = now?.why_not_fewer ?? lastRefusal(data.search || []);
+      // why not fewer: the engine's reason for each smaller count it tried (the last three)
+      const refused = (data.search || []).filter((a) => !a.fits).slice(-3);
       const bound = data.lower_bound_gpus;
       const value = `${count(data.gpus)} × ${data.gpu.name.replace(/^NVIDIA /, "")}`;
       const sub = [
         bound ? `lower bound ${count(bound)} (model states ÷ ${Math.round(data.headroom * 100)} % of ${fmt(data.gpu.memory_bytes, units, 0)})` : null,
-        why ? `not ${count(why.gpus)}: ${why.reason}` : null,
+        ...refused.map((a) => `not ${count(a.gpus)}: ${a.reason}`),
       ].filter(Boolean).join("; ");
       node.append(chip(kind, "Fewest GPUs", masked ? hidden : value, sub, "wide"));
       if (cmp && explore) {
@@ -122,10 +123,4 @@ export function renderHeadline(node, kinds, data, cmp, explore, body, { masked =
       }
     }
   }
-}
-
-function lastRefusal(search) {
-  const failed = search.filter((a) => !a.fits);
-  if (!failed.length) return null;
-  return failed.reduce((a, b) => (b.gpus > a.gpus ? b : a));
 }
