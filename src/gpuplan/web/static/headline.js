@@ -98,7 +98,7 @@ export function renderHeadline(node, kinds, data, cmp, explore, body, { masked =
       node.append(box);
     } else if (kind === "gpu_count") {
       // why not fewer: the engine's reason for each smaller count it tried (the last three)
-      const refused = (data.search || []).filter((a) => !a.fits).slice(-3);
+      const refused = (data.search || []).filter((a) => !a.fits && !(data.lower_bound_gpus && a.gpus < data.lower_bound_gpus)).slice(-3);
       const bound = data.lower_bound_gpus;
       const value = `${count(data.gpus)} × ${data.gpu.name.replace(/^NVIDIA /, "")}`;
       const sub = [

@@ -191,7 +191,8 @@ export class Lesson {
     };
     if (r.status === "unreadable") {
       out.className = "wrong";
-      line(`Cannot read that: ${r.message}. Write a number, with a unit if you like: 17.2 GB, 1,120 GB, 1.13 TB.`);
+      const said = r.message.charAt(0).toUpperCase() + r.message.slice(1);
+      line(`${said}. Write a number, with a unit if you like: 17.2 GB, 1,120 GB, 1.13 TB.`);
       return;
     }
     out.className = r.right ? "right" : "wrong";
