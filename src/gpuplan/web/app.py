@@ -303,8 +303,11 @@ def create_app(
         return _error(500, f"internal error ({err.__class__.__name__})")
 
     # routers: one line each
+    from gpuplan.web.lesson_api import router as lesson_router
+
     app.include_router(engine_routes)
     app.include_router(catalog_routes)
+    app.include_router(lesson_router)
 
     static = _static()
 

@@ -99,14 +99,14 @@ def serve_kwargs(req: ServeRequest) -> dict[str, Any]:
 
 
 def run_serve(req: ServeRequest) -> dict[str, Any]:
-    from gpuplan.planner.fixes import overflow, serving_alternatives
+    from gpuplan.planner.fixes import overflow, serving_fixes
 
     kwargs = serve_kwargs(req)
     plan = api.serve(**kwargs)
     data = plan.to_dict(req.units)
     data["view"] = _view(data, req.server_gpus)
     data["fixes"] = (
-        serving_alternatives(kwargs, data, api.serve) if req.fixes and not plan.fits else []
+        [f.to_dict() for f in serving_fixes(kwargs, plan, api.serve)] if req.fixes else []
     )
     data["view"]["overflow"] = overflow(
         data["per_gpu"]["items"], data["gpu"]["memory_bytes"], data["budget_bytes"]
@@ -126,17 +126,20 @@ def _view(data: dict[str, Any], server_gpus: int) -> dict[str, Any]:
 
 def run_train(req: TrainRequest) -> dict[str, Any]:
     """`gpuplan.api.train` with the controls it accepts; `view.ignored_controls` names the rest."""
-    from gpuplan.planner.fixes import overflow
+    from gpuplan.planner.fixes import overflow, training_fixes
 
     accepted = inspect.signature(api.train).parameters
-    fields = req.model_dump(exclude={"model", "config", "overrides", "units", "server_gpus"})
+    fields = req.model_dump(
+        exclude={"model", "config", "overrides", "units", "server_gpus", "fixes"}
+    )
     kwargs = {k: v for k, v in fields.items() if v is not None and k in accepted}
     ignored = sorted(
         k
         for k, v in fields.items()
         if v is not None and k not in accepted and k in req.model_fields_set
     )
-    plan = api.train(_model_arg(req), **kwargs)
+    model = _model_arg(req)
+    plan = api.train(model, **kwargs)
     data = plan.to_dict(req.units)
     data.setdefault("mode", "train")
     data["view"] = _view(data, req.server_gpus)
@@ -145,7 +148,8 @@ def run_train(req: TrainRequest) -> dict[str, Any]:
     )
     if ignored:
         data["view"]["ignored_controls"] = ignored
-    data.setdefault("fixes", [])
+    fixes = training_fixes({"model": model, **kwargs}, plan, api.train) if req.fixes else []
+    data["fixes"] = [f.to_dict() for f in fixes]
     return data
 
 
@@ -220,12 +224,29 @@ RUNNERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "train": lambda body: run_train(TrainRequest.model_validate(body)),
     "sweep": lambda body: run_sweep(SweepRequest.model_validate(body)),
 }
+# jobs of other routers, as "module:function" taking the request body (a dict) and returning
+# the answer; imported in the worker when first asked for
+JOBS = {
+    "lesson.compare": "gpuplan.web.lesson_api:compare_job",
+    "lesson.change": "gpuplan.web.lesson_api:change_job",
+    "lesson.check": "gpuplan.web.lesson_api:check_job",
+}
+
+
+def _runner(kind: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    if kind in RUNNERS:
+        return RUNNERS[kind]
+    import importlib
+
+    module, _, name = JOBS[kind].partition(":")
+    run: Callable[[dict[str, Any]], dict[str, Any]] = getattr(importlib.import_module(module), name)
+    return run
 
 
 def handle(kind: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     """Answer one request: (HTTP status, JSON object). Never raises."""
     try:
-        return 200, RUNNERS[kind](body)
+        return 200, _runner(kind)(body)
     except ValidationError as err:  # a sweep's base that is not a valid body of its mode
         detail, errors = validation_detail(err.errors(include_url=False), ("base",))
         return 422, {"detail": detail, "errors": errors}

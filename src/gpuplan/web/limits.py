@@ -21,9 +21,11 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from pydantic import ValidationError
+
 from gpuplan.web.schema import ServeRequest, SweepRequest, TrainRequest
 
-WORK_BUDGET = 512
+WORK_BUDGET = 2048
 LAYERS_PER_UNIT = 256
 POINT_COST = {
     # (mode, searches for the fewest GPUs) -> work units per point
@@ -32,7 +34,6 @@ POINT_COST = {
     ("train", False): 4,
     ("train", True): 256,
 }
-FIXES_COST = 4  # a serving plan that does not fit looks for fixes: a few more plans
 
 
 class TooMuchWork(Exception):
@@ -44,32 +45,59 @@ def _depth_factor(body: ServeRequest | TrainRequest) -> int:
     return max(1, -(-layers // LAYERS_PER_UNIT))
 
 
+def plan_units(body: ServeRequest | TrainRequest, searches: bool | None = None) -> int:
+    """One plan's cost: its search (or one layout), and the fixes it may look for (about one
+    more search: a plan that does not fit tries cheaper formats, bigger GPUs, more GPUs)."""
+    mode = "serve" if isinstance(body, ServeRequest) else "train"
+    searches = body.searches() if searches is None else searches
+    units = POINT_COST[mode, searches] + (POINT_COST[mode, True] if body.fixes else 0)
+    return units * _depth_factor(body)
+
+
+def _mode_body(body: Any) -> ServeRequest | TrainRequest | None:
+    """A lesson body ({mode, ...a serve or train body}) as its request; None if it is not one
+    (it will be refused at once, at no cost)."""
+    if not isinstance(body, dict):
+        return None
+    fields = {k: v for k, v in body.items() if k != "mode"}
+    model = TrainRequest if body.get("mode") == "train" else ServeRequest
+    try:
+        return model.model_validate({**fields, "fixes": False})
+    except ValidationError:
+        return None
+
+
 def work_units(kind: str, body: Any) -> tuple[int, str]:
     """The request's cost in work units, and what it is made of (for the refusal message)."""
     if isinstance(body, SweepRequest):
         base = body.base_request()
-        points = len(body.values)
         searches = base.searches() and body.vary != "gpus"
-    else:
-        base, points, searches = body, 1, body.searches()
-    mode = "serve" if isinstance(base, ServeRequest) else "train"
-    per_point = POINT_COST[mode, searches] * _depth_factor(base)
-    if isinstance(base, ServeRequest) and base.fixes and kind != "sweep":
-        per_point *= FIXES_COST
-    search = "a search for the fewest GPUs" if searches else "one layout"
-    what = f"{points} point{'s' if points > 1 else ''} × {search} ({per_point} units each)"
-    return points * per_point, what
+        per_point, points = plan_units(base, searches), len(body.values)
+        search = "a search for the fewest GPUs" if searches else "one layout"
+        return points * per_point, f"{points} points × {search} ({per_point} units each)"
+    if kind in ("lesson.compare", "lesson.change"):
+        bodies = (
+            [body.base, *({**body.base, **v} for v in body.variants)]
+            if kind == "lesson.compare"
+            else [body.before, body.after]
+        )
+        plans = [p for p in map(_mode_body, bodies) if p is not None]
+        return sum(map(plan_units, plans)), f"{len(bodies)} plans"
+    if isinstance(body, ServeRequest | TrainRequest):
+        return plan_units(body), "1 plan" + (" with a search" if body.searches() else "")
+    return 1, "1 answer"  # a drill check: one fixed lesson scenario
 
 
 def check_budget(kind: str, body: Any) -> None:
     units, what = work_units(kind, body)
     if units > WORK_BUDGET:
         per_point = max(1, units // (len(body.values) if isinstance(body, SweepRequest) else 1))
-        hint = (
-            f"sweep at most {max(1, WORK_BUDGET // per_point)} values, or give gpus"
-            if isinstance(body, SweepRequest)
-            else "give gpus (or tp/pp), or a smaller model"
-        )
+        if isinstance(body, SweepRequest):
+            hint = f"sweep at most {max(1, WORK_BUDGET // per_point)} values, or give gpus"
+        elif kind.startswith("lesson."):
+            hint = "compare fewer variants, or give gpus"
+        else:
+            hint = "give gpus (or tp/pp), fixes: false, or a smaller model"
         raise TooMuchWork(
             f"too much work for one request: {what} = {units:,} units > {WORK_BUDGET:,}; {hint}"
         )

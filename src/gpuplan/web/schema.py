@@ -108,6 +108,7 @@ class TrainRequest(_Request):
     method: Literal["full", "lora", "qlora"] | None = None
     lora_rank: Annotated[int, Field(ge=1, le=4096)] | None = None
     optimizer: Name | None = None
+    fixes: bool = Field(default=True, description="When it does not fit, look for the fixes")
 
     def searches(self) -> bool:
         return super().searches() and self.dp is None
@@ -129,9 +130,8 @@ class SweepRequest(BaseModel):
 
     def base_request(self) -> ServeRequest | TrainRequest:
         """The base body, validated as the request of its mode (a ValidationError if not)."""
-        if self.mode == "serve":
-            return ServeRequest.model_validate({**self.base, "fixes": False})
-        return TrainRequest.model_validate(self.base)
+        model = ServeRequest if self.mode == "serve" else TrainRequest
+        return model.model_validate({**self.base, "fixes": False})
 
 
 def depth(value: Any, limit: int = MAX_CONFIG_DEPTH) -> int:
