@@ -99,7 +99,7 @@ def engine_serve(
         gpu=spec,
         tp=launch.tp,
         pp=launch.pp,
-        context=bill.max_model_len,
+        context=max(1, bill.max_model_len),
     )
     generic = ServingPlan(serving_bill(setup), model_id, hf_id)
     return EnginePlan(bill, generic, model_id, hf_id, bill.unmodelled)
