@@ -76,7 +76,9 @@ def check_command(
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for row in report.rows:
         fmt = (
-            "{:,.0f}" if row.unit in ("tokens", "blocks") else ("{:.2f}x" if row.unit == "x" else "{:.2f} GiB")
+            "{:,.0f}"
+            if row.unit in ("tokens", "blocks")
+            else ("{:.2f}x" if row.unit == "x" else "{:.2f} GiB")
         )
         logged = "—" if row.logged is None else fmt.format(row.logged)
         error = "" if row.error is None else f"{row.error * 100:+.1f}%"
