@@ -292,3 +292,15 @@ def test_every_flag_round_trips_through_the_launch_builder(engine, name, data):
     parsed = parse_launch(line)
     assert parsed.engine == engine and parsed.model == "org/some-model"
     assert parsed.args == args
+
+
+def test_trtllm_llm_api_options_file():
+    """trtllm-serve's --extra_llm_api_options YAML holds LlmArgs fields: the KV settings map to
+    the engine's arguments, the rest is reported as unmodelled."""
+    text = "kv_cache_config:\n  free_gpu_memory_fraction: 0.8\n  enable_block_reuse: true\nmax_num_tokens: 4096\n"
+    p = parse_launch(
+        "trtllm-serve meta-llama/Llama-3.1-8B --tp_size 2 --extra_llm_api_options opts.yaml",
+        {"opts.yaml": text}.__getitem__,
+    )
+    assert p.args == {"tp_size": 2, "free_gpu_memory_fraction": 0.8, "max_num_tokens": 4096}
+    assert "kv_cache_config.enable_block_reuse (config file)" in p.unmodelled
