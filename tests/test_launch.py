@@ -304,3 +304,20 @@ def test_trtllm_llm_api_options_file():
     )
     assert p.args == {"tp_size": 2, "free_gpu_memory_fraction": 0.8, "max_num_tokens": 4096}
     assert "kv_cache_config.enable_block_reuse (config file)" in p.unmodelled
+
+
+def test_cli_engine_version_and_auto_length(capsys):
+    argv = ["serve", "llama-3.1-8b", "--engine", "vllm", "--engine-version", "0.10.1", "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["engine"]["version"].startswith("vLLM 0.10.1")
+    assert data["engine"]["settings"]["sampler"] == "native"
+    assert (
+        main(["serve", "llama-3.1-8b", "--engine", "vllm", "--max-model-len", "auto", "--json"])
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out)["engine"]["max_model_len"] > 0
+    assert main(["serve", "llama-3.1-8b", "--engine-version", "0.19.0"]) == 2
+    assert "needs --engine" in capsys.readouterr().err
+    assert main(["serve", "llama-3.1-8b", "--engine", "vllm", "--engine-version", "0.4.0"]) == 2
+    assert "older than" in capsys.readouterr().err
