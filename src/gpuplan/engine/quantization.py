@@ -151,7 +151,7 @@ def quantization_from_config(qc: Any, name: str = "model") -> QuantizationSpec |
             scope="linear",
             source="FBGEMM fp8: e4m3 weights, one fp32 scale per output channel",
         )
-        notes = ()
+        notes: tuple[str, ...] = ()
         per_layer = [m for m in _listed(qc) if any(ch.isdigit() for ch in str(m))]
         if per_layer:
             notes = (

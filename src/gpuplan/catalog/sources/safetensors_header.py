@@ -114,7 +114,7 @@ def _tensor(key: str, info: Any, name: str) -> StoredTensor:
             f"{name}: tensor {key[:80]!r}: data_offsets span {end - begin:,} bytes, but"
             f" {dtype} {shape} needs {need:,}"
         )
-    return StoredTensor(key, dtype, tuple(shape), need)
+    return StoredTensor(key, str(dtype), tuple(shape), need)
 
 
 def read_file_header(path: Path) -> list[StoredTensor]:

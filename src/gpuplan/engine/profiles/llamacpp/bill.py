@@ -100,12 +100,12 @@ def options_from_args(args: Mapping[str, Any], gpus: int | None = None) -> Llama
             changes["n_gpu_layers"] = 10**6  # <= -2: all layers
     for key in ("cache_type_k", "cache_type_v"):
         if args.get(key) is not None:
-            value = str(args[key]).lower()
-            if value not in KV_TYPES:
+            kv = str(args[key]).lower()
+            if kv not in KV_TYPES:
                 raise GpuplanError(
-                    f"llama.cpp --{key.replace('_', '-')} {value!r}: not one of {', '.join(KV_TYPES)}"
+                    f"llama.cpp --{key.replace('_', '-')} {kv!r}: not one of {', '.join(KV_TYPES)}"
                 )
-            changes[key] = value
+            changes[key] = kv
     if args.get("split_mode") is not None:
         mode = str(args["split_mode"]).lower()
         if mode not in SPLIT_MODES:
@@ -190,7 +190,8 @@ def _ranges(layers: list[int]) -> str:
     if not layers:
         return ""
     out, start, prev = [], layers[0], layers[0]
-    for i in layers[1:] + [None]:  # type: ignore[list-item]
+    nxt: list[int | None] = [*layers[1:], None]
+    for i in nxt:
         if i is not None and i == prev + 1:
             prev = i
             continue
