@@ -94,13 +94,17 @@ def test_malformed_lines_get_a_clear_message(line, message):
 
 
 def test_serve_launch_reports_what_the_engine_will_log():
-    plan = serve_launch(VLLM_LINE, "h100", "79.19GiB")
+    plan = serve_launch(VLLM_LINE, "h100", "79.19GiB", version="0.19.0")
     data = plan.to_dict()
     assert data["kv_capacity_tokens"] == plan.bill.kv_capacity_tokens > 0
     assert data["max_concurrency"] == pytest.approx(plan.bill.max_concurrency, abs=0.01)
     keys = [line["key"] for line in data["engine"]["lines"]]
     assert keys == ["weights", "activation_peak", "non_torch", "kv_cache"]
     assert data["engine"]["outside_budget"][0]["key"] == "cuda_graphs"
+    # from 0.21 the CUDA-graph estimate is deducted before the KV cache is sized
+    newest = serve_launch(VLLM_LINE, "h100", "79.19GiB").to_dict()
+    keys = [line["key"] for line in newest["engine"]["lines"]]
+    assert keys == ["weights", "activation_peak", "non_torch", "cuda_graphs", "kv_cache"]
     assert data["engine"]["ranges"]["kv_capacity_tokens"]["low"] <= data["kv_capacity_tokens"]
     assert data["engine"]["settings"]["gpu_memory_utilization"] == 0.92
     assert data["tp"] == 4 and data["context"] == 32768

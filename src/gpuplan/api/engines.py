@@ -7,6 +7,7 @@ from typing import Any
 
 from gpuplan.api.common import resolve, resolve_gpu
 from gpuplan.api.serving import ServingPlan
+from gpuplan.catalog import load_architecture
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.serving import ServingSetup, serving_bill
 from gpuplan.errors import GpuplanError
@@ -85,7 +86,9 @@ def engine_serve(
         ref = resolve(model, revision)
     arch, model_id, hf_id = ref.arch, ref.model_id, ref.hf_id
     spec = resolve_gpu(gpu, gpu_memory)
-    launch = adapter.launch(arch, spec, dict(args or {}), version=version, stored=ref.stored)
+    launch = adapter.launch(
+        arch, spec, dict(args or {}), version=version, draft=_draft(args), stored=ref.stored
+    )
     bill = engine_bill(launch)
     if ignored:
         bill = replace(bill, unmodelled=tuple(dict.fromkeys(bill.unmodelled + tuple(ignored))))
@@ -100,6 +103,18 @@ def engine_serve(
     )
     generic = ServingPlan(serving_bill(setup), model_id, hf_id)
     return EnginePlan(bill, generic, model_id, hf_id, bill.unmodelled)
+
+
+def _draft(args: dict[str, Any] | None) -> Any:
+    """The draft model a speculative-decoding config names, when it is in the catalog (a path
+    is never opened here; an unknown draft is reported as unmodelled by the adapter)."""
+    spec = (args or {}).get("speculative_config")
+    if not isinstance(spec, dict) or not isinstance(spec.get("model"), str):
+        return None
+    try:
+        return load_architecture(catalog_model_of_log(spec["model"]))
+    except GpuplanError:
+        return None
 
 
 def serve_launch(
@@ -207,42 +222,73 @@ def _predicted(bill: Any, key: str) -> float:
     return bill.item(key).bytes / g
 
 
+def catalog_model_of_log(name: str) -> str:
+    """The catalog model a log names, matched by catalog name, HF id or the last part of a
+    path ("/models/Qwen3-8B" → qwen3-8b). Never a file: a path named inside a log is not
+    opened; a model outside the catalog needs --model."""
+    from gpuplan.catalog.lookup import normalise
+    from gpuplan.catalog.models import list_models
+
+    tail = name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    wanted = {normalise(name), normalise(tail)}
+    for entry in list_models():
+        names = (entry.id, entry.hf_id, entry.hf_id.split("/")[-1], *entry.aliases)
+        if wanted & {normalise(n) for n in names}:
+            return entry.id
+    raise GpuplanError(
+        f"the log names the model {name!r}, which is not in gpuplan's catalog"
+        " (a path named inside a log is never opened); pass --model PATH/TO/config.json"
+    )
+
+
 def check_log(
     log: Any,
     model: str | dict[str, Any] | None = None,
     gpu: str | GpuSpec | None = None,
     gpu_memory: str | int | None = None,
     name: str | None = None,
+    version: str | None = None,
 ) -> CheckReport:
     """Predict the launch a parsed startup log records and compare, figure by figure.
 
     model: what to size (catalog name, HF id in the catalog, config path, or a config dict);
-    default: the model the log names. gpu_memory: default, the total the log printed."""
+    default: the catalog model the log names (never a path from the log). gpu_memory: default,
+    the total the log printed. version: the engine version whose rules apply; default: the
+    version the log prints, else the adapter's newest."""
+    from gpuplan.engine.profiles import get_adapter
+
+    adapter = get_adapter(log.engine)
     problems = list(log.problems)
-    supported = {"vllm": "0.19", "sglang": "0.5", "trtllm": "1."}
-    if log.version and not str(log.version).startswith(supported[log.engine]):
-        problems.append(
-            f"log from {log.engine} {log.version}; gpuplan's {log.engine} rules were read at"
-            f" {supported[log.engine]}.x, so budget lines may differ"
-        )
     target = model if model is not None else log.model
     if target is None:
         raise GpuplanError(
             "the log names no model (no launch-arguments line); pass --model PATH/TO/config.json"
         )
+    if model is None:
+        target = catalog_model_of_log(str(target))
+    rules_version = version or _log_version(adapter, log, problems)
     f = log.figures
     if gpu_memory is None:
         if "total_gib" in f:
             gpu_memory = round(f["total_gib"] * 2**30)
         elif "requested_gib" in f and f.get("utilization"):
             gpu_memory = round(f["requested_gib"] / f["utilization"] * 2**30)
-    args = dict(log.args)
-    if "utilization" in f and "gpu_memory_utilization" not in args and log.engine == "vllm":
-        args["gpu_memory_utilization"] = f["utilization"]
-    if log.engine == "vllm" and "max_model_len" not in args and "concurrency_len" in f:
-        args["max_model_len"] = int(f["concurrency_len"])
+    args = {k: v for k, v in log.args.items() if k in adapter.flags.names()}
+    args.update(getattr(log, "observed", {}))
+    fraction = adapter.knob("memory_fraction")
+    if "utilization" in f and fraction and fraction not in args and log.engine == "vllm":
+        args[fraction] = f["utilization"]
+    length = adapter.knob("max_model_len")
+    if length and length not in args and "concurrency_len" in f:
+        args[length] = int(f["concurrency_len"])
     plan = engine_serve(
-        target, gpu or "h100", engine=log.engine, args=args, gpu_memory=gpu_memory, name=name
+        target,
+        gpu or "h100",
+        engine=log.engine,
+        args=args,
+        gpu_memory=gpu_memory,
+        name=name,
+        version=rules_version,
     )
     rows = []
     for key, label, pred_key, unit in CHECK_ROWS:
@@ -254,6 +300,22 @@ def check_log(
         if logged is None and pred_key not in ("weights", "kv_cache", "tokens", "concurrency"):
             continue
         rows.append(CheckRow(key, label, logged, predicted, unit))
-    if log.v0:
-        rows = [r for r in rows if r.key in ("weights_gib",)]
     return CheckReport(log, plan, tuple(rows), tuple(problems))
+
+
+def _log_version(adapter: Any, log: Any, problems: list[str]) -> str | None:
+    """The version the log prints, if the adapter has rules for it (else a note, newest)."""
+    if not log.version:
+        if log.v0:
+            problems.append("a V0-engine log without a version: read with the last V0 rules (0.7)")
+            return "0.7.3"
+        problems.append(
+            f"the log prints no {adapter.title} version: the newest rules ({adapter.newest}) were"
+            " used (pass --engine-version)"
+        )
+        return None
+    try:
+        return str(adapter.resolve_version(log.version))
+    except GpuplanError as err:
+        problems.append(f"{err}; the newest rules were used")
+        return None

@@ -349,3 +349,88 @@ def load_version_rules(path: Path) -> VersionRules:
 def int_arg(args: Mapping[str, Any], name: str, default: int) -> int:
     value = args.get(name)
     return default if value is None else int(value)
+
+
+# --- a dummy batch's forward pass and sampler: the tensors alive at the peak ------------------
+# (vLLM's profile run, TRT-LLM's profiling context batch and SGLang's reserve all run one;
+# vllm/profile_run.py describes what each moment holds)
+
+FUSED_MOE_CHUNK = (
+    32768  # VLLM_FUSED_MOE_CHUNK_SIZE: the fused-MoE caches cover at most this many tokens
+)
+
+
+@dataclass(frozen=True)
+class ProfileBatch:
+    """The profile run's dummy batch on one stage."""
+
+    tokens: int  # T: tokens in the forward pass
+    seqs: int  # S: rows the sampler sees
+    sampler: bool  # this stage runs the sampler (the last pipeline stage)
+
+
+@dataclass(frozen=True)
+class PeakTerms:
+    """The byte counts the peak is made of (shown in the bill's inputs)."""
+
+    hidden: int  # one [T, h] activation tensor
+    layer_transient: int  # the widest transient inside a layer
+    moe_workspace: int  # fused-MoE caches
+    sampler: int  # the sampler's logit-sized buffers
+    forward: int  # the forward moment
+    sampling: int  # the sampler moment
+    encoder: int  # a multimodal encoder's dummy run
+    constant: int
+
+    @property
+    def peak(self) -> int:
+        return self.constant + self.encoder + max(self.forward, self.sampling)
+
+
+def activation_bytes(fmt: WeightFormat) -> int:
+    """Bytes of one activation element: the model dtype (fp32 checkpoints served in fp32: 4)."""
+    return 4 if fmt.base.bits >= 32 else 2
+
+
+def layer_terms(arch: Architecture, fmt: WeightFormat, tp: int, tokens: int) -> tuple[int, int]:
+    """(widest non-MoE transient, fused-MoE caches) of one layer on `tokens` tokens."""
+    a = activation_bytes(fmt)
+    h = arch.hidden_size
+    att = arch.attention
+    q = att.num_heads * att.head_dim // tp
+    kv = max(1, att.num_kv_heads // tp) * (att.head_dim + att.v_head_dim)
+    widest = tokens * (q + kv) * a
+    if arch.mlp is not None and any(not layer.moe for layer in arch.layers):
+        inter = arch.mlp.intermediate_size // tp
+        gate = 2 if arch.mlp.gated else 1
+        widest = max(widest, tokens * (gate * inter + inter) * a)
+    moe = 0
+    if arch.moe is not None:
+        m = arch.moe
+        n = m.expert_intermediate_size // tp
+        chunk = min(tokens, FUSED_MOE_CHUNK)
+        moe = chunk * m.experts_per_token * (max(2 * n, h) + n) * a
+        if m.shared_intermediate_size:
+            shared = m.shared_intermediate_size // tp
+            widest = max(widest, tokens * 3 * shared * a)
+    return widest, moe
+
+
+def peak_terms(
+    arch: Architecture,
+    fmt: WeightFormat,
+    tp: int,
+    batch: ProfileBatch,
+    sampler_bytes: float,
+    constant: int,
+    encoder: int = 0,
+) -> PeakTerms:
+    """The profile run's torch peak on one stage, term by term (see the module docstring)."""
+    a = activation_bytes(fmt)
+    hidden = batch.tokens * arch.hidden_size * a
+    widest, moe = layer_terms(arch, fmt, tp, batch.tokens)
+    forward = 2 * hidden + max(widest, moe)
+    rows = min(batch.seqs, batch.tokens)
+    sampler = int(rows * padded_vocab(arch.vocab_size) * sampler_bytes) if batch.sampler else 0
+    sampling = sampler + hidden + moe if batch.sampler else 0
+    return PeakTerms(hidden, widest, moe, sampler, forward, sampling, encoder, constant)

@@ -27,7 +27,7 @@ class SglangAdapter(EngineAdapter):
         "quantization": "quantization",
         "kv_cache_dtype": "kv_cache_dtype",
     }
-    versions = ("0.5.6",)
+    versions = ("0.4.6", "0.4.8", "0.5.0", "0.5.2", "0.5.3", "0.5.6", "0.5.9")
     kv_fp8_name = "fp8_e4m3"
 
     def bill(self, launch: EngineLaunch) -> EngineBill:

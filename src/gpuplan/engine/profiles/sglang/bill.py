@@ -1,4 +1,4 @@
-"""SGLang memory accounting (read at 9c800728, 2025-12, and ce31934c, 2026-04; same rule).
+"""SGLang's memory accounting, by version (versions.toml beside this file).
 
     pre_load   = free memory after distributed init, before weights (min over ranks)
     rest       = post_load − pre_load × (1 − mem_fraction_static)
@@ -7,27 +7,40 @@
     max_total_num_tokens = rest // cell_size, capped by --max-total-tokens, rounded down to page_size
 
 The reserve for activations and CUDA graphs is `1 − mem_fraction_static` of the free memory at
-start. The default fraction comes from the GPU's size (server_args.py::_handle_gpu_memory_settings):
-reserved MB = 512 + max(chunked_prefill, 2048) × 1.5 + cuda_graph_max_bs × 2 + tp × pp / 8 × 1024,
-at least 10 GiB on GPUs over 60 GiB, fraction = (capacity − reserved) / capacity, 3 decimals.
+start. When not given, the fraction comes from the GPU's size (`nvidia-smi` MiB), the layout and
+the version: a table by TP degree (to 0.4.7), a reserve by GPU tier (0.4.8–0.5.2), then
+server_args.py::_handle_gpu_memory_settings (0.5.3+): reserved MB = 512 + max(chunked_prefill,
+2048) × 1.5 + cuda_graph_max_bs × 2 + tp × pp / 8 × 1024 (+ 8 MB per piecewise CUDA-graph size
+from 0.5.9), at least 10 GiB on GPUs over 60 GiB, fraction = (capacity − reserved) / capacity.
 Sliding-window models split the pool between full and SWA layers (swa_full_tokens_ratio 0.8,
 model_runner.py::set_num_token_hybrid); the full-attention token count is reported.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from gpuplan.engine.profiles import GIB, EngineBill, EngineLaunch, Range, budget_item, gib
-from gpuplan.engine.profiles.common import cuda_total_bytes, pp_layers, stage_weights
+from gpuplan.engine.profiles.common import (
+    cuda_total_bytes,
+    kv_bytes_per_token_layer,
+    load_version_rules,
+    pp_layers,
+    stage_weights,
+)
 
-VERSION = "SGLang 0.5.x (server_args.py / model_runner.py at 2025-12 … 2026-04)"
+RULES = load_version_rules(Path(__file__).with_name("versions.toml"))
 SWA_FULL_TOKENS_RATIO = 0.8
-CONTEXT_TP1 = gib(0.51)  # CUDA context etc. before weights: H100 logs, 79.19 − 78.68 GiB
-CONTEXT_TP = gib(1.55)  # with NCCL communicators (TP/PP ≥ 2), H100 logs 77.12…77.66 GiB free
 
 
-def gpu_tier(capacity_mib: int, tp: int) -> tuple[int, int]:
-    """(chunked_prefill_size, cuda_graph_max_bs) by GPU memory, as _handle_gpu_memory_settings."""
+def gpu_tier(rules: dict[str, Any], capacity_mib: int, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) by GPU memory, as the version picks them."""
     gb = capacity_mib / 1024
+    if rules["chunked_tiers"] == "old":
+        if gb < 35:
+            return 2048, 8 if tp < 4 else 80
+        return (8192 if gb < 160 else 16384), 160
     if gb < 20:
         return 2048, 8
     if gb < 35:
@@ -39,38 +52,101 @@ def gpu_tier(capacity_mib: int, tp: int) -> tuple[int, int]:
     return 16384, 512
 
 
-def default_mem_fraction(capacity_mib: int, tp: int, pp: int, chunked: int, graph_bs: int) -> float:
-    """SGLang's default mem_fraction_static for a GPU of `capacity_mib` (server_args.py::
-    _handle_gpu_memory_settings): capacity less a reserve for activations and CUDA graphs."""
-    reserved = 512 + max(chunked, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024
-    if capacity_mib > 60 * 1024:
+def piecewise_sizes(max_tokens: int) -> int:
+    """How many token sizes the piecewise CUDA graphs capture up to max_tokens
+    (server_args.py::_generate_piecewise_cuda_graph_tokens)."""
+    sizes = (
+        list(range(4, 33, 4))
+        + list(range(48, 257, 16))
+        + list(range(288, 513, 32))
+        + list(range(576, 1025, 64))
+        + list(range(1280, 4097, 256))
+        + list(range(4608, max_tokens + 1, 512))
+    )
+    return sum(1 for s in sizes if s <= max_tokens)
+
+
+def default_mem_fraction(
+    rules: dict[str, Any],
+    capacity_mib: int,
+    tp: int,
+    pp: int,
+    chunked: int,
+    graph_bs: int,
+    mla: bool = False,
+    draft: bool = False,
+) -> float:
+    """SGLang's default mem_fraction_static for a GPU of `capacity_mib`, by version."""
+    kind = rules["default_fraction"]
+    if kind == "by_tp":
+        return (
+            0.79
+            if tp >= 16
+            else 0.81
+            if tp >= 8
+            else 0.85
+            if tp >= 4
+            else 0.87
+            if tp >= 2
+            else 0.88
+        )
+    par = tp * pp
+    gb = capacity_mib / 1024
+    if kind == "tiered":
+        if gb < 35:
+            reserved = (2.8 + par / 10) * 1024
+        elif gb < 90:
+            reserved = (9.5 + par / 2) * 1024
+        elif gb < 160:
+            reserved = (12 + par / 2) * 1024
+        else:
+            reserved = 32 * 1024
+        reserved += 2 * 1024 if draft else 0
+        return round((capacity_mib - reserved) / capacity_mib, 3)
+    reserved = 512 + max(chunked, 2048) * 1.5 + graph_bs * 2 + par / 8 * 1024
+    if rules["piecewise_reserve"]:
+        reserved += 1.5 * 1024 if mla else piecewise_sizes(2048 if mla else chunked) * 8
+    if gb > 60:
         reserved = max(reserved, 10 * 1024)
+    reserved += 2 * 1024 if draft else 0
     return round((capacity_mib - reserved) / capacity_mib, 3)
+
+
+def context_bytes(rules: dict[str, Any], launch: EngineLaunch) -> int:
+    """Device memory in use before the weights: CUDA context, plus NCCL at tp × pp > 1."""
+    from gpuplan.engine.profiles.vllm.non_torch import interconnect_class
+
+    table = rules["context_gib"]
+    if launch.tp * launch.pp == 1:
+        return gib(table["single"])
+    return gib(table[interconnect_class(launch.gpu, launch.interconnect)])
 
 
 def sglang_bill(launch: EngineLaunch) -> EngineBill:
     """The SGLang startup bill: weights, the static fraction's reserve, and the token pool
     (model_runner.py::profile_max_num_token, as summarised in this module's docstring)."""
     arch, tp, pp = launch.arch, launch.tp, launch.pp
+    rules = RULES.at(launch.version)
     capacity = launch.gpu.memory_bytes  # nvidia-smi total, as get_nvgpu_memory_capacity reads it
     capacity_mib = capacity // 2**20
-    tier_chunked, tier_bs = gpu_tier(capacity_mib, tp)
+    tier_chunked, tier_bs = gpu_tier(rules, capacity_mib, tp)
     chunked = int(launch.arg("chunked_prefill_size", tier_chunked))
     graph_bs = int(launch.arg("cuda_graph_max_bs", tier_bs))
     given_mfs = launch.args.get("mem_fraction_static")
-    mfs = float(given_mfs or default_mem_fraction(capacity_mib, tp, pp, chunked, graph_bs))
+    draft = bool(launch.args.get("speculative_algorithm"))
+    mfs = float(
+        given_mfs
+        or default_mem_fraction(
+            rules, capacity_mib, tp, pp, chunked, graph_bs, arch.attention.is_mla, draft
+        )
+    )
     total = cuda_total_bytes(launch.gpu)
-    context = CONTEXT_TP if tp * pp > 1 else CONTEXT_TP1
+    context = context_bytes(rules, launch)
     pre_load = total - context
     stages = pp_layers(arch.num_layers, pp)
     weights = stage_weights(arch, launch.weights, tp, stages, launch.extra_params)
-    a = arch.attention
-    kv_elem = launch.kv.bytes_for(1024) / 1024
-    if a.is_mla:
-        assert a.kv_lora_rank is not None
-        per_layer = (a.kv_lora_rank + a.qk_rope_head_dim) * kv_elem
-    else:
-        per_layer = max(1, a.num_kv_heads // tp) * (a.head_dim + a.v_head_dim) * kv_elem
+    per_layer = kv_bytes_per_token_layer(arch, launch.kv, tp)
+    ratio = float(launch.arg("swa_full_tokens_ratio", SWA_FULL_TOKENS_RATIO))
     best = None
     for s, layers in enumerate(stages):
         w = weights[s].total
@@ -80,7 +156,7 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
         n_full = len(layers) - n_swa
         if n_swa and n_full:
             # pool split: full = total_layer_tokens / (ratio × n_swa + n_full)
-            tokens = int(max(0, rest) // per_layer / (SWA_FULL_TOKENS_RATIO * n_swa + n_full))
+            tokens = int(max(0, rest) // per_layer / (ratio * n_swa + n_full))
         else:
             tokens = max(0, rest) // max(1, cell)
         if best is None or tokens < best[0]:
@@ -95,7 +171,12 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
     reserve = pre_load - int(pre_load * mfs)
     failure = None
     if rest <= 0:
-        failure = "Not enough memory: weights exceed mem_fraction_static × free memory (increase --mem-fraction-static)"
+        failure = (
+            "Not enough memory: weights exceed mem_fraction_static × free memory"
+            " (increase --mem-fraction-static)"
+        )
+    elif tokens < max_len:
+        failure = f"the token pool ({tokens:,}) is smaller than one {max_len:,}-token request"
     items = (
         budget_item(
             "weights",
@@ -125,7 +206,7 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
             "cuda_context",
             "CUDA context / NCCL",
             context,
-            "total − free before load (calibrated on H100)",
+            "total − free before load (by interconnect)",
             {"tp": tp, "pp": pp},
             "overhead",
         ),
@@ -134,7 +215,7 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
     return EngineBill(
         launch=launch,
         engine="sglang",
-        version=launch.version,
+        version=f"SGLang {launch.version}",
         total_bytes=total,
         budget_bytes=int(pre_load * mfs),
         items=items,
@@ -145,13 +226,8 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
         kv_bytes_per_token=cell,
         block_size=page,
         num_blocks=tokens // page,
-        fits=failure is None and tokens >= max_len,
-        failure=failure
-        or (
-            None
-            if tokens >= max_len
-            else f"the token pool ({tokens:,}) is smaller than one {max_len:,}-token request"
-        ),
+        fits=failure is None,
+        failure=failure,
         ranges={
             "kv_capacity_tokens": Range(
                 tokens,
@@ -162,7 +238,7 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
         },
         notes=(
             f"mem_fraction_static {mfs}"
-            + (" (SGLang's default for this GPU)" if not given_mfs else ""),
+            + (" (SGLang's default for this GPU and version)" if not given_mfs else ""),
             f"reserve for activations and CUDA graphs {reserve / GIB:.2f} GiB",
         ),
         settings={

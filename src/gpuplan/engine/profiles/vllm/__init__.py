@@ -35,14 +35,16 @@ class VllmAdapter(EngineAdapter):
     versions = RULES.releases
 
     def resolve_version(self, version: str | None) -> str:
+        """The version given (0.5.0 … newest; a newer one is read with the newest rules)."""
         if not version:
             return self.newest
         v = parse_version(version)
-        oldest = parse_version(self.versions[0])
-        if v < oldest:
+        if v < parse_version(self.versions[0]):
             raise GpuplanError(
                 f"vLLM {version} is older than the oldest version gpuplan reads ({self.versions[0]})"
             )
+        if v > parse_version(self.newest):
+            return self.newest
         return ".".join(map(str, v))
 
     def bill(self, launch: EngineLaunch) -> EngineBill:

@@ -8,6 +8,8 @@ update_block_size_for_backend).
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.weights import WeightFormat
@@ -20,28 +22,55 @@ def sm(gpu: GpuSpec) -> tuple[int, int]:
     return int(major), int(minor or 0)
 
 
-def mxfp4_moe_alignment(gpu: GpuSpec) -> tuple[int, int]:
-    """(intermediate, hidden) multiples vLLM pads MXFP4 expert weights to, by the MoE backend
-    the GPU gets (fused_moe/oracle/mxfp4.py::mxfp4_round_up_hidden_size_and_intermediate_size,
-    read at upstream 28be48fa9): Marlin on Ampere/Ada/Hopper pads the per-rank intermediate width
-    to 128 and the hidden width to 256; FlashInfer TRT-LLM on Blackwell and ROCm pad both to 256.
-    The H100 logs of gpt-oss-20b (13.64 GiB at TP1, 7.01 GiB at TP2) match the Marlin padding."""
+MXFP4_PADDING = {  # (intermediate, hidden) multiples per MoE backend
+    "marlin": (
+        128,
+        256,
+    ),  # moe marlin kernel: n % 256 == 0 and k % 128 == 0 (quantization/mxfp4.py)
+    "triton": (64, 256),  # intermediate to 64 (mxfp4.py); triton_kernels' swizzled layout pads the
+    # hidden width to 256: the 0.11 H100 logs' 13.47 / 64.38 GiB for gpt-oss-20b / 120b
+    "flashinfer_trtllm": (256, 256),  # SM100 FlashInfer TRT-LLM MXFP4 kernels
+    "rocm": (256, 256),
+}
+
+
+def mxfp4_backend(gpu: GpuSpec, rules: dict[str, Any]) -> str:
+    """The MXFP4 MoE backend vLLM picks (quantization/mxfp4.py::get_mxfp4_backend, later
+    fused_moe/oracle/mxfp4.py::select_mxfp4_moe_backend): FlashInfer TRT-LLM kernels on
+    datacenter Blackwell (sm_100/103); on Hopper the version's choice (versions.toml
+    `mxfp4_sm90_backend`: Marlin, or Triton when triton_kernels ships with the image); Marlin on
+    Ampere, Ada and consumer Blackwell (sm_120, which the SM100 kernels do not cover)."""
     if gpu.vendor == "amd":
-        return 256, 256
-    major = int((gpu.compute_capability or "9.0").split(".")[0])
-    return (256, 256) if major >= 10 else (128, 256)
+        return "rocm"
+    major, _ = sm(gpu)
+    if major == 10:
+        return "flashinfer_trtllm"
+    if major == 9:
+        return str(rules.get("mxfp4_sm90_backend", "marlin"))
+    return "marlin"
+
+
+def mxfp4_moe_alignment(gpu: GpuSpec, rules: dict[str, Any] | None = None) -> tuple[int, int]:
+    """(intermediate, hidden) multiples the MXFP4 expert weights are padded to on `gpu`."""
+    return MXFP4_PADDING[mxfp4_backend(gpu, rules or {})]
 
 
 def _round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
-def mxfp4_padding_bytes(arch: Architecture, fmt: WeightFormat, tp: int, gpu: GpuSpec) -> int:
+def mxfp4_padding_bytes(
+    arch: Architecture,
+    fmt: WeightFormat,
+    tp: int,
+    gpu: GpuSpec,
+    rules: dict[str, Any] | None = None,
+) -> int:
     """Extra bytes one MoE layer's experts take on one rank once padded for the MXFP4 kernel."""
     if arch.moe is None or fmt.for_kind("experts").id != "mxfp4":
         return 0
     m, h = arch.moe, arch.hidden_size
-    inter_mult, hidden_mult = mxfp4_moe_alignment(gpu)
+    inter_mult, hidden_mult = mxfp4_moe_alignment(gpu, rules)
     inter = m.expert_intermediate_size // tp
     padded_inter, padded_h = _round_up(inter, inter_mult), _round_up(h, hidden_mult)
     packed = fmt.for_kind("experts")
