@@ -7,6 +7,7 @@ from typing import Any
 
 from gpuplan.api.common import resolve, resolve_gpu
 from gpuplan.api.serving import ServingPlan
+from gpuplan.catalog import load_architecture
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.serving import ServingSetup, serving_bill
 from gpuplan.errors import GpuplanError
@@ -110,7 +111,6 @@ def _draft(args: dict[str, Any] | None) -> Any:
     spec = (args or {}).get("speculative_config")
     if not isinstance(spec, dict) or not isinstance(spec.get("model"), str):
         return None
-    from gpuplan.catalog import load_architecture
 
     try:
         return load_architecture(catalog_model_of_log(spec["model"]))
