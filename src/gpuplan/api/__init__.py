@@ -20,6 +20,9 @@ _LAZY = {
     "check_log": "gpuplan.api.engines",
     "engine_serve": "gpuplan.api.engines",
     "serve_launch": "gpuplan.api.engines",
+    "INSPECT_SCHEMA_VERSION": "gpuplan.api.inspection",
+    "ModelReport": "gpuplan.api.inspection",
+    "inspect": "gpuplan.api.inspection",
     "DEFAULT_PLAN_GPUS": "gpuplan.api.planning",
     "PLAN_TRAIN_SCHEMA_VERSION": "gpuplan.api.planning",
     "PlanOption": "gpuplan.api.planning",
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
         engine_serve,
         serve_launch,
     )
+    from gpuplan.api.inspection import INSPECT_SCHEMA_VERSION, ModelReport, inspect
     from gpuplan.api.planning import (
         DEFAULT_PLAN_GPUS,
         PLAN_TRAIN_SCHEMA_VERSION,
@@ -76,6 +80,8 @@ __all__ = [
     "CheckRow",
     "DEFAULT_PLAN_GPUS",
     "EnginePlan",
+    "INSPECT_SCHEMA_VERSION",
+    "ModelReport",
     "PLAN_TRAIN_SCHEMA_VERSION",
     "PlanOption",
     "SCHEMA_VERSION",
@@ -85,6 +91,7 @@ __all__ = [
     "TrainingPlan",
     "check_log",
     "engine_serve",
+    "inspect",
     "model_summaries",
     "plan",
     "plan_training",

@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuplan.api.common import resolve_gpu
+from gpuplan.api.common import resolve, resolve_gpu
 from gpuplan.api.serving import ServingPlan
-from gpuplan.catalog import load_architecture
-from gpuplan.catalog.models import resolve_model
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.serving import ServingSetup, serving_bill
 from gpuplan.errors import GpuplanError
@@ -71,24 +69,25 @@ def engine_serve(
     ignored: tuple[str, ...] = (),
     name: str | None = None,
     version: str | None = None,
+    revision: str | None = None,
 ) -> EnginePlan:
     """What `engine` will do when launched with `args` (its own argument names, as in
     `vllm serve --help` with underscores, or a "non-default args" log line). `version`: the
     engine version whose rules apply (default: the newest the adapter reads). `ignored`: flags
-    given that gpuplan does not model (reported as such)."""
+    given that gpuplan does not model (reported as such). `revision`: the branch, tag or commit
+    of a Hugging Face model; when its headers were read, the weights are their stored bytes."""
     from gpuplan.engine.profiles import engine_bill, get_adapter
 
     adapter = get_adapter(engine)
-    hf_id: str | None = None
     if isinstance(model, dict):
-        config = model
-        model_id = name or str(model.get("_name_or_path") or "config.json")
+        ref = resolve(model, name=name or str(model.get("_name_or_path") or "config.json"))
     else:
-        config, model_id, entry = resolve_model(model)
-        hf_id = entry.hf_id if entry else None
-    arch = load_architecture(config, model_id)
+        ref = resolve(model, revision)
+    arch, model_id, hf_id = ref.arch, ref.model_id, ref.hf_id
     spec = resolve_gpu(gpu, gpu_memory)
-    launch = adapter.launch(arch, spec, dict(args or {}), version=version, draft=_draft(args))
+    launch = adapter.launch(
+        arch, spec, dict(args or {}), version=version, draft=_draft(args), stored=ref.stored
+    )
     bill = engine_bill(launch)
     if ignored:
         bill = replace(bill, unmodelled=tuple(dict.fromkeys(bill.unmodelled + tuple(ignored))))
@@ -111,6 +110,8 @@ def _draft(args: dict[str, Any] | None) -> Any:
     spec = (args or {}).get("speculative_config")
     if not isinstance(spec, dict) or not isinstance(spec.get("model"), str):
         return None
+    from gpuplan.catalog import load_architecture
+
     try:
         return load_architecture(catalog_model_of_log(spec["model"]))
     except GpuplanError:

@@ -64,7 +64,8 @@ def find_engine(tokens: list[str]) -> tuple[EngineAdapter, list[str]]:
     if best is None:
         raise GpuplanError(
             "launch line: no engine found; expected `vllm serve MODEL …`,"
-            " `python -m sglang.launch_server --model-path MODEL …` or `trtllm-serve MODEL …`"
+            " `python -m sglang.launch_server --model-path MODEL …`, `trtllm-serve MODEL …`"
+            " or `llama-server -m MODEL.gguf …`"
         )
     return best[1], tokens[best[0] :]
 

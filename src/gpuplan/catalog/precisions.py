@@ -15,6 +15,8 @@ _FIELDS = (
     "zero_bits",
     "scale_group",
     "scale_scale_bits",
+    "block_size",
+    "block_bytes",
     "scope",
     "kv",
     "source",

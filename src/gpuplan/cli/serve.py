@@ -84,6 +84,16 @@ MAX_CONFIG_BYTES = 1_000_000
 @click.option("--block-size", type=int, help="Engines: KV block (page) size in tokens.")
 @click.option("--enforce-eager", is_flag=True, default=False, help="Engines: no CUDA graphs.")
 @click.option(
+    "--n-gpu-layers",
+    "-ngl",
+    "gpu_layers",
+    default=None,
+    help="llama.cpp: layers on GPU (auto, all, N).",
+)
+@click.option("--split-mode", default=None, help="llama.cpp: none | layer | row across GPUs.")
+@click.option("--tensor-split", default=None, help="llama.cpp: the GPUs' shares, e.g. 3,1.")
+@click.option("--revision", default=None, help="Branch, tag or commit of a Hugging Face model.")
+@click.option(
     "--gpu", default="h100", show_default=True, help="GPU name or alias (see `gpuplan gpus`)."
 )
 @gpus_option
@@ -131,6 +141,10 @@ def serve_command(
     max_num_batched_tokens: str | None,
     block_size: int | None,
     enforce_eager: bool,
+    gpu_layers: str | None,
+    split_mode: str | None,
+    tensor_split: str | None,
+    revision: str | None,
     gpu: str,
     gpus: str | None,
     tp: int | None,
@@ -163,6 +177,9 @@ def serve_command(
         "max_batched_tokens": max_num_batched_tokens,
         "block_size": block_size,
         "enforce_eager": enforce_eager or None,
+        "gpu_layers": gpu_layers,
+        "split_mode": split_mode,
+        "tensor_split": tensor_split,
     }
     on_engine = engine is not None and engine.lower() != "generic"
     if launch_line is not None or on_engine:
@@ -185,9 +202,10 @@ def serve_command(
                 model,
                 gpu,
                 engine=name,
-                args=_engine_args(name, knobs, tp, pp, dtype, kv_dtype, context),
+                args=_engine_args(name, knobs, tp, pp, dtype, kv_dtype, context, gpus),
                 gpu_memory=gpu_memory,
                 version=engine_version,
+                revision=revision,
             )
         data = plan.to_dict(units)
         if as_json:
@@ -219,6 +237,7 @@ def serve_command(
         gpu_memory=gpu_memory,
         workspace=workspace,
         cuda_context=cuda_context,
+        revision=revision,
     )
     data = generic.to_dict(units)
     if as_json:
@@ -253,12 +272,15 @@ def _engine_args(
     dtype: str | None,
     kv_dtype: str | None,
     context: str | None,
+    gpus: str | None = None,
 ) -> dict:
     """gpuplan's options in the engine's own argument names (its adapter's knobs)."""
     from gpuplan.engine.profiles import get_adapter
 
     adapter = get_adapter(engine)
     values = {**knobs, "tp": tp, "pp": pp, "max_model_len": context}
+    if adapter.knob("gpus") and gpus not in (None, "auto"):
+        values["gpus"] = parse_gpus(gpus)
     if dtype:
         key = dtype.lower()
         if key in _PLAIN_DTYPES or key in ("bfloat16", "float16", "float32", "half"):
@@ -271,10 +293,10 @@ def _engine_args(
     for knob, value in values.items():
         if value is None:
             continue
-        name = adapter.knob(knob)
-        if name is None:
+        if adapter.knob(knob) is None:
             raise click.UsageError(f"{adapter.title} has no {knob.replace('_', ' ')} setting")
-        args[name] = adapter.flags.get(name).coerce(value)
+        for name, v in adapter.knob_args(knob, value).items():
+            args[name] = adapter.flags.get(name).coerce(v)
     return args
 
 
@@ -287,7 +309,7 @@ def render_engine(data: dict, units: str, explain: bool) -> None:
         f"[bold]{m['id']}[/bold] on {data['gpus']} × {gpu['name']}  tp={data['tp']} pp={data['pp']}"
         f" · {e['name']} ({e['version']})"
     )
-    settings = ", ".join(f"{k} {v}" for k, v in e["settings"].items())
+    settings = ", ".join(f"{k} {v}" for k, v in e["settings"].items() if k != "devices")
     out.print(f"[dim]{settings}[/dim]")
     table = Table(show_edge=False, pad_edge=False)
     table.add_column("per GPU (rank 0)")
@@ -308,6 +330,8 @@ def render_engine(data: dict, units: str, explain: bool) -> None:
         rule = item["explain"] if explain else item["formula"]
         table.add_row(item["name"], bytes_text, span, rule)
     out.print(table)
+    if e["settings"].get("devices"):
+        _render_devices(out, e["settings"]["devices"], units)
     r = ranges.get("kv_capacity_tokens")
     span = f" (range {r['low']:,}–{r['high']:,}; moved by {r['moved_by']})" if r else ""
     out.print(f"GPU KV cache size: [bold]{e['kv_capacity_tokens']:,}[/bold] tokens{span}")
@@ -325,6 +349,23 @@ def render_engine(data: dict, units: str, explain: bool) -> None:
             "[yellow]unmodelled (these change memory; gpuplan does not follow them):"
             f" {' '.join(escape(f) for f in e['unmodelled_flags'])}[/yellow]"
         )
+
+
+def _render_devices(out: object, devices: list, units: str) -> None:
+    """Where each layer, and its KV cache, lives (an engine that places layers: llama.cpp)."""
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("device", "layers", "weights", "KV cache", "compute", "total"):
+        table.add_column(col, justify="left" if col in ("device", "layers") else "right")
+    for d in devices:
+        table.add_row(
+            d["device"],
+            d["layers"] or "—",
+            format_bytes(d["weights_bytes"], units),
+            format_bytes(d["kv_bytes"], units),
+            format_bytes(d["compute_bytes"], units),
+            format_bytes(d["total_bytes"], units),
+        )
+    out.print(table)  # type: ignore[attr-defined]
 
 
 def render_serving(data: dict, units: str, explain: bool) -> None:

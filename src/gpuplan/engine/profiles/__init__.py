@@ -8,6 +8,7 @@ that `kv_capacity_tokens` is the figure that engine will print in its startup lo
     vllm/      vLLM, by version: the V1 engine (0.10 → newest) and the legacy V0 engine (0.5–0.9)
     sglang/    SGLang: mem_fraction_static × free-before-load − weights → max_total_num_tokens
     trtllm/    TensorRT-LLM (PyTorch backend): free_gpu_memory_fraction × memory free after loading
+    llamacpp/  llama.cpp (llama-server, GGUF): layers per GPU / host by --n-gpu-layers, KV cells
     common.py  what they share: stage weights, RoPE tables, page arithmetic, version rules
     flags.py   flag tables: spellings, kinds (size suffixes), defaults, effect on memory
 
@@ -27,6 +28,7 @@ from typing import Any, ClassVar
 
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.bill import Bill, LineItem
+from gpuplan.engine.checkpoint import Checkpoint
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.profiles.flags import FlagTable, ParsedFlags
@@ -49,6 +51,10 @@ KNOBS = (
     "dtype",  # weights' base dtype (torch names)
     "quantization",  # weight quantisation method
     "kv_cache_dtype",  # KV cache dtype
+    "gpus",  # GPUs one process spreads layers over (llama.cpp --device)
+    "gpu_layers",  # layers offloaded to GPU, the rest in host RAM (llama.cpp -ngl)
+    "split_mode",  # how layers or rows spread over GPUs (llama.cpp -sm)
+    "tensor_split",  # the GPUs' shares (llama.cpp -ts)
 )
 
 
@@ -207,6 +213,11 @@ class EngineAdapter:
     def knob(self, knob: str) -> str | None:
         return self.knobs.get(knob)
 
+    def knob_args(self, knob: str, value: Any) -> dict[str, Any]:
+        """A common knob's value as the engine's own argument(s) ({} if it has no such knob)."""
+        name = self.knob(knob)
+        return {name: value} if name else {}
+
     def layout(self, args: Mapping[str, Any]) -> tuple[int, int, int]:
         """(tp, pp, dp) from the engine's arguments."""
         out = []
@@ -216,12 +227,18 @@ class EngineAdapter:
             out.append(int(value) if value is not None else 1)
         return out[0], out[1], out[2]
 
-    def weight_format(self, arch: Architecture, args: Mapping[str, Any]) -> WeightFormat:
-        """The weights as the engine loads them, from its dtype / quantization arguments."""
+    def weight_format(
+        self, arch: Architecture, args: Mapping[str, Any], stored: Checkpoint | None = None
+    ) -> WeightFormat:
+        """The weights as the engine loads them, from its dtype / quantization arguments;
+        `stored` (the checkpoint's headers) gives exact bytes when nothing converts them."""
         from gpuplan.engine.profiles.common import engine_weight_format
 
         return engine_weight_format(
-            arch, args.get(self.knob("dtype") or ""), args.get(self.knob("quantization") or "")
+            arch,
+            args.get(self.knob("dtype") or ""),
+            args.get(self.knob("quantization") or ""),
+            stored,
         )
 
     def kv_precision(self, weights: WeightFormat, args: Mapping[str, Any]) -> Precision:
@@ -237,11 +254,12 @@ class EngineAdapter:
         *,
         version: str | None = None,
         draft: Architecture | None = None,
+        stored: Checkpoint | None = None,
     ) -> EngineLaunch:
         """An `EngineLaunch` from the engine's own arguments (coerced by its flag table)."""
         typed = self.flags.coerce(args)
         tp, pp, dp = self.layout(typed)
-        weights = self.weight_format(arch, typed)
+        weights = self.weight_format(arch, typed, stored)
         extra = arch.vision_params
         return EngineLaunch(
             engine=self.name,
@@ -350,6 +368,7 @@ _BUILTIN = {
     "vllm": "gpuplan.engine.profiles.vllm",
     "sglang": "gpuplan.engine.profiles.sglang",
     "trtllm": "gpuplan.engine.profiles.trtllm",
+    "llamacpp": "gpuplan.engine.profiles.llamacpp",
 }
 
 

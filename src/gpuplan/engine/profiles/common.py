@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.checkpoint import Checkpoint
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.params import count_params
 from gpuplan.engine.precision import Precision
@@ -204,16 +205,24 @@ ONLINE_METHODS = {"fp8": "fp8-tensor", "bitsandbytes": "nf4", "w8a8_fp8": "fp8-t
 
 
 def engine_weight_format(
-    arch: Architecture, dtype: str | None, quantization: str | None
+    arch: Architecture,
+    dtype: str | None,
+    quantization: str | None,
+    stored: Checkpoint | None = None,
 ) -> WeightFormat:
     """The weights as an engine loads them, from its --dtype and --quantization.
 
     --dtype sets the 16-bit (or fp32) base; a quantised checkpoint keeps its own format
     (--quantization naming its method is a no-op); --quantization fp8 / bitsandbytes on a
     16-bit checkpoint quantises the linear weights while loading (vLLM's online fp8:
-    per-tensor scales, embeddings and LM head kept at the base)."""
+    per-tensor scales, embeddings and LM head kept at the base). A checkpoint method (awq,
+    gptq, compressed-tensors, ...) named for a config without a quantization_config is sized
+    as the method's standard layout, with a note (engine/quantization.py). `stored` (the
+    checkpoint's headers) gives the exact bytes when nothing converts them."""
     from gpuplan.catalog import get_precision
     from gpuplan.catalog.precisions import torch_dtype_precision
+    from gpuplan.engine.quantization import standard_layout
+    from gpuplan.engine.weights import as_stored
 
     key = (dtype or "auto").lower()
     if key not in DTYPES:
@@ -226,11 +235,20 @@ def engine_weight_format(
     q = (quantization or "").lower().replace("-", "_") or None
     if arch.quantization is not None:
         spec = arch.quantization
-        return WeightFormat(get_precision(spec.precision), base, spec.unquantized)
+        layout = spec.layout or get_precision(spec.precision)
+        return WeightFormat(
+            layout, base, spec.unquantized, spec.kind_precisions, spec.notes, stored
+        )
     if q is None:
-        return WeightFormat(base, base)
+        return WeightFormat(base, base, stored=as_stored(stored, base))
     if q in ONLINE_METHODS:
         return WeightFormat(get_precision(ONLINE_METHODS[q]), base)
+    standard = standard_layout(q)
+    if standard is not None:
+        layout = standard.layout or get_precision(standard.precision)
+        return WeightFormat(
+            layout, base, standard.unquantized, standard.kind_precisions, standard.notes
+        )
     if q.replace("_", "-") in CHECKPOINT_METHODS or q in CHECKPOINT_METHODS:
         raise GpuplanError(
             f"--quantization {quantization} needs a checkpoint quantised with it, but"
