@@ -98,7 +98,10 @@ def test_drill_check_70b_training_state(client: TestClient) -> None:
     r = client.post("/api/lesson/check", json={"step": 21, "answer": "1,120 GB"}).json()
     assert r["read_as"] == "1,120 GB = 1.12 TB"
     assert any("70.55 B × 2 bytes" in line for line in r["arithmetic"])
-    assert r["arithmetic"][-1].startswith("in all 16 bytes × 70,553,706,496 parameters = 1.13 TB")
+    n = states // 16
+    assert r["arithmetic"][-1].startswith(
+        f"in all 16 bytes × {n:,} parameters = {16 * n / 1e12:.2f} TB"
+    )
     r = client.post("/api/lesson/check", json={"step": 21, "answer": "1120"}).json()
     assert not r["right"] and r["hint"].startswith("1120 GB would be right")
     r = client.post("/api/lesson/check", json={"step": 21, "answer": "a lot"}).json()

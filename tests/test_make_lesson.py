@@ -77,14 +77,27 @@ def _text(step: dict) -> str:
     return " ".join([*step["text"], step["question"], step.get("aside", "")])
 
 
+def _gb(n: float) -> str:
+    return f"{n / 1e9:,.2f} GB"
+
+
 def test_the_text_carries_the_mission_numbers(lesson):
+    import gpuplan
+
     steps = {s["id"]: s for s in lesson["steps"]}
+    n8 = gpuplan.serve("llama-3.1-8b", gpus=1).params_total
+    n70 = gpuplan.serve("llama-3.1-70b", gpus=1).params_total
     first = _text(steps[1])
-    assert "16.06 GB of weights" in first and "19.10 GB of 80 GB" in first  # "19 GB of 80"
-    assert "128.48 GB of model states" in _text(steps[10])  # 8.03 B × 16
-    assert re.search(r"1,128\.\d\d GB of model states", _text(steps[18]))  # about 1.1 TB
-    assert "= 16 H100s" in _text(steps[18])  # ⌈1,128.9 ÷ 72⌉
-    assert "16 H200s, 8 B200s" in _text(steps[18])
+    # "8.03 B × 2 = 16 GB of weights ... the plan comes to 19 GB of 80"
+    assert f"{_gb(2 * n8)} of weights" in first
+    total = gpuplan.serve("llama-3.1-8b", gpus=1, gpu_memory="80GB").per_gpu_total_bytes
+    assert round(total / 1e9) == 19 and f"{_gb(total)} of 80 GB" in first
+    # 16 bytes per parameter: 2 weights + 2 gradients + 12 optimizer
+    assert f"{_gb(16 * n8)} of model states" in _text(steps[10])
+    assert f"{_gb(16 * n70)} of model states" in _text(steps[18])  # "about 1.1 TB"
+    bound = -(-16 * n70 // (72 * 10**9))  # ⌈states ÷ 90 % of 80 GB⌉
+    assert bound == 16 and f"= {bound} H100s" in _text(steps[18])
+    assert "16 H200s, 8 B200s" in _text(steps[18])  # the acceptance figures
     assert "1.5 times" in _text(steps[14])
     assert "−25 % tokens per second" in _text(steps[17])
 
