@@ -129,7 +129,7 @@ def _answer_or_refuse(config: dict[str, Any]) -> None:
         assert "\n" not in str(err) and str(err), repr(err)
 
 
-@fuzz_settings(3000)
+@fuzz_settings(3400)
 @given(config=hostile_configs())
 def test_any_config_dict_is_read_or_refused_in_one_line(config: dict[str, Any]) -> None:
     _answer_or_refuse(config)

@@ -87,3 +87,16 @@ def test_check_on_any_log_exits_cleanly_and_prints_no_escapes(text: str, as_json
     code, out, err = run_cli(argv)
     assert_clean_exit(argv, code, out, err)
     assert "\x1b" not in out, argv
+
+
+def test_a_path_named_inside_a_log_is_never_opened(tmp_path: Path) -> None:
+    """A log's launch arguments may name any file; only --model is ever read."""
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "config.json").write_text(Path(CONFIG).read_text())
+    text = f"INFO non-default args: {{'model': '{secret}', 'max_model_len': 4096}}\n" + LOGS[0]
+    log = tmp_path / "log.txt"
+    log.write_text(text)
+    code, out, err = run_cli(["check", str(log)])
+    assert_clean_exit(["check", str(log)], code, out, err)
+    assert code == 2 and "never opened" in err, err
