@@ -1,13 +1,16 @@
 """What one web request may cost: a work budget checked before any work, and a bounded cache.
 
-The budget counts work units, deterministically from the request alone: points in the request
-(a sweep's values; 1 otherwise) × the search each point runs (a fixed layout is one bill; a
-search for the fewest GPUs walks GPU counts and, for training, the layouts of each) × the model's
-depth in blocks of LAYERS_PER_UNIT layers (a bill's cost grows with the layer count). A request
-over the budget is refused at once with 422 and how to narrow it. The weights are calibrated so
-that the heaviest request inside the budget takes about a second on one core (see
-tests/test_fuzz_web.py::test_the_heavy_sweep_is_refused_at_once); the pool's deadline (5 s)
-backs this up for anything the estimate misses.
+The budget counts work units, deterministically from the request alone: plans in the request
+(a sweep's values, a lesson comparison's variants; 1 otherwise) × the search each plan runs (a
+fixed layout is one bill; a search for the fewest GPUs walks GPU counts and, for training, the
+layouts of each; fixes add about one more search) × the model's depth in blocks of
+LAYERS_PER_UNIT layers (a bill's cost grows with the layer count). A request over the budget is
+refused at once with 422 and how to narrow it. The weights follow measured costs on the 2-core
+development machine (a training search for DeepSeek-R1 on A10Gs, the worst catalog case, takes
+1-4 s; a serving search up to 0.3 s; a fixed layout milliseconds), so the budget admits what the
+page and the lesson ask (8 training searches) and refuses the issue's 64-point training sweep
+(tests/test_web_api.py::test_the_heavy_sweep_is_refused_at_once); the pool's deadline (10 s)
+stops anything the estimate lets through that runs longer.
 
 The cache keeps answers already computed, keyed by the normalised request (the validated body
 with defaults filled in, the catalog name in its canonical spelling), bounded in entries and bytes.
