@@ -309,6 +309,7 @@ def test_the_heavy_sweep_is_refused_at_once(client: TestClient) -> None:
     start = time.monotonic()
     r = client.post("/api/sweep", json=HEAVY_SWEEP)
     elapsed = time.monotonic() - start
+    print(f"the issue's heavy sweep answered in {elapsed * 1000:.0f} ms")
     assert elapsed < 5, elapsed
     assert r.status_code == 422
     detail = r.json()["detail"]
@@ -442,10 +443,11 @@ def test_a_disconnected_request_stops_consuming_cpu() -> None:
         time.sleep(0.3)
         assert _alive(pid)
         sock.close()  # the client goes away
-        gone_by = time.monotonic() + 2
+        closed = time.monotonic()
         while _alive(pid):
-            assert time.monotonic() < gone_by, "the abandoned computation kept running"
+            assert time.monotonic() < closed + 2, "the abandoned computation kept running"
             time.sleep(0.02)
+        print(f"worker ended {time.monotonic() - closed:.2f} s after the client went away")
         # and the server answers the next request as usual
         with srv.send("/api/serve", {"model": "llama-3.2-1b", "gpus": 1}) as again:
             reply = again.recv(65536).decode("latin-1")
@@ -518,5 +520,6 @@ def test_ctrl_c_stops_gpuplan_web_quickly(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     err = proc.stderr.read().decode() if proc.stderr else ""
+    print(f"gpuplan web stopped {stopped_in:.2f} s after Ctrl+C with a computation in flight")
     assert stopped_in < 3, stopped_in
     assert "Traceback" not in err, err
