@@ -87,3 +87,41 @@ def format_count(n: int | float) -> str:
     if abs(n) >= 10**3:
         return f"{n / 10**3:.2f} K"
     return f"{n:g}"
+
+
+def format_per_token(n: int | float, units: str = "GB") -> str:
+    """A per-token size (KV cache per token: tens of kB to a few MB) in MB (10**6), or MiB (2**20)
+    with units="GiB": '0.13 MB', '0.125 MiB'."""
+    if units not in UNIT_SYSTEMS:
+        raise GpuplanError(f"unknown units {units!r}; use GB or GiB")
+    return f"{n / 10**6:.2f} MB" if units == "GB" else f"{n / 2**20:.3f} MiB"
+
+
+# token counts as engines read them (vLLM's human_readable_int): one reader for every flag
+MAX_INT = 2**62  # counts and sizes above this are not meant
+
+_COUNT_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_COUNT_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_COUNT_SUFFIXED = re.compile(r"(\d{1,20}(?:\.\d{1,20})?)([kKmMgGtT])")
+
+
+def human_int(text: str) -> int:
+    """An integer as vLLM's human_readable_int reads it: '16k' = 16,000, '4K' = 4,096, '25.6k'
+    = 25,600; decimals only with the decimal (lower-case) suffixes; a plain integer otherwise."""
+    t = text.strip()
+    m = _COUNT_SUFFIXED.fullmatch(t)
+    if m:
+        number, suffix = m.groups()
+        if suffix in _COUNT_DECIMAL:
+            value = int(float(number) * _COUNT_DECIMAL[suffix])
+        elif "." in number:
+            raise ValueError(f"decimals are not allowed with the binary suffix {suffix}")
+        else:
+            value = int(number) * _COUNT_BINARY[suffix]
+    else:
+        if not re.fullmatch(r"[+-]?\d{1,20}", t):
+            raise ValueError(f"{text!r} is not a whole number")
+        value = int(t)
+    if abs(value) > MAX_INT:
+        raise ValueError(f"{text!r} is too large")
+    return value

@@ -13,13 +13,13 @@ from gpuplan.catalog.sources import ModelSource
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.precision import Precision
-from gpuplan.engine.quantization import QuantizationSpec
 from gpuplan.engine.weights import WeightFormat, as_stored
 from gpuplan.errors import GpuplanError
 from gpuplan.units import MAX_BYTES, parse_bytes, shown
 
 if TYPE_CHECKING:
     from gpuplan.engine.checkpoint import Checkpoint
+    from gpuplan.engine.quantization import QuantizationSpec
 
 MEMORY_BASES = ("driver", "marketed")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,6 +131,8 @@ class ServingPlan(PlanHeadline):
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
+        import html
+
         s = self.bill.setup
         rows = "".join(
             f"<tr><td>{html.escape(i.label)}</td><td style='text-align:right'>{format_bytes(i.bytes)}</td>"

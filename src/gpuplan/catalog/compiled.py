@@ -5,29 +5,32 @@ A data file (TOML or JSON under catalog/data/) is parsed on first use and its re
 ($GPUPLAN_CACHE_DIR, else $XDG_CACHE_HOME/gpuplan, else ~/.cache/gpuplan), keyed by the file's
 name, size and modification time; later runs load that in a fraction of the parse time. When the
 cache cannot be read or written, the file is simply parsed (GPUPLAN_CACHE_DIR=off turns it off).
+
+Plain `os.path` rather than pathlib, and the parsers imported only on a cache miss: this module
+is on every command's path (cold start, issue 14).
 """
 
 from __future__ import annotations
 
 import marshal
 import os
-from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 
-def _cache_dir() -> Path | None:
+def _cache_dir() -> str | None:
     explicit = os.environ.get("GPUPLAN_CACHE_DIR")
     if explicit is not None:
-        return None if explicit.lower() in ("", "0", "off", "none") else Path(explicit)
+        return None if explicit.lower() in ("", "0", "off", "none") else explicit
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "gpuplan"
+    return os.path.join(base, "gpuplan")
 
 
-def _parse(path: Path) -> Any:
-    text = path.read_text("utf-8")
-    if path.suffix == ".json":
+def _parse(path: str) -> Any:
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    if path.endswith(".json"):
         import json
 
         return json.loads(text)
@@ -38,22 +41,24 @@ def _parse(path: Path) -> Any:
 
 def load_data(name: str) -> Any:
     """The parsed content of catalog/data/`name`, from the compiled cache when it is current."""
-    path = DATA / name
-    stat = path.stat()
+    path = os.path.join(DATA, name)
+    stat = os.stat(path)
     cache = _cache_dir()
     if cache is None:
         return _parse(path)
     key = f"{name.replace('/', '--')}.{stat.st_size}.{stat.st_mtime_ns}.marshal"
-    target = cache / key
+    target = os.path.join(cache, key)
     try:
-        return marshal.loads(target.read_bytes())
+        with open(target, "rb") as fh:
+            return marshal.loads(fh.read())
     except (OSError, ValueError, EOFError, TypeError):
         pass
     data = _parse(path)
     try:
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(marshal.dumps(data))
+        os.makedirs(cache, exist_ok=True)
+        tmp = f"{target}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(marshal.dumps(data))
         os.replace(tmp, target)
     except (OSError, ValueError):
         pass

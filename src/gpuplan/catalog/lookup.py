@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 from gpuplan.errors import GpuplanError
@@ -14,6 +13,8 @@ def normalise(name: str) -> str:
 
 def did_you_mean(kind: str, name: str, choices: Iterable[str]) -> GpuplanError:
     """An error naming the closest known names (difflib's ratio, as `git` does for commands)."""
+    import difflib
+
     pool = sorted(set(choices))
     close = difflib.get_close_matches(normalise(name), pool, n=3, cutoff=0.5)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""

@@ -11,8 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.catalog.compiled import load_data
 from gpuplan.catalog.lookup import did_you_mean, normalise
@@ -27,6 +26,9 @@ from gpuplan.catalog.sources import (
 )
 from gpuplan.engine.architecture import Architecture, architecture_from_config
 from gpuplan.errors import GpuplanError
+
+if TYPE_CHECKING:  # pathlib is imported only when a model is not in the catalog (cold start)
+    from pathlib import Path
 
 __all__ = ["MAX_CONFIG_BYTES", "ModelEntry", "parse_config_text", "resolve_model", "resolve_source"]
 
@@ -74,6 +76,8 @@ def _catalog_config(model_id: str) -> dict[str, Any]:
 
 def read_config(path: str | Path) -> dict[str, Any]:
     """Read the config.json at `path`, or in the directory `path` (as the user named it)."""
+    from pathlib import Path
+
     p = Path(path).expanduser()
     if p.is_dir():
         p = p / "config.json"
@@ -98,6 +102,8 @@ def resolve_source(model: str, revision: str | None = None) -> ModelSource:
         return ModelSource(
             "catalog", key, _catalog_config(key), f"data/{entry.config}", entry=entry
         )
+    from pathlib import Path
+
     tried = ["catalog"]
     path = Path(model).expanduser()
     if _exists(path):
@@ -132,6 +138,8 @@ def _mtime(path: Path) -> tuple[int, int]:
 @lru_cache(maxsize=32)
 def _path_lookup(resolved: str, _mtime_ns: tuple[int, int], shown: str) -> ModelSource:
     """A local path is read once per change (serve resolves a model more than once)."""
+    from pathlib import Path
+
     return from_path(Path(resolved), shown)
 
 

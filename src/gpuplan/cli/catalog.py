@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from gpuplan.cli.jsonout import print_json
 from gpuplan.cli.options import units_option
-from gpuplan.cli.render import console, print_json
 from gpuplan.units import format_bytes, format_count
 
 
@@ -13,14 +13,16 @@ from gpuplan.units import format_bytes, format_count
 @click.option("--json", "as_json", is_flag=True)
 def models_command(as_json: bool) -> None:
     """List the built-in models (any other config.json works too: pass its path)."""
-    from rich.table import Table
-
-    from gpuplan.api import model_summaries
+    from gpuplan.api.common import model_summaries
 
     rows = model_summaries()
     if as_json:
         print_json({"models": rows})
         return
+    from rich.table import Table
+
+    from gpuplan.cli.render import console
+
     table = Table(box=None, header_style="bold")
     for col in (
         "name",
@@ -52,8 +54,6 @@ def models_command(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def gpus_command(units: str, as_json: bool) -> None:
     """List the GPUs: memory as the driver reports it (what bills use) and as marketed."""
-    from rich.table import Table
-
     from gpuplan.catalog.gpus import gpu_record, list_gpus
 
     gpus = list_gpus()
@@ -67,6 +67,10 @@ def gpus_command(units: str, as_json: bool) -> None:
             }
         )
         return
+    from rich.table import Table
+
+    from gpuplan.cli.render import console
+
     table = Table(box=None, header_style="bold")
     for col in ("id", "name", "bill uses", "driver total", "marketed", "BW TB/s", "bf16 TFLOPS"):
         table.add_column(col)

@@ -6,9 +6,9 @@ from typing import Any
 
 import click
 
+from gpuplan.cli.jsonout import print_json
 from gpuplan.cli.options import units_option
-from gpuplan.cli.render import console, print_json
-from gpuplan.units import format_bytes, format_count
+from gpuplan.units import format_bytes, format_count, format_per_token
 
 
 @click.command("inspect")
@@ -32,6 +32,8 @@ def _render(d: dict[str, Any], units: str) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from gpuplan.cli.render import console
+
     out = console()
     fam = d["family"]
     src = d["source"]
@@ -49,7 +51,7 @@ def _render(d: dict[str, Any], units: str) -> None:
         f" {fam['head_dim']}{experts}"
     )
     out.print(
-        f"context     {d['context_limit']:,} tokens · KV {format_bytes(d['kv_bytes_per_token'], units)}/token"
+        f"context     {d['context_limit']:,} tokens · KV {format_per_token(d['kv_bytes_per_token'], units)}/token"
     )
     q = d["quantization"]
     out.print(

@@ -2,7 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import click
+
+
+class LazyChoice(click.Choice):
+    """A case-insensitive choice whose values are looked up only when needed (a value is given,
+    or --help prints them): `--engine`'s list needs the engine registry, which a command run
+    without --engine never loads (cold start)."""
+
+    def __init__(self, load: Callable[[], Sequence[str]]) -> None:
+        self._load = load
+        self._loaded: tuple[str, ...] | None = None
+        self.case_sensitive = False
+
+    @property
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
+        if self._loaded is None:
+            self._loaded = tuple(self._load())
+        return self._loaded
+
 
 units_option = click.option(
     "--units",

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import click
-from rich.markup import escape
-from rich.table import Table
+from typing import Any
 
+import click
+
+from gpuplan.cli.jsonout import print_json
 from gpuplan.cli.options import (
+    LazyChoice,
     gpu_memory_option,
     gpus_option,
     headroom_option,
     parse_gpus,
     units_option,
 )
-from gpuplan.cli.render import console, print_bill, print_json, print_search_and_notes
-from gpuplan.units import format_bytes, format_count
+from gpuplan.units import format_bytes, format_count, format_per_token
 
 
 def _engine_choices() -> list[str]:
@@ -49,7 +50,7 @@ MAX_CONFIG_BYTES = 1_000_000
 @click.argument("model", required=False)
 @click.option(
     "--engine",
-    type=click.Choice(_engine_choices(), case_sensitive=False),
+    type=LazyChoice(_engine_choices),
     default=None,
     help="Whose accounting: generic (the lesson's bill) or the engine's own rules. [default: generic]",
 )
@@ -169,8 +170,6 @@ def serve_command(
     size it will log. vLLM's own option names (--tensor-parallel-size, --max-model-len,
     --kv-cache-dtype, --quantization, --gpu-memory-utilization) are accepted as written.
     """
-    from gpuplan.api import engine_serve, serve, serve_launch
-
     knobs = {
         "memory_fraction": memory_fraction,
         "max_seqs": max_num_seqs,
@@ -183,6 +182,8 @@ def serve_command(
     }
     on_engine = engine is not None and engine.lower() != "generic"
     if launch_line is not None or on_engine:
+        from gpuplan.api.engines import engine_serve, serve_launch
+
         if launch_line is not None:
             if model:
                 raise click.UsageError("give either MODEL or --from, not both")
@@ -223,6 +224,8 @@ def serve_command(
             f"--{used[0].replace('_', '-')} needs --engine {'|'.join(_engine_choices()[1:])} or --from"
         )
 
+    from gpuplan.api.serving import serve
+
     generic = serve(
         model,
         gpu,
@@ -251,7 +254,7 @@ _PLAIN_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "auto
 
 def _generic_context(context: str | None) -> int:
     """--context for the lesson's bill: a token count (k/K suffixes as vLLM reads them)."""
-    from gpuplan.engine.profiles.flags import human_int
+    from gpuplan.units import human_int
 
     if context is None:
         return 4096
@@ -302,6 +305,11 @@ def _engine_args(
 
 def render_engine(data: dict, units: str, explain: bool) -> None:
     """The engine's startup bill, in its own terms."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from gpuplan.cli.render import console
+
     out = console()
     e = data["engine"]
     m, gpu = data["model"], data["gpu"]
@@ -351,8 +359,10 @@ def render_engine(data: dict, units: str, explain: bool) -> None:
         )
 
 
-def _render_devices(out: object, devices: list, units: str) -> None:
+def _render_devices(out: Any, devices: list, units: str) -> None:
     """Where each layer, and its KV cache, lives (an engine that places layers: llama.cpp)."""
+    from rich.table import Table
+
     table = Table(show_edge=False, pad_edge=False)
     for col in ("device", "layers", "weights", "KV cache", "compute", "total"):
         table.add_column(col, justify="left" if col in ("device", "layers") else "right")
@@ -365,10 +375,12 @@ def _render_devices(out: object, devices: list, units: str) -> None:
             format_bytes(d["compute_bytes"], units),
             format_bytes(d["total_bytes"], units),
         )
-    out.print(table)  # type: ignore[attr-defined]
+    out.print(table)
 
 
 def render_serving(data: dict, units: str, explain: bool) -> None:
+    from gpuplan.cli.render import console, print_bill, print_search_and_notes
+
     out = console()
     gpu = data["gpu"]
     m = data["model"]
@@ -386,11 +398,7 @@ def render_serving(data: dict, units: str, explain: bool) -> None:
         f"  tp={data['tp']} pp={data['pp']}  context {data['context']:,} × {data['users']} user(s)"
     )
     print_bill(out, data, units, explain)
-    per_token = (
-        f"{data['kv_bytes_per_token'] / 1e6:.2f} MB"
-        if units == "GB"
-        else f"{data['kv_bytes_per_token'] / 2**20:.3f} MiB"
-    )
+    per_token = format_per_token(data["kv_bytes_per_token"], units)
     out.print(
         f"KV capacity: {data['kv_capacity_tokens']:,} tokens → {data['max_concurrent_sequences']:,} concurrent"
         f" sequences of {data['context']:,} tokens ({per_token} of KV cache per token)"

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpuplan.engine.quantization import QuantizationSpec, quantization_from_config
 from gpuplan.engine.vision import vision_encoder_params
 from gpuplan.errors import GpuplanError
+
+if TYPE_CHECKING:
+    from gpuplan.engine.quantization import QuantizationSpec
 
 
 @dataclass(frozen=True)
@@ -222,6 +224,16 @@ class _Config:
         return value
 
 
+def _quantization(cfg: _Config) -> QuantizationSpec | None:
+    """The checkpoint's quantisation (engine/quantization.py, imported only for a quantised one)."""
+    raw = cfg.get("quantization_config")
+    if raw is None:
+        return None
+    from gpuplan.engine.quantization import quantization_from_config
+
+    return quantization_from_config(raw, cfg.name)
+
+
 REQUIRED_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 
 
@@ -293,7 +305,7 @@ def _gpt2(cfg: _Config, model_type: str) -> Architecture:
         learned_positions=cfg.positive("max_position_embeddings", 1024),
         max_position_embeddings=cfg.positive("max_position_embeddings", 1024),
         torch_dtype=_torch_dtype(cfg),
-        quantization=quantization_from_config(cfg.get("quantization_config"), cfg.name),
+        quantization=_quantization(cfg),
         hidden_act=str(cfg.get("activation_function", "gelu_new")),
     )
 
@@ -476,7 +488,7 @@ def _decoder(cfg: _Config, model_type: str) -> Architecture:
         norms_per_layer=4 if gemma else (1 if model_type == "phi" else 2),
         max_position_embeddings=cfg.whole("max_position_embeddings", 0),
         torch_dtype=_torch_dtype(cfg),
-        quantization=quantization_from_config(cfg.get("quantization_config"), cfg.name),
+        quantization=_quantization(cfg),
         hidden_act=str(cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))),
         notes=tuple(notes),
         rope=_rope(cfg),

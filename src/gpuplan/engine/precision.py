@@ -16,7 +16,11 @@ GGML block types (GGUF) are given as whole blocks instead: block_bytes per block
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -40,9 +44,11 @@ class Precision:
     kv: bool = False
     source: str = ""
 
-    @property
+    @cached_property
     def bits_per_param(self) -> Fraction:
-        """Average bits per element, scales and zero points included."""
+        """Average bits per element, scales and zero points included (exact: a Fraction)."""
+        from fractions import Fraction  # imported on first use: a catalog query never needs it
+
         if self.block_size:
             return Fraction(self.block_bytes * 8, self.block_size)
         bits = Fraction(self.bits)
@@ -52,7 +58,7 @@ class Precision:
                 bits += Fraction(self.scale_scale_bits, self.group_size * self.scale_group)
         return bits
 
-    @property
+    @cached_property
     def bytes_per_param(self) -> Fraction:
         return self.bits_per_param / 8
 
@@ -70,8 +76,24 @@ class Precision:
                 bits += _ceil_div(groups, self.scale_group) * self.scale_scale_bits
         return _ceil_div(bits, 8)
 
+    @cached_property
+    def bytes_per_element(self) -> float:
+        """`bytes_per_param` as a float, for display and float arithmetic (a plain format's is
+        bits ÷ 8, found without importing `fractions`: a cold `serve` never needs it)."""
+        if not (self.block_size or self.group_size):
+            return self.bits / 8
+        return float(self.bytes_per_param)
+
+    @cached_property
+    def _described(self) -> str:
+        if self.block_size or self.group_size:
+            whole = self.bytes_per_param.denominator in (1, 2, 4, 8)
+        else:
+            whole = True  # whole bits: an exact multiple of 1/8 byte
+        b = self.bytes_per_element
+        text = f"{b:g}" if whole else f"{b:.3f}"
+        return f"{self.id} ({text} bytes/param)"
+
     def describe(self) -> str:
         """'bf16 (2 bytes/param)' or 'gptq-int4-g128 (0.520 bytes/param)'."""
-        b = self.bytes_per_param
-        text = f"{float(b):g}" if b.denominator in (1, 2, 4, 8) else f"{float(b):.3f}"
-        return f"{self.id} ({text} bytes/param)"
+        return self._described

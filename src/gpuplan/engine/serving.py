@@ -166,7 +166,7 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
             "layers": arch.num_layers,
             "kv_heads": arch.attention.num_kv_heads,
             "head_dim": arch.attention.head_dim,
-            "kv_elem_size": float(setup.kv.bytes_per_param),
+            "kv_elem_size": setup.kv.bytes_per_element,
             "latent_dim": (arch.attention.kv_lora_rank or 0) + arch.attention.qk_rope_head_dim,
             "kv_dtype": setup.kv.id,
             "context": setup.context,

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.errors import GpuplanError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gpuplan.engine.checkpoint import Checkpoint, StoredTensor
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; refuse anything absurd
@@ -199,6 +200,8 @@ def _from_folder(folder: Path, shown: str, name: str, kind: str = "path") -> Mod
         missing = [s.name for s in shards if not s.is_file()]
         if missing:
             raise GpuplanError(f"{shown}: the safetensors index names missing shard {missing[0]}")
+        from pathlib import Path
+
         tensors = st.read_headers([str(s) for s in shards], lambda f: st.read_file_header(Path(f)))
         ckpt = Checkpoint(
             "safetensors", tuple(tensors), len(shards), weight_bits(config), str(folder)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import GpuplanError
+from gpuplan.units import MAX_INT, human_int
 
 KINDS = (
     "int",
@@ -51,33 +52,6 @@ KINDS = (
 EFFECTS = ("modelled", "unmodelled", "none")
 MAX_TOKENS = 4096  # tokens one launch line may hold
 MAX_VALUE_CHARS = 10_000  # one flag value (a JSON config) may hold
-MAX_INT = 2**62  # counts and sizes above this are not meant
-
-_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-_SUFFIXED = re.compile(r"(\d{1,20}(?:\.\d{1,20})?)([kKmMgGtT])")
-
-
-def human_int(text: str) -> int:
-    """An integer as vLLM's human_readable_int reads it: '16k' = 16,000, '4K' = 4,096, '25.6k'
-    = 25,600; decimals only with the decimal (lower-case) suffixes; a plain integer otherwise."""
-    t = text.strip()
-    m = _SUFFIXED.fullmatch(t)
-    if m:
-        number, suffix = m.groups()
-        if suffix in _DECIMAL:
-            value = int(float(number) * _DECIMAL[suffix])
-        elif "." in number:
-            raise ValueError(f"decimals are not allowed with the binary suffix {suffix}")
-        else:
-            value = int(number) * _BINARY[suffix]
-    else:
-        if not re.fullmatch(r"[+-]?\d{1,20}", t):
-            raise ValueError(f"{text!r} is not a whole number")
-        value = int(t)
-    if abs(value) > MAX_INT:
-        raise ValueError(f"{text!r} is too large")
-    return value
 
 
 @dataclass(frozen=True)
