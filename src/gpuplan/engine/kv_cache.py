@@ -24,6 +24,8 @@ Under pipeline parallelism a GPU caches only its stage's layers.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.weights import stage_layers
@@ -58,30 +60,36 @@ def kv_fraction_per_rank(arch: Architecture, tp: int) -> float:
     return kv_heads_per_rank(arch, tp) / a.num_kv_heads
 
 
+@lru_cache(maxsize=4096)
+def kv_cache_bytes_per_layer_token(
+    arch: Architecture, kv: Precision, layout: str = "engine"
+) -> int:
+    """Bytes of KV cache one token adds in one layer, all KV heads."""
+    return kv.bytes_for(kv_elements_per_token_per_layer(arch, layout))
+
+
 def kv_cache_bytes_per_token(arch: Architecture, kv: Precision, layout: str = "engine") -> int:
     """Bytes of KV cache one token adds across all layers (before any sliding-window cap)."""
-    return kv.bytes_for(kv_elements_per_token_per_layer(arch, layout)) * arch.num_layers
+    return kv_cache_bytes_per_layer_token(arch, kv, layout) * arch.num_layers
 
 
 def kv_cache_bytes_per_sequence(
     arch: Architecture, kv: Precision, context: int, layout: str = "engine"
 ) -> int:
     """Bytes of KV cache for one sequence of `context` tokens, sliding layers capped at their window."""
-    per_layer_token = kv.bytes_for(kv_elements_per_token_per_layer(arch, layout))
-    return per_layer_token * _capped_tokens(arch, context)
+    return kv_cache_bytes_per_layer_token(arch, kv, layout) * capped_tokens(arch, context)
 
 
 def kv_cache_bytes_per_sequence_per_gpu(
     arch: Architecture, kv: Precision, context: int, tp: int = 1, pp: int = 1, stage: int = 0
 ) -> int:
     """KV bytes one GPU holds for one sequence: its stage's layers, its share of the KV heads."""
-    per_layer_token = kv.bytes_for(kv_elements_per_token_per_layer(arch))
-    layers = stage_layers(arch.num_layers, pp)[stage]
-    tokens = _capped_tokens(arch, context, layers)
-    return round(per_layer_token * tokens * kv_fraction_per_rank(arch, tp))
+    layers = stage_layers(arch.num_layers, pp)[stage] if pp > 1 else None  # None: every layer
+    tokens = capped_tokens(arch, context, layers)
+    return round(kv_cache_bytes_per_layer_token(arch, kv) * tokens * kv_fraction_per_rank(arch, tp))
 
 
-def _capped_tokens(arch: Architecture, context: int, layers: range | None = None) -> int:
+def capped_tokens(arch: Architecture, context: int, layers: range | None = None) -> int:
     """Σ over layers of the tokens each caches: context, or its window if smaller."""
     return sum(
         count * min(context, window or context) for window, count in arch.window_counts(layers)

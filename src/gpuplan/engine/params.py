@@ -158,10 +158,14 @@ def count_params(arch: Architecture) -> ParamCounts:
     """
     by_kind: Counter[str] = Counter()
     per_layer = []
+    kinds: dict[LayerSpec, tuple[Counter[str], int]] = {}  # layers of one spec weigh the same
     for layer in arch.layers:
-        c = layer_params(arch, layer)
+        if layer not in kinds:
+            c = layer_params(arch, layer)
+            kinds[layer] = (c, sum(c.values()))
+        c, n = kinds[layer]
         by_kind.update(c)
-        per_layer.append(sum(c.values()))
+        per_layer.append(n)
     h = arch.hidden_size
     by_kind["embedding"] += arch.vocab_size * h
     by_kind["positions"] += arch.learned_positions * h

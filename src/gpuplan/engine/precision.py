@@ -44,6 +44,29 @@ class Precision:
     kv: bool = False
     source: str = ""
 
+    def __hash__(self) -> int:
+        """Hash once: bills are cached by precision (as by architecture)."""
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(
+                (
+                    self.id,
+                    self.bits,
+                    self.group_size,
+                    self.scale_bits,
+                    self.zero_bits,
+                    self.scale_group,
+                    self.scale_scale_bits,
+                    self.block_size,
+                    self.block_bytes,
+                    self.scope,
+                    self.kv,
+                    self.source,
+                )
+            )
+            self.__dict__["_hash"] = cached
+        return cached
+
     @cached_property
     def bits_per_param(self) -> Fraction:
         """Average bits per element, scales and zero points included (exact: a Fraction)."""

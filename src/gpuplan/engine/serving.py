@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any, NamedTuple
 
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.bill import Bill, LineItem
@@ -112,27 +113,93 @@ def _weights_total(arch: Architecture, fmt: WeightFormat) -> int:
     return weights_bytes(count_params(arch), fmt)
 
 
-@lru_cache(maxsize=1024)
-def _counts(arch: Architecture) -> ParamCounts:
-    return count_params(arch)
-
-
 def serving_bill(setup: ServingSetup) -> ServingBill:
-    """Build the per-GPU serving bill for `setup` (the heaviest pipeline stage when pp > 1)."""
+    """Build the per-GPU serving bill for `setup` (the heaviest pipeline stage when pp > 1).
+
+    What the model, its formats and the layout fix (weights per GPU, KV bytes per token, the
+    weights line) is worked out once per (arch, weights, kv, tp, pp) by `_layout_part`; what
+    a request changes (context, sequences, headroom, overheads, the GPU) is worked out here.
+    """
     validate_serving(setup)
     arch, tp, pp = setup.arch, setup.tp, setup.pp
-    counts = _counts(arch)
-    total_weights = _weights_total(arch, setup.weights)
-    w = _weights_per_gpu(arch, setup.weights, tp, pp)
-    per_token = kv_cache_bytes_per_token(arch, setup.kv)
+    part = _layout_part(arch, setup.weights, setup.kv, tp, pp)
+    w = part.weights
     per_seq = kv_cache_bytes_per_sequence(arch, setup.kv, setup.context)
     per_seq_gpu = kv_cache_bytes_per_sequence_per_gpu(
         arch, setup.kv, setup.context, tp, pp, w.stage
     )
     kv_gpu = per_seq_gpu * setup.users
+    kv_item = LineItem(
+        key="kv_cache",
+        label="KV cache",
+        bytes=kv_gpu,
+        formula="2 × layers × KV heads × head dim × bytes × context × sequences ÷ GPUs",
+        template=part.kv_template,
+        inputs={
+            **part.kv_inputs_head,
+            "context": setup.context,
+            "users": setup.users,
+            **part.kv_inputs_tail,
+        },
+        category="kv_cache",
+    )
+    items = (
+        part.weights_item,
+        kv_item,
+        _workspace_item(setup.workspace_bytes),
+        _cuda_context_item(setup.cuda_context_bytes),
+    )
 
+    budget = int(setup.gpu.memory_bytes * setup.headroom)
+    free = budget - w.bytes - setup.workspace_bytes - setup.cuda_context_bytes
+    if free > 0 and per_seq_gpu > 0:
+        max_seqs = free // per_seq_gpu
+        capacity = free * setup.context // per_seq_gpu
+    else:
+        max_seqs, capacity = 0, 0
+    notes = part.notes
+    if free > 0 and max_seqs < setup.users:
+        notes += (
+            f"the KV cache left after weights and overhead holds {max_seqs} sequence(s) of"
+            f" {setup.context} tokens, fewer than the {setup.users} asked for",
+        )
+    return ServingBill(
+        setup=setup,
+        items=items,
+        params=part.counts,
+        weights_bytes=part.total_weights,
+        kv_bytes_per_token=part.kv_bytes_per_token,
+        kv_bytes_per_sequence=per_seq,
+        budget_bytes=budget,
+        kv_capacity_tokens=int(capacity),
+        max_concurrent_sequences=int(max_seqs),
+        notes=notes,
+    )
+
+
+class _LayoutPart(NamedTuple):
+    """What a serving bill's model, formats and layout fix, whatever the request."""
+
+    counts: ParamCounts
+    total_weights: int
+    weights: WeightsPerGpu
+    weights_item: LineItem
+    kv_bytes_per_token: int  # whole model, one token, all layers
+    kv_template: str
+    kv_inputs_head: dict[str, Any]  # the KV line's inputs before context and users ...
+    kv_inputs_tail: dict[str, Any]  # ... and after (their order is the JSON's)
+    notes: tuple[str, ...]
+
+
+@lru_cache(maxsize=4096)
+def _layout_part(
+    arch: Architecture, weights: WeightFormat, kv: Precision, tp: int, pp: int
+) -> _LayoutPart:
+    counts = count_params(arch)
+    total_weights = _weights_total(arch, weights)
+    w = _weights_per_gpu(arch, weights, tp, pp)
     bpp = total_weights / counts.total  # effective: mixed formats keep some parts at 16-bit
-    weights_item = _stored_weights_item(setup, w, total_weights) or LineItem(
+    weights_item = _stored_weights_item(arch, weights, tp, pp, w, total_weights) or LineItem(
         key="weights",
         label="Weights",
         bytes=w.bytes,
@@ -145,7 +212,7 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
         inputs={
             "params": counts.total,
             "bytes_per_param": round(bpp, 4),
-            "precision": setup.weights.describe(),
+            "precision": weights.describe(),
             "tp": tp,
             "pp": pp,
             "stage": w.stage,
@@ -156,55 +223,40 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
         },
         category="weights",
     )
-    kv_item = LineItem(
-        key="kv_cache",
-        label="KV cache",
-        bytes=kv_gpu,
-        formula="2 × layers × KV heads × head dim × bytes × context × sequences ÷ GPUs",
-        template=_kv_template(arch, tp, pp),
-        inputs={
-            "layers": arch.num_layers,
-            "kv_heads": arch.attention.num_kv_heads,
-            "head_dim": arch.attention.head_dim,
-            "kv_elem_size": setup.kv.bytes_per_element,
-            "latent_dim": (arch.attention.kv_lora_rank or 0) + arch.attention.qk_rope_head_dim,
-            "kv_dtype": setup.kv.id,
-            "context": setup.context,
-            "users": setup.users,
-            "per_token_bytes": per_token,
-            "tp": tp,
-            "pp": pp,
-            "kv_heads_per_gpu": _whole(kv_heads_per_rank(arch, tp)),
-            "stage_layers": len(w.layers),
-        },
-        category="kv_cache",
+    per_token = kv_cache_bytes_per_token(arch, kv)
+    a = arch.attention
+    head = {
+        "layers": arch.num_layers,
+        "kv_heads": a.num_kv_heads,
+        "head_dim": a.head_dim,
+        "kv_elem_size": kv.bytes_per_element,
+        "latent_dim": (a.kv_lora_rank or 0) + a.qk_rope_head_dim,
+        "kv_dtype": kv.id,
+    }
+    tail = {
+        "per_token_bytes": per_token,
+        "tp": tp,
+        "pp": pp,
+        "kv_heads_per_gpu": _whole(kv_heads_per_rank(arch, tp)),
+        "stage_layers": len(w.layers),
+    }
+    return _LayoutPart(
+        counts=counts,
+        total_weights=total_weights,
+        weights=w,
+        weights_item=weights_item,
+        kv_bytes_per_token=per_token,
+        kv_template=_kv_template(arch, tp, pp),
+        kv_inputs_head=head,
+        kv_inputs_tail=tail,
+        notes=_layout_notes(arch, weights, tp, pp, w),
     )
-    workspace_item = LineItem(
-        key="workspace",
-        label="Workspace",
-        bytes=setup.workspace_bytes,
-        formula="activations and library scratch of the forward pass (fixed allowance)",
-        template="workspace allowance = {bytes}",
-        category="overhead",
-    )
-    context_item = LineItem(
-        key="cuda_context",
-        label="CUDA context",
-        bytes=setup.cuda_context_bytes,
-        formula="CUDA context, kernels and communicator buffers per process (fixed allowance)",
-        template="CUDA context allowance = {bytes}",
-        category="overhead",
-    )
-    items = (weights_item, kv_item, workspace_item, context_item)
 
-    budget = int(setup.gpu.memory_bytes * setup.headroom)
-    free = budget - w.bytes - setup.workspace_bytes - setup.cuda_context_bytes
-    if free > 0 and per_seq_gpu > 0:
-        max_seqs = free // per_seq_gpu
-        capacity = free * setup.context // per_seq_gpu
-    else:
-        max_seqs, capacity = 0, 0
-    notes = list(arch.notes) + list(setup.weights.notes)
+
+def _layout_notes(
+    arch: Architecture, weights: WeightFormat, tp: int, pp: int, w: WeightsPerGpu
+) -> tuple[str, ...]:
+    notes = list(arch.notes) + list(weights.notes)
     a = arch.attention
     if not a.is_mla and tp > a.num_kv_heads:
         notes.append(
@@ -226,33 +278,42 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
             " stage and the LM head on the last; the bill is for the heaviest stage"
             f" (stage {w.stage})"
         )
-    if free > 0 and max_seqs < setup.users:
-        notes.append(
-            f"the KV cache left after weights and overhead holds {max_seqs} sequence(s) of"
-            f" {setup.context} tokens, fewer than the {setup.users} asked for"
-        )
-    return ServingBill(
-        setup=setup,
-        items=items,
-        params=counts,
-        weights_bytes=total_weights,
-        kv_bytes_per_token=per_token,
-        kv_bytes_per_sequence=per_seq,
-        budget_bytes=budget,
-        kv_capacity_tokens=int(capacity),
-        max_concurrent_sequences=int(max_seqs),
-        notes=tuple(notes),
+    return tuple(notes)
+
+
+@lru_cache(maxsize=64)
+def _workspace_item(nbytes: int) -> LineItem:
+    return LineItem(
+        key="workspace",
+        label="Workspace",
+        bytes=nbytes,
+        formula="activations and library scratch of the forward pass (fixed allowance)",
+        template="workspace allowance = {bytes}",
+        category="overhead",
     )
 
 
-def _stored_weights_item(setup: ServingSetup, w: WeightsPerGpu, total: int) -> LineItem | None:
+@lru_cache(maxsize=64)
+def _cuda_context_item(nbytes: int) -> LineItem:
+    return LineItem(
+        key="cuda_context",
+        label="CUDA context",
+        bytes=nbytes,
+        formula="CUDA context, kernels and communicator buffers per process (fixed allowance)",
+        template="CUDA context allowance = {bytes}",
+        category="overhead",
+    )
+
+
+def _stored_weights_item(
+    arch: Architecture, weights: WeightFormat, tp: int, pp: int, w: WeightsPerGpu, total: int
+) -> LineItem | None:
     """The weights line from the checkpoint's headers: the exact stored bytes this GPU holds,
     with the architecture math beside it (engine/weights.py, engine/checkpoint.py)."""
-    stored = setup.weights.stored
+    stored = weights.stored
     if stored is None:
         return None
-    arch, tp, pp = setup.arch, setup.tp, setup.pp
-    math = _weights_per_gpu(arch, setup.weights.architecture_only(), tp, pp)
+    math = _weights_per_gpu(arch, weights.architecture_only(), tp, pp)
     split = " ÷ (tp {tp} × pp {pp}) placement" if tp * pp > 1 else ""
     return LineItem(
         key="weights",
@@ -269,7 +330,7 @@ def _stored_weights_item(setup: ServingSetup, w: WeightsPerGpu, total: int) -> L
             "tensors": len(stored.tensors),
             "total_weights_bytes": total,
             "architecture_bytes": math.bytes,
-            "precision": setup.weights.describe(),
+            "precision": weights.describe(),
             "tp": tp,
             "pp": pp,
             "stage": w.stage,

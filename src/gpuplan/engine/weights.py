@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from gpuplan.engine.architecture import Architecture
@@ -47,6 +48,23 @@ class WeightFormat:
     overrides: tuple[tuple[str, Precision], ...] = ()  # kinds with a layout of their own
     notes: tuple[str, ...] = ()  # what the format assumed (an engine flag's standard layout)
     stored: Checkpoint | None = None  # the checkpoint's headers: exact stored bytes
+
+    def __hash__(self) -> int:
+        """Hash once: bills are cached by weight format (as by architecture)."""
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(
+                (
+                    self.precision,
+                    self.base,
+                    self.unquantized,
+                    self.overrides,
+                    self.notes,
+                    self.stored,
+                )
+            )
+            self.__dict__["_hash"] = cached
+        return cached
 
     def for_kind(self, kind: str) -> Precision:
         if self.precision.scope == "all":
@@ -120,7 +138,8 @@ def layer_bytes_per_rank(arch: Architecture, layer_index: int, fmt: WeightFormat
     return sum(fmt.for_kind(k).bytes_for(round(n)) for k, n in per_rank.items())
 
 
-def stage_layers(num_layers: int, pp: int) -> list[range]:
+@lru_cache(maxsize=1024)
+def stage_layers(num_layers: int, pp: int) -> tuple[range, ...]:
     """Split layers into pp contiguous stages, the first stages taking one extra when uneven."""
     base, extra = divmod(num_layers, pp)
     stages, start = [], 0
@@ -128,7 +147,7 @@ def stage_layers(num_layers: int, pp: int) -> list[range]:
         size = base + (1 if s < extra else 0)
         stages.append(range(start, start + size))
         start += size
-    return stages
+    return tuple(stages)
 
 
 @dataclass(frozen=True)
