@@ -7,6 +7,7 @@ AdamW, Llama-3.1-8B's 8.03 B parameters), not read back from gpuplan.
 import json
 import re
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,62 @@ def test_bad_input_is_one_line_and_exit_2(capsys, args, fragment):
     assert code == 2
     assert fragment in err
     assert err.count("\n") == 1 and err.startswith("gpuplan: error:")
+
+
+def _brute_force(setup, gpus, batch):
+    """Every candidate of every layout billed, no shortcut taken (no floor, no stop at the
+    first micro-batch that does not fit, no ceiling), ranked by the search's own key and then
+    by the order of the walk."""
+    from gpuplan.engine.training import training_bill
+    from gpuplan.errors import GpuplanError
+    from gpuplan.planner import training_search as ts
+
+    found = []
+    for cell in ts._cells(setup, gpus, batch, ("none",), lambda layout, offload: True):
+        for r, recompute in enumerate(ts._recomputes(setup)):
+            for m, micro in enumerate(ts._micro_batches(cell.per_rank)):
+                candidate = replace(
+                    setup,
+                    layout=cell.layout,
+                    offload=cell.offload,
+                    recompute=recompute,
+                    micro_batch=micro,
+                    grad_accum=cell.per_rank // micro,
+                )
+                try:
+                    bill = training_bill(candidate)
+                except GpuplanError:
+                    continue
+                if bill.fits:
+                    found.append((ts._rank_key(bill) + (cell.order, r, m), bill))
+    return [bill for _, bill in sorted(found, key=lambda kb: kb[0])]
+
+
+def _plan_signature(bill):
+    s = bill.setup
+    return (s.layout, s.offload, s.recompute, s.micro_batch, s.grad_accum)
+
+
+@pytest.mark.parametrize(
+    ("model", "gpus", "kernel", "seq", "memory"),
+    [
+        ("llama-3.2-1b", 8, "flash", 4096, "16GB"),  # dense: tp, pp, ZeRO, micro-batches
+        ("qwen3-30b-a3b", 8, "flash", 4096, None),  # MoE: expert parallelism
+        ("llama-3.2-1b", 4, "eager", 8192, "24GB"),  # selective recompute, context parallelism
+    ],
+)
+def test_pruned_search_ranks_the_same_top_plans_as_brute_force(model, gpus, kernel, seq, memory):
+    # the search's shortcuts (model-states floor, a walk up the micro-batches that stops at the
+    # first that does not fit, the branch and bound's speed ceiling) change how many bills are
+    # built, never which plans rank first: compared with billing every candidate, on GPUs
+    # small enough that memory prunes (some candidates of every case do not fit)
+    setup = replace(train(model, gpus=gpus, seq=seq, gpu_memory=memory).bill.setup, kernel=kernel)
+    batch = gpus * seq * 8
+    brute = _brute_force(setup, gpus, batch)
+    assert len(brute) >= 10
+    exhaustive = rank_training_layouts(setup, gpus, batch)
+    pruned = rank_training_layouts(setup, gpus, batch, top=5)
+    assert [_plan_signature(b) for b in exhaustive.options] == [_plan_signature(b) for b in brute]
+    assert [_plan_signature(b) for b in pruned.options[:5]] == [
+        _plan_signature(b) for b in brute[:5]
+    ]

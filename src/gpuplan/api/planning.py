@@ -307,7 +307,7 @@ def plan_training(
     )
     batch = global_batch_tokens or default_global_batch_tokens(int(gpus), int(seq))
     found = rank_training_layouts(
-        start.bill.setup, int(gpus), int(batch), engine_allows(engine), engine
+        start.bill.setup, int(gpus), int(batch), engine_allows(engine), engine, top=int(top)
     )
     return [
         TrainOption(i + 1, replace(start, bill=bill))

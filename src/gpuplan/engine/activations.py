@@ -321,6 +321,7 @@ def saved_activation_bytes(arch: Architecture, spec: ActivationSpec) -> int:
     return stage_bytes(arch, spec, range(arch.num_layers), True, True)
 
 
+@lru_cache(maxsize=8192)
 def recompute_buffer_bytes(arch: Architecture, spec: ActivationSpec, layers: range) -> int:
     """Under full recompute, backward re-runs one layer's forward and holds its saved tensors."""
     if spec.recompute != "full" or not layers:

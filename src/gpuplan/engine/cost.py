@@ -202,6 +202,7 @@ class StepTime:
     compute_s: float
     comm_s: float
     exposed_comm_s: float
+    critical_comm_s: float  # TP, CP, EP and PP traffic: exposed whatever the overlap
     bubble: float
     step_s: float
     tokens_per_second: float
@@ -240,6 +241,7 @@ def step_time(
         compute_s=compute,
         comm_s=dp_s + critical,
         exposed_comm_s=exposed,
+        critical_comm_s=critical,
         bubble=bubble,
         step_s=step,
         tokens_per_second=tokens / step if step > 0 else 0.0,

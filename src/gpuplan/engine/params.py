@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture, LayerSpec
 
@@ -147,6 +148,7 @@ class ParamCounts:
         return sum(self.by_kind.get(k, 0) for k in LINEAR_KINDS)
 
 
+@lru_cache(maxsize=256)  # every bill asks; an architecture hashes once
 def count_params(arch: Architecture) -> ParamCounts:
     """Count every parameter of `arch`, exactly as transformers would allocate them.
 

@@ -225,23 +225,65 @@ def _activation_spec(setup: TrainingSetup) -> ActivationSpec:
     )
 
 
+@lru_cache(maxsize=4096)
+def _stages_states(
+    arch: Architecture,
+    recipe: TrainingRecipe,
+    lo: Layout,
+    lora: LoraSpec | None,
+    base_fraction: float,
+) -> tuple[tuple[ModelStates, int], ...]:
+    """Model states and trainable parameter count of every pipeline stage: what a layout fixes
+    whatever the micro-batch or recompute (computed once per layout for a planner's search)."""
+    return tuple(
+        _stage_states(arch, recipe, lo, lora, st, base_fraction)
+        for st in stage_param_list(arch, lo.tp, lo.pp, lo.ep)
+    )
+
+
+@lru_cache(maxsize=4096)
+def _stages_activations(
+    arch: Architecture, spec: ActivationSpec, tp: int, pp: int, ep: int
+) -> tuple[int, ...]:
+    """Saved activation bytes of one micro-batch on every pipeline stage (independent of dp and
+    ZeRO: computed once per activation spec and stage split)."""
+    return tuple(
+        stage_bytes(arch, spec, st.layers, st.stage == 0, st.stage == pp - 1)
+        for st in stage_param_list(arch, tp, pp, ep)
+    )
+
+
+def model_states_floor(setup: TrainingSetup) -> int:
+    """A floor under the per-GPU bill of `setup`'s layout whatever its micro-batch, recompute
+    and activations: the heaviest stage's model states, when they all stay on the GPU (full
+    training without CPU offload; 0 otherwise). The bill's stage is the one with the most
+    states + activations, so its total is at least every stage's states. A planner skips a
+    layout whose floor is over the budget without building its bills."""
+    if setup.lora is not None or setup.offload != "none":
+        return 0
+    validate_training(setup)
+    held = _stages_states(setup.arch, setup.recipe, setup.layout, None, 0.0)
+    return max(states.total for states, _ in held)
+
+
 def _stage_states(
-    setup: TrainingSetup, st: StageParams, base_fraction: float
+    arch: Architecture,
+    recipe: TrainingRecipe,
+    lo: Layout,
+    lora: LoraSpec | None,
+    st: StageParams,
+    base_fraction: float,
 ) -> tuple[ModelStates, int]:
     """Model states of one stage, and its trainable parameter count."""
-    lo, arch = setup.layout, setup.arch
-    if setup.lora is None:
-        factored = factored_moment_params(arch, st.layers, lo.tp) if setup.recipe.factored else 0
-        states = model_states(
-            setup.recipe, lo, st.dense, st.experts, st.largest_unit, factored=factored
-        )
+    if lora is None:
+        factored = factored_moment_params(arch, st.layers, lo.tp) if recipe.factored else 0
+        states = model_states(recipe, lo, st.dense, st.experts, st.largest_unit, factored=factored)
         return states, st.total
-    adapters = round(lora_params(arch, setup.lora, st.layers) / lo.tp)
-    assert setup.base is not None
+    adapters = round(lora_params(arch, lora, st.layers) / lo.tp)
     frozen_bytes = round(st.total * base_fraction)
     unit_bytes = round(st.largest_unit * base_fraction)
     states = model_states(
-        setup.recipe,
+        recipe,
         lo,
         adapters,
         0,
@@ -267,13 +309,13 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
         assert setup.base is not None
         base_fraction = _base_bytes(arch, setup.base) / counts.total
     stages = stage_param_list(arch, lo.tp, lo.pp, lo.ep)
+    held = _stages_states(arch, setup.recipe, lo, setup.lora, base_fraction)
+    saved = _stages_activations(arch, spec, lo.tp, lo.pp, lo.ep)
     m = setup.micro_batches
     best: tuple[int, StageParams, ModelStates, int, int, int] | None = None
-    for st in stages:
-        states, trainable = _stage_states(setup, st, base_fraction)
+    for st, (states, trainable), one_micro in zip(stages, held, saved, strict=True):
         in_flight = min(lo.pp - st.stage, m) if lo.pp > 1 else 1
-        first, last = st.stage == 0, st.stage == lo.pp - 1
-        act = stage_bytes(arch, spec, st.layers, first, last) * in_flight
+        act = one_micro * in_flight
         total = states.total + act
         if best is None or total > best[0]:
             best = (total, st, states, trainable, act, in_flight)
@@ -309,22 +351,22 @@ def _shard_text(lo: Layout, stage: int) -> str:
     return f" ÷ {lo.shard_degree} shards" if lo.zero >= stage and lo.shard_degree > 1 else ""
 
 
-def _items(
-    setup: TrainingSetup,
-    spec: ActivationSpec,
+@lru_cache(maxsize=4096)
+def _state_lines(
+    recipe: TrainingRecipe,
+    lo: Layout,
+    adapters: bool,
+    base: WeightFormat | None,
+    offload: str,
     st: StageParams,
     states: ModelStates,
-    act: int,
-    in_flight: int,
-    first: bool,
-    last: bool,
     base_fraction: float,
 ) -> tuple[tuple[LineItem, ...], tuple[LineItem, ...]]:
-    lo, recipe, arch = setup.layout, setup.recipe, setup.arch
+    """The model-state lines (weights, gradients, fp32 master, optimizer states) on the GPU and,
+    when offloaded, on the host: fixed by the layout and the recipe, so built once per layout."""
     gpu: list[LineItem] = []
     host: list[LineItem] = []
     par = f" (tp {lo.tp} × pp {lo.pp}{f' × ep {lo.ep}' if lo.ep > 1 else ''})"
-    lora = setup.lora
     trainable = states.trainable
     common = {
         "trainable_params": trainable,
@@ -337,10 +379,10 @@ def _items(
         "zero": lo.zero,
         "shard_degree": lo.shard_degree,
     }
-    params_offloaded = setup.offload == "params"
-    optim_offloaded = setup.offload in ("optimizer", "params")
-    if lora is not None:
-        assert setup.base is not None
+    params_offloaded = offload == "params"
+    optim_offloaded = offload in ("optimizer", "params")
+    if adapters:
+        assert base is not None
         weights_formula = "frozen base params × base bytes + adapter params × weight bytes"
         weights_template = (
             "{frozen_params} × {base_bytes_per_param} + {trainable_params} adapters ×"
@@ -348,7 +390,7 @@ def _items(
         )
         w_inputs = {
             **common,
-            "base_format": setup.base.describe(),
+            "base_format": base.describe(),
             "base_bytes_per_param": round(base_fraction, 4),
             "weight_bytes_per_param": _bpp(recipe.weights),
         }
@@ -367,7 +409,7 @@ def _items(
         w_inputs = {**common, "weight_bytes_per_param": _bpp(recipe.weights)}
     weights = LineItem(
         "weights",
-        "Weights" if lora is None else "Weights (frozen base + adapters)",
+        "Weights (frozen base + adapters)" if adapters else "Weights",
         states.weights,
         weights_formula,
         weights_template,
@@ -417,6 +459,34 @@ def _items(
             )
         else:
             gpu.append(item)
+
+    return tuple(gpu), tuple(host)
+
+
+def _items(
+    setup: TrainingSetup,
+    spec: ActivationSpec,
+    st: StageParams,
+    states: ModelStates,
+    act: int,
+    in_flight: int,
+    first: bool,
+    last: bool,
+    base_fraction: float,
+) -> tuple[tuple[LineItem, ...], tuple[LineItem, ...]]:
+    lo, arch, lora = setup.layout, setup.arch, setup.lora
+    state_gpu, state_host = _state_lines(
+        setup.recipe,
+        lo,
+        setup.lora is not None,
+        setup.base,
+        setup.offload,
+        st,
+        states,
+        base_fraction,
+    )
+    gpu: list[LineItem] = list(state_gpu)
+    host: list[LineItem] = list(state_host)
 
     # activations
     layers_act = act

@@ -261,7 +261,7 @@ def train_to_goal(
                 break
             batch = goal.global_batch_tokens or default_global_batch_tokens(n, setup.seq)
             try:
-                search = rank_training_layouts(setup, n, batch)
+                search = rank_training_layouts(setup, n, batch, top=1)
             except GpuplanError as err:
                 rejected.append((f"{n} × {setup.gpu.id}", str(err)))
                 continue

@@ -16,24 +16,41 @@ For N GPUs and a global batch of B tokens the search walks, for every layout:
     recompute  none and full (selective too with eager attention; under flash/SDPA it frees no
             memory, the engine's own note, so it would only be a slower copy of none)
 
-and keeps the layouts whose heaviest GPU fits its budget. Two facts keep it to a few hundred bills
-of ~50 µs each: full recompute at micro-batch 1 is a layout's smallest bill, so a layout that does
-not fit then is dropped at once; and a bill only grows with the micro-batch, so the walk up the
-micro-batches stops at the first that does not fit. CPU offload (optimizer states with ZeRO 1-3,
-parameters too with ZeRO-3, ZeRO-Offload, Ren et al. 2021) is tried only when nothing fits
-without it, since it trades GPU memory for PCIe traffic the cost model does not price.
+and keeps the layouts whose heaviest GPU fits its budget. What keeps the bills few:
+  - a layout whose model states alone are over the budget (`model_states_floor`, no bill built)
+    or whose smallest bill (full recompute, micro-batch 1) does not fit is dropped at once;
+  - a bill only grows with the micro-batch, so the walk up the micro-batches stops at the first
+    that does not fit;
+  - what a layout fixes (each stage's model states, one micro-batch's activations) is computed
+    once per layout by the engine, not once per bill;
+  - asked for the `top` plans only (the CLI, the API and the goal planner are), the search is a
+    branch and bound: each layout gets a speed ceiling from one bill (`_Walk.ceiling`), layouts
+    are walked from the highest ceiling down, and the walk stops when a ceiling falls below
+    the `top`-th best speed found. The first `top` plans are exactly the exhaustive ranking's
+    (tests/test_plan_training.py checks it against the exhaustive search).
+CPU offload (optimizer states with ZeRO 1-3, parameters too with ZeRO-3, ZeRO-Offload, Ren et al.
+2021) is tried only when nothing fits without it, since it trades GPU memory for PCIe traffic the
+cost model does not price.
 
 Ranked by the estimated tokens/s of the bill's cost model (`engine/cost.py`), ties broken by
-lower per-GPU memory, then by the simpler layout.
+lower per-GPU memory, then by the simpler layout, then by the order of the walk.
 """
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from gpuplan.engine.sharding import Layout, tp_problem
-from gpuplan.engine.training import TrainingBill, TrainingSetup, training_bill
+from gpuplan.engine.training import (
+    TrainingBill,
+    TrainingSetup,
+    model_states_floor,
+    training_bill,
+)
 from gpuplan.errors import GpuplanError
 
 PP_MAX = 16
@@ -45,7 +62,8 @@ SEQUENCES_PER_GPU = 8  # the default global batch: 8 sequences of `seq` tokens p
 
 @dataclass(frozen=True)
 class TrainingSearch:
-    """The layouts that fit, best first, and how many bills the search built to find them."""
+    """The layouts that fit, best first (all of them, or a set holding the first `top` of the
+    full ranking), and how many bills the search built to find them."""
 
     options: tuple[TrainingBill, ...]
     bills: int
@@ -132,23 +150,31 @@ def _micro_batches(per_rank: int) -> list[int]:
     return out
 
 
-def _fits(setup: TrainingSetup) -> TrainingBill | None:
+def _bill(setup: TrainingSetup) -> TrainingBill | None:
     try:
-        bill = training_bill(setup)
+        return training_bill(setup)
     except GpuplanError:
         return None
-    return bill if bill.fits else None
 
 
-def _search(
+class _Cell(NamedTuple):
+    """One (layout, offload) of the walk, with the sequences each data-parallel rank takes."""
+
+    order: int  # its place in the exhaustive walk: the last tie-break of the ranking
+    layout: Layout
+    offload: str
+    per_rank: int
+
+
+def _cells(
     setup: TrainingSetup,
     gpus: int,
     batch: int,
     offloads: tuple[str, ...],
     allowed: Callable[[Layout, str], bool],
-) -> tuple[list[TrainingBill], int]:
-    found: list[TrainingBill] = []
-    bills = 0
+) -> Iterator[_Cell]:
+    """Every (layout, offload) the search bills, in the exhaustive walk's order."""
+    order = 0
     for layout in candidate_layouts(setup, gpus, offloads != ("none",)):
         for offload in offloads:
             if offload == "optimizer" and (
@@ -164,27 +190,143 @@ def _search(
             per_rank = batch // (layout.dp * setup.seq)
             if batch % (layout.dp * setup.seq) or per_rank < 1:
                 continue
-            micros = _micro_batches(per_rank)
-            for recompute in _recomputes(setup):
-                fitted = 0
-                for micro in micros:
-                    candidate = replace(
-                        setup,
-                        layout=layout,
-                        offload=offload,
-                        recompute=recompute,
-                        micro_batch=micro,
-                        grad_accum=per_rank // micro,
-                    )
-                    bills += 1
-                    bill = _fits(candidate)
-                    if bill is None:
-                        break
-                    found.append(bill)
-                    fitted += 1
-                if recompute == "full" and not fitted:
-                    break  # the layout's smallest bill does not fit: nothing else will
-    return found, bills
+            yield _Cell(order, layout, offload, per_rank)
+            order += 1
+
+
+class _Walk:
+    """Bills of the cells' candidates, each built once, counted, and ranked with its place in
+    the exhaustive walk (cell, recompute, micro-batch) as the final tie-break."""
+
+    def __init__(self, setup: TrainingSetup) -> None:
+        self.setup = setup
+        self.recomputes = _recomputes(setup)
+        self.bills = 0
+        self.found: list[tuple[tuple[float, ...], TrainingBill]] = []
+        self._known: dict[tuple[int, str, int], TrainingBill | None] = {}
+
+    def bill(self, cell: _Cell, recompute: str, micro: int) -> TrainingBill | None:
+        """The bill of one candidate (None when the engine refuses it)."""
+        key = (cell.order, recompute, micro)
+        if key not in self._known:
+            candidate = replace(
+                self.setup,
+                layout=cell.layout,
+                offload=cell.offload,
+                recompute=recompute,
+                micro_batch=micro,
+                grad_accum=cell.per_rank // micro,
+            )
+            self.bills += 1
+            self._known[key] = _bill(candidate)
+        return self._known[key]
+
+    def chain(self, cell: _Cell, recompute: str) -> list[TrainingBill]:
+        """The candidates of one recompute mode that fit, up the micro-batches: a bill only
+        grows with the micro-batch, so the chain stops at the first that does not fit."""
+        out = []
+        for micro in _micro_batches(cell.per_rank):
+            bill = self.bill(cell, recompute, micro)
+            if bill is None or not bill.fits:
+                break
+            out.append(bill)
+        return out
+
+    def walk(self, cell: _Cell) -> None:
+        """Every candidate of `cell` that fits, chain by chain (each recompute mode)."""
+        for r, recompute in enumerate(self.recomputes):
+            fitted = self.chain(cell, recompute)
+            self.found += [
+                (_rank_key(bill) + (cell.order, r, m), bill) for m, bill in enumerate(fitted)
+            ]
+        self._known = {k: v for k, v in self._known.items() if k[0] != cell.order}
+
+    def hopeless(self, cell: _Cell) -> bool:
+        """The cell cannot fit whatever its micro-batch and recompute: its model states alone
+        are over the budget (`model_states_floor`: no bill built), or no recompute mode fits
+        at micro-batch 1 (its smallest bill: a bill only grows with the micro-batch). Which
+        mode is smallest depends on the model: full recompute keeps every layer's input plus
+        one layer rebuilt, which on a one-layer stage, or with eager attention's s² scores,
+        can be more than selective or none keep."""
+        candidate = replace(self.setup, layout=cell.layout, offload=cell.offload)
+        try:
+            floor = model_states_floor(candidate)
+        except GpuplanError:
+            return True
+        if floor > int(self.setup.gpu.memory_bytes * self.setup.headroom):
+            return True
+        return self.fastest(cell) is None
+
+    def fastest(self, cell: _Cell) -> TrainingBill | None:
+        """The micro-batch-1 bill of the fastest recompute mode that fits at all (none, then
+        selective, then full: the fewer FLOPs executed, the faster)."""
+        for recompute in reversed(self.recomputes):
+            bill = self.bill(cell, recompute, 1)
+            if bill is not None and bill.fits:
+                return bill
+        return None
+
+    def ceiling(self, cell: _Cell) -> float:
+        """An upper bound on the tokens/s of every candidate of `cell` that fits, from two
+        bills. engine/cost.py: every candidate moves the same tokens per step, and a step is
+        max(compute, data-parallel time) + TP/CP/EP/PP time.
+          - compute and TP/CP/EP/PP time are least for the fastest recompute mode that fits
+            (`fastest`: fewer FLOPs, and TP sends less without full recompute) at
+            micro-batch 1 (the most micro-batches: the smallest 1F1B bubble; the TP/CP/EP/PP
+            bytes are the same at every micro-batch);
+          - data-parallel time does not depend on the recompute and is least at the largest
+            micro-batch (the fewest ZeRO-3 gathers), whether or not that candidate fits."""
+        fastest = self.fastest(cell)
+        if fastest is None or fastest.time is None:
+            return math.inf
+        largest = self.bill(cell, fastest.setup.recompute, _micro_batches(cell.per_rank)[-1])
+        if largest is None or largest.time is None:
+            return math.inf
+        t, big = fastest.time, largest.time
+        step = max(t.compute_s, big.comm_s - big.critical_comm_s) + t.critical_comm_s
+        return fastest.setup.tokens_per_step / step if step > 0 else math.inf
+
+    def ranked(self) -> list[TrainingBill]:
+        return [bill for _, bill in sorted(self.found, key=lambda kb: kb[0])]
+
+
+def _search(
+    setup: TrainingSetup,
+    gpus: int,
+    batch: int,
+    offloads: tuple[str, ...],
+    allowed: Callable[[Layout, str], bool],
+    top: int | None,
+) -> tuple[list[TrainingBill], int]:
+    """All fitting candidates (top=None), or a set that holds the `top` best exactly.
+
+    With `top`, a branch and bound: every cell that can fit gets a speed ceiling; cells are
+    walked from the highest ceiling down, and the walk stops at the first cell whose ceiling
+    is below the `top`-th best speed found, since none of its candidates (nor any later
+    cell's) could rank among the first `top`. Ties stay: a cell is dropped only when its
+    ceiling is strictly below."""
+    walk = _Walk(setup)
+    cells = list(_cells(setup, gpus, batch, offloads, allowed))
+    if top is None:
+        for cell in cells:
+            if not walk.hopeless(cell):
+                walk.walk(cell)
+        return walk.ranked(), walk.bills
+    open_cells = [(walk.ceiling(c), c) for c in cells if not walk.hopeless(c)]
+    open_cells.sort(key=lambda cc: (-cc[0], cc[1].order))
+    best: list[float] = []  # min-heap of the `top` best speeds so far
+    for ceiling, cell in open_cells:
+        if len(best) == top and ceiling < best[0] * (1 - 1e-9):
+            break
+        before = len(walk.found)
+        walk.walk(cell)
+        for key, _ in walk.found[before:]:
+            speed = -key[0]
+            if len(best) < top:
+                heapq.heappush(best, speed)
+            elif speed > best[0]:
+                heapq.heapreplace(best, speed)
+    return walk.ranked(), walk.bills
 
 
 def _rank_key(bill: TrainingBill) -> tuple[float, int, int, int, int, int]:
@@ -199,8 +341,11 @@ def rank_training_layouts(
     global_batch_tokens: int,
     allowed: Callable[[Layout, str], bool] = lambda layout, offload: True,
     engine: str | None = None,
+    top: int | None = None,
 ) -> TrainingSearch:
-    """Every layout of `gpus` GPUs that fits `setup`'s model, recipe and GPU, fastest first.
+    """Every layout of `gpus` GPUs that fits `setup`'s model, recipe and GPU, fastest first;
+    with `top`, the first `top` of that ranking exactly (and possibly more, not all: the search
+    drops layouts that cannot reach them, see `_search`).
 
     `allowed(layout, offload)` narrows the search to what one `engine` can run. Raises a
     one-line GpuplanError when no layout fits, even with CPU offload.
@@ -212,10 +357,9 @@ def rank_training_layouts(
         )
     total = 0
     for offloads in (("none",), ("optimizer", "params")):
-        found, bills = _search(setup, gpus, global_batch_tokens, offloads, allowed)
+        found, bills = _search(setup, gpus, global_batch_tokens, offloads, allowed, top)
         total += bills
         if found:
-            found.sort(key=_rank_key)
             return TrainingSearch(tuple(found), total, found[0].setup.offload)
     sequences = global_batch_tokens // setup.seq
     if not any(sequences % lo.dp == 0 for lo in candidate_layouts(setup, gpus)):
