@@ -8,6 +8,7 @@ import io
 import json
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -198,3 +199,32 @@ def test_mcp_server_answers_a_tool_call_through_the_sdk_client():
         data = json.loads(result.content[0].text)
     data = data.get("result", data)
     assert data["schema"] == "gpuplan.serve/1" and data["fits"] is True
+
+
+def test_mcp_inspect_tool_answers_the_documented_schema():
+    mcp = pytest.importorskip("mcp")
+    from gpuplan.cli.mcp import build_server
+
+    async def call():
+        async with mcp.Client(build_server()) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            result = await client.call_tool("inspect", {"model": "llama-3.1-8b"})
+            return tools, result
+
+    tools, result = asyncio.run(call())
+    assert "inspect" in tools
+    assert "model" in tools["inspect"].input_schema["properties"]
+    data = result.structured_content
+    if data is None:
+        data = json.loads(result.content[0].text)
+    data = data.get("result", data)
+    assert data["schema"] == "gpuplan.inspect/1"
+    # Llama-3.1-8B's config.json: 32 layers, 8 KV heads of 128, a 131,072-token window
+    assert data["family"]["layers"] == 32 and data["family"]["kv_heads"] == 8
+    assert data["context_limit"] == 131072
+    # bf16 KV: 2 (K and V) × 32 layers × 8 heads × 128 × 2 bytes per token
+    assert data["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2
+    doc = (Path(__file__).parents[1] / "docs" / "json.md").read_text()
+    section = doc[doc.index("## `gpuplan.inspect/1`") : doc.index("## `gpuplan.train/1`")]
+    for key in data:
+        assert f"`{key}`" in section, f"{key} missing from docs/json.md"

@@ -1,9 +1,8 @@
 """`gpuplan mcp`: gpuplan as tools for an agent, over the Model Context Protocol (stdio).
 
-Tools: serve, train, plan, plan_train and check, each answering with the JSON object of
+Tools: serve, train, plan, plan_train, check and inspect, each answering with the JSON object of
 docs/json.md (`gpuplan.serve/1`, `gpuplan.train/1`, `gpuplan.plan/1`, `gpuplan.plan-train-goal/1`,
-`gpuplan.check/1`). Needs the official SDK: `pip install "gpuplan[mcp]"`. (`inspect` is not yet in
-gpuplan; it will be registered here when it lands.)
+`gpuplan.check/1`, `gpuplan.inspect/1`). Needs the official SDK: `pip install "gpuplan[mcp]"`.
 """
 
 from __future__ import annotations
@@ -144,10 +143,20 @@ def build_server() -> Any:
             kwargs["gpu"] = gpu
         return check_log(parse_log(log), **kwargs).to_dict()
 
+    @server.tool()
+    def inspect(model: str, revision: str | None = None) -> dict[str, Any]:
+        """Where MODEL comes from, its family and assumptions, parameters by kind, the
+        checkpoint's bytes by dtype from its headers, quantisation and context limit
+        (gpuplan.inspect/1). MODEL: a catalog name, a Hugging Face id or a local path."""
+        from gpuplan.api.inspection import inspect as run
+
+        return run(model, revision).to_dict()
+
     return server
 
 
 @click.command("mcp")
 def mcp_command() -> None:
-    """Serve gpuplan's tools (serve, train, plan, plan_train, check) to an agent over MCP stdio."""
+    """Serve gpuplan's tools (serve, train, plan, plan_train, check, inspect) to an agent over
+    MCP stdio."""
     build_server().run("stdio")
