@@ -521,12 +521,30 @@ def training_budget_matrix(
     }
 
 
-def _bigger_gpus(current: str, gpus: tuple[str, ...] | list[str]) -> list[str]:
-    from gpuplan.catalog import get_gpu
+def serving_answers(kwargs: dict[str, Any], plan: Any) -> list[dict[str, Any]]:
+    """The ways out of a serving plan that does not fit (`planner.fixes.serving_fixes`, each asked
+    of the engine), as answers: `answer` is the lesson's (fewer bytes, bigger GPU, more GPUs,
+    smaller ask), `kind` the fix's own, with its label, change and resulting plan's figures.
+    `kwargs` are the `serve` arguments `plan` was made with (`model` included). Empty when it
+    fits."""
+    from gpuplan.api.serving import serve
+    from gpuplan.planner.fixes import serving_fixes
 
-    mem = get_gpu(current).memory_bytes
-    bigger = [g for g in gpus if get_gpu(g).memory_bytes > mem]
-    return sorted(bigger, key=lambda g: get_gpu(g).memory_bytes)
+    return [_answer(fix) for fix in serving_fixes(kwargs, plan, serve)]
+
+
+def training_answers(kwargs: dict[str, Any], plan: Any) -> list[dict[str, Any]]:
+    """The same for a training plan (`planner.fixes.training_fixes`: ZeRO stage, recompute,
+    LoRA/QLoRA, a bigger GPU, more GPUs); `kwargs` are the `train` arguments."""
+    from gpuplan.planner.fixes import training_fixes
+
+    return [_answer(fix) for fix in training_fixes(kwargs, plan, train)]
+
+
+def _answer(fix: Any) -> dict[str, Any]:
+    from gpuplan.planner.fixes import THREE_ANSWERS
+
+    return {**fix.to_dict(), **fix.detail, "answer": THREE_ANSWERS[fix.answer], "kind": fix.answer}
 
 
 def three_answers(
@@ -534,38 +552,19 @@ def three_answers(
     gpu: str = "h100",
     *,
     gpus: int | None = None,
-    context: int = 4096,
-    users: int = 1,
-    dtype: str | None = None,
-    headroom: float = DEFAULT_HEADROOM,
+    **kwargs: Any,
 ) -> list[dict[str, Any]]:
-    """What to change when a serving plan does not fit, each asked of the engine
-    (`planner.fixes.serving_fixes`): fewer bytes (fp8 KV cache / weights, int4), a bigger GPU
-    (the smallest catalog GPU of the same vendor with more memory on which the same count fits),
-    more GPUs (the fewest that fit)."""
+    """What to change when serving `model` on `gpus` (default 1) × `gpu` does not fit: the plan
+    `serve(model, gpu, gpus=gpus, **kwargs)`, then `serving_answers`. Empty when it fits or the
+    engine refuses the request."""
     from gpuplan.api.serving import serve
-    from gpuplan.planner.fixes import serving_fixes
 
-    count: int | str = gpus if gpus is not None else 1
-    kwargs: dict[str, Any] = {
-        "model": model,
-        "gpu": gpu,
-        "gpus": count,
-        "context": context,
-        "users": users,
-        "dtype": dtype,
-        "headroom": headroom,
-    }
+    ask: dict[str, Any] = {"model": model, "gpu": gpu, "gpus": gpus or 1, **kwargs}
     try:
-        current = serve(**kwargs)
+        current = serve(**ask)
     except GpuplanError:
         return []
-    names = {"fewer_bytes": "fewer bytes", "bigger_gpu": "bigger GPU", "more_gpus": "more GPUs"}
-    return [
-        {**fix.to_dict(), **fix.detail, "answer": names[fix.answer]}
-        for fix in serving_fixes(kwargs, current, serve)
-        if fix.answer in names
-    ]
+    return serving_answers(ask, current)
 
 
 def training_three_answers(
@@ -573,52 +572,13 @@ def training_three_answers(
     gpu: str = "h100",
     *,
     gpus: int = 8,
-    seq: int = 4096,
-    recipe: str = "adamw-bf16",
-    headroom: float = DEFAULT_HEADROOM,
+    **kwargs: Any,
 ) -> list[dict[str, Any]]:
-    """The same three answers for training: fewer bytes (LoRA adapters on a frozen base, with
-    full recompute), a bigger GPU at the same count, more GPUs (`train --gpus auto`)."""
-    common: dict[str, Any] = {"seq": int(seq), "recipe": recipe, "headroom": headroom}
-    found: list[dict[str, Any]] = []
-
-    def first_fit(label: str, answer: str, **kw: Any) -> bool:
-        try:
-            options = plan_training(model, **{**common, **kw}, top=1)
-        except GpuplanError:
-            return False
-        b = options[0].plan.bill
-        found.append(
-            {
-                "answer": answer,
-                "label": label.format(n=b.setup.layout.gpus),
-                "change": kw,
-                "gpus": b.setup.layout.gpus,
-                "layout": b.setup.layout.describe(),
-                "per_gpu_total_bytes": b.per_gpu_total_bytes,
-                "budget_bytes": b.budget_bytes,
-            }
-        )
-        return True
-
-    first_fit("LoRA r=16 on a frozen base", "fewer bytes", gpu=gpu, gpus=gpus, lora_rank=16)
-    for name in _bigger_gpus(gpu, DEFAULT_PLAN_GPUS):
-        if first_fit("Use {n} × " + name, "bigger GPU", gpu=name, gpus=gpus):
-            break
+    """The same for training `model` on `gpus` × `gpu` (`train` arguments in `kwargs`): the plan
+    `train(...)`, then `training_answers`."""
+    ask: dict[str, Any] = {"model": model, "gpu": gpu, "gpus": gpus, **kwargs}
     try:
-        auto = train(model, gpu, gpus="auto", checkpointing="full", **common)
-        lo = auto.bill.setup.layout
-        found.append(
-            {
-                "answer": "more GPUs",
-                "label": f"Use {lo.gpus} GPUs ({lo.describe()}, full recompute)",
-                "change": {"gpus": lo.gpus},
-                "gpus": lo.gpus,
-                "layout": lo.describe(),
-                "per_gpu_total_bytes": auto.bill.per_gpu_total_bytes,
-                "budget_bytes": auto.bill.budget_bytes,
-            }
-        )
+        current = train(**ask)
     except GpuplanError:
-        pass
-    return found
+        return []
+    return training_answers(ask, current)

@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
+from gpuplan.cli.jsonout import print_json
 from gpuplan.cli.options import headroom_option, units_option
-from gpuplan.cli.render import print_json
 from gpuplan.errors import GpuplanError
 
 SERVING_ENGINES = ("vllm", "sglang")
@@ -152,6 +152,12 @@ def plan_command(
         ):
             if value is not None:
                 raise GpuplanError(f"{flag} is a serving target; --train plans to --tokens/--days")
+        ctx = click.get_current_context()
+        for name, instead in (("context", "--seq"), ("users", "--global-batch-tokens")):
+            if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
+                raise GpuplanError(
+                    f"--{name} is a serving ask; --train sizes a training step: give {instead}"
+                )
         _plan_training(
             model,
             gpus,

@@ -66,16 +66,20 @@ def serving_plan_data(
         "fixes": [],
     }
     if not rows:
-        data["fixes"] = _fixes(model, gpus, context, users)
+        from gpuplan.api.planning import three_answers
+
+        # the three answers for the first GPU type at the most GPUs allowed (one without a cap)
+        data["fixes"] = three_answers(
+            model,
+            gpus[0] if gpus else "h100",
+            gpus=goal["max_gpus"] or 1,
+            dtype=dtypes[0] if len(dtypes) == 1 else None,
+            kv_dtype=kv_dtype,
+            context=context,
+            users=users,
+            headroom=headroom,
+        )
     return data
-
-
-def _fixes(model: str, gpus: tuple[str, ...], context: int, users: int) -> list[dict[str, Any]]:
-    """The three answers when nothing meets the ask: fewer bytes, a bigger GPU, more GPUs
-    (planner/fixes.py asks the engine for each)."""
-    from gpuplan.api.planning import three_answers
-
-    return three_answers(model, gpus[0] if gpus else "h100", context=context, users=users)
 
 
 def render_serving_plans(data: dict[str, Any], units: str, as_csv: bool) -> None:
@@ -122,13 +126,12 @@ def render_serving_plans(data: dict[str, Any], units: str, as_csv: bool) -> None
         return
     from rich.table import Table
 
-    from gpuplan.cli.render import console
+    from gpuplan.cli.render import console, print_answers
 
     out = console()
     if not rows:
         out.print("[bold red]nothing meets the ask[/bold red] on the GPU types and formats tried")
-        for fix in data["fixes"]:
-            out.print(f"  {fix['answer']}: {fix['label']}")
+        print_answers(out, data["fixes"], units, flags=False)
         return
     targets = []
     if data["tpot_s"]:

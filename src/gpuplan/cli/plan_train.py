@@ -35,7 +35,7 @@ def run_plan_training(
         ranked = plan_training(model, gpu=gpu, engine=engine, top=top, **options)
     except GpuplanError:
         if not as_json:
-            _print_answers(model, gpu, options)
+            _print_answers(model, gpu, options, units)
         raise
     rows = [o.to_dict(units, engine) for o in ranked]
     first = ranked[0].plan
@@ -61,15 +61,16 @@ def run_plan_training(
     render_plan_training(data, units)
 
 
-def _print_answers(model: str, gpu: str, options: dict[str, Any]) -> None:
+def _print_answers(model: str, gpu: str, options: dict[str, Any], units: str) -> None:
+    """Nothing fits on these GPUs: the three answers for the same ask as `train` sees it."""
     from gpuplan.api.planning import training_three_answers
+    from gpuplan.cli.render import print_answers
 
-    kw = {k: options[k] for k in ("gpus", "seq", "recipe", "headroom") if k in options}
-    answers = training_three_answers(model, gpu, **kw)
-    if answers:
-        click.echo("Nothing fits. Three ways out:")
-        for a in answers:
-            click.echo(f"  {a['answer']}: {a['label']}")
+    asked = ("gpus", "seq", "recipe", "headroom", "lora_rank", "qlora", "gpu_memory", "mfu")
+    answers = training_three_answers(model, gpu, **{k: options[k] for k in asked if k in options})
+    out = console()
+    out.print("[bold red]no layout fits[/bold red]")
+    print_answers(out, answers, units, flags=False)
 
 
 def render_plan_training(data: dict[str, Any], units: str) -> None:

@@ -6,13 +6,23 @@ from typing import Any
 
 from rich.console import Console
 from rich.errors import MarkupError
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from gpuplan.cli.jsonout import print_json
 from gpuplan.units import format_bytes
 
-__all__ = ["COLOURS", "bill_table", "console", "memory_bar", "print_bill", "print_json"]
+__all__ = [
+    "COLOURS",
+    "bill_table",
+    "change_flags",
+    "console",
+    "memory_bar",
+    "print_answers",
+    "print_bill",
+    "print_json",
+]
 
 # one colour per bill category, shared with the web app's legend
 COLOURS = {
@@ -118,3 +128,40 @@ def print_search_and_notes(out: Console, data: dict[str, Any]) -> None:
             out.print(f"  {a['gpus']} GPU{'s' if a['gpus'] > 1 else ''}: {a['reason']}")
     for note in data["notes"]:
         out.print(f"[dim]note: {note}[/dim]")
+
+
+def print_answers(
+    out: Console, answers: list[dict[str, Any]], units: str, flags: bool = True
+) -> None:
+    """The ways out of a plan that does not fit (api.planning.serving_answers / training_answers:
+    planner/fixes.py asks the engine for each), under the lesson's three answers; with `flags`,
+    each with the `serve` / `train` options that give it."""
+    if not answers:
+        out.print(
+            "No way out found on this GPU type: fewer bytes, a bigger GPU and more GPUs all fail."
+        )
+        return
+    out.print("Ways out, each checked with the engine:")
+    width = max(len(a["answer"]) for a in answers)
+    for a in answers:
+        options = change_flags(a["change"]) if flags else ""
+        out.print(
+            f"  [bold]{a['answer']:<{width}}[/bold]  {escape(a['label'])}:"
+            f" {format_bytes(a['per_gpu_total_bytes'], units)} of"
+            f" {format_bytes(a['budget_bytes'], units)} per GPU"
+            + (f"  [dim]({escape(options)})[/dim]" if options else "")
+        )
+
+
+def change_flags(change: dict[str, Any]) -> str:
+    """A fix's change as command-line options: {"dtype": "fp8", "gpus": 2} → '--dtype fp8 --gpus 2'
+    (a value of None, back to the default, is left out)."""
+    parts = []
+    for key, value in change.items():
+        if key == "method":
+            parts += ["--qlora"] if value == "qlora" else []
+        elif value is True:
+            parts.append(f"--{key.replace('_', '-')}")
+        elif value is not None and value is not False:
+            parts.append(f"--{key.replace('_', '-')} {value}")
+    return " ".join(parts)

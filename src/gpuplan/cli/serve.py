@@ -226,23 +226,29 @@ def serve_command(
 
     from gpuplan.api.serving import serve
 
-    generic = serve(
-        model,
-        gpu,
-        gpus=parse_gpus(gpus),
-        tp=tp,
-        pp=pp,
-        dtype=dtype,
-        kv_dtype=kv_dtype,
-        context=_generic_context(context),
-        users=users,
-        headroom=headroom,
-        gpu_memory=gpu_memory,
-        workspace=workspace,
-        cuda_context=cuda_context,
-        revision=revision,
-    )
+    ask: dict[str, Any] = {
+        "model": model,
+        "gpu": gpu,
+        "gpus": parse_gpus(gpus),
+        "tp": tp,
+        "pp": pp,
+        "dtype": dtype,
+        "kv_dtype": kv_dtype,
+        "context": _generic_context(context),
+        "users": users,
+        "headroom": headroom,
+        "gpu_memory": gpu_memory,
+        "workspace": workspace,
+        "cuda_context": cuda_context,
+        "revision": revision,
+    }
+    generic = serve(**ask)
     data = generic.to_dict(units)
+    data["fixes"] = []
+    if not generic.fits:  # the three answers (fewer bytes, a bigger GPU, more GPUs)
+        from gpuplan.api.planning import serving_answers
+
+        data["fixes"] = serving_answers(ask, generic)
     if as_json:
         print_json(data)
         return
@@ -379,7 +385,7 @@ def _render_devices(out: Any, devices: list, units: str) -> None:
 
 
 def render_serving(data: dict, units: str, explain: bool) -> None:
-    from gpuplan.cli.render import console, print_bill, print_search_and_notes
+    from gpuplan.cli.render import console, print_answers, print_bill, print_search_and_notes
 
     out = console()
     gpu = data["gpu"]
@@ -404,3 +410,5 @@ def render_serving(data: dict, units: str, explain: bool) -> None:
         f" sequences of {data['context']:,} tokens ({per_token} of KV cache per token)"
     )
     print_search_and_notes(out, data)
+    if not data["fits"]:
+        print_answers(out, data["fixes"], units)

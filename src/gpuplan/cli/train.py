@@ -15,7 +15,13 @@ from gpuplan.cli.options import (
     parse_gpus,
     units_option,
 )
-from gpuplan.cli.render import console, print_bill, print_json, print_search_and_notes
+from gpuplan.cli.render import (
+    console,
+    print_answers,
+    print_bill,
+    print_json,
+    print_search_and_notes,
+)
 from gpuplan.units import format_bytes, format_count
 
 
@@ -117,14 +123,14 @@ def train_command(
     from gpuplan.api import train
 
     network = kw.pop("network")
-    plan = train(
-        model,
-        kw.pop("gpu"),
-        gpus=parse_gpus(gpus),
-        network_bandwidth=network,
-        **kw,
-    )
+    ask = {"model": model, "gpus": parse_gpus(gpus), "network_bandwidth": network, **kw}
+    plan = train(**ask)
     data = plan.to_dict(units)
+    data["fixes"] = []
+    if not plan.fits:  # the three answers (fewer bytes, a bigger GPU, more GPUs)
+        from gpuplan.api.planning import training_answers
+
+        data["fixes"] = training_answers(ask, plan)
     if as_json:
         print_json(data)
         return
@@ -196,6 +202,8 @@ def render_training(data: dict[str, Any], units: str, explain: bool) -> None:
             f" → {data['tokens_per_second']:,.0f} tokens/s"
         )
     print_search_and_notes(out, data)
+    if not data["fits"]:
+        print_answers(out, data["fixes"], units)
 
 
 @click.command("recipes")

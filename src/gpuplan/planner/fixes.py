@@ -32,6 +32,18 @@ SIXTEEN_BIT = ("bf16", "fp16", "fp32")
 # The answers, in the order a fix list presents them.
 SERVING_ANSWERS = ("fewer_bytes", "bigger_gpu", "more_gpus", "smaller_ask")
 TRAINING_ANSWERS = ("shard_states", "recompute", "lora", "bigger_gpu", "more_gpus", "relayout")
+# The lesson's three answers (part 6: fewer bytes, a bigger GPU, more GPUs), and which one each
+# way out gives: sharding, recompute, adapters and a new split all put fewer bytes on each GPU.
+THREE_ANSWERS = {
+    "fewer_bytes": "fewer bytes",
+    "shard_states": "fewer bytes",
+    "recompute": "fewer bytes",
+    "lora": "fewer bytes",
+    "relayout": "fewer bytes",
+    "bigger_gpu": "bigger GPU",
+    "more_gpus": "more GPUs",
+    "smaller_ask": "smaller ask",
+}
 ANSWER_TITLES = {
     "fewer_bytes": "Fewer bytes per parameter",
     "bigger_gpu": "More memory per GPU",
@@ -310,6 +322,19 @@ def _training_candidates(kwargs: dict[str, Any], plan: Any) -> Iterator[Candidat
             "Use {gpus} GPUs ({layout})",
             {"gpus": "auto", "tp": None, "pp": None, "dp": None, "zero": None},
         )
+    if recompute:  # activations no number of GPUs divides enough (long sequences): recompute too
+        yield (
+            "more_gpus",
+            "Use {gpus} GPUs ({layout}) with full activation checkpointing",
+            {
+                "gpus": "auto",
+                "tp": None,
+                "pp": None,
+                "dp": None,
+                "zero": None,
+                "checkpointing": "full",
+            },
+        )
 
 
 def training_fixes(
@@ -319,8 +344,9 @@ def training_fixes(
     lowest ZeRO stage that fits on the same GPUs (the least communication), full recompute
     (alone, else with the lowest ZeRO stage that then fits), LoRA else QLoRA, the smallest
     bigger GPU at the same layout, the fewest GPUs the planner finds (`gpus="auto"`, keeping
-    the ZeRO stage, else freeing it; "relayout" when that is no more GPUs than now, the model
-    split by tensor or pipeline parallelism instead). Empty when the plan fits."""
+    the ZeRO stage, else freeing it, else with full recompute too; "relayout" when that is no
+    more GPUs than now, the model split by tensor or pipeline parallelism instead). Empty when
+    the plan fits."""
     if plan.fits:
         return []
     if ask is None:
