@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 
-def vision_encoder_params(config: Mapping[str, Any]) -> int:
+def vision_encoder_params(config: Mapping[str, Any], name: str = "model") -> int:
     """Encoder + projector parameters of a VLM config.json (0 when it has no `vision_config`)."""
     v = config.get("vision_config")
     if not isinstance(v, Mapping) or not v.get("hidden_size"):
