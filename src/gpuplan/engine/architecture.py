@@ -613,6 +613,15 @@ class _Reader:
             idxs = v.get("full_attn_idxs")
             full = set(range(n)) if idxs is None else set(idxs)
             return ["full" if i in full else "short_conv" for i in range(n)]
+        if rule == "smollm3":  # SmolLM3Config: NoPE layers slide when use_sliding_window
+            rope = v.get("no_rope_layers")
+            if rope is None:
+                interval = v.get("no_rope_layer_interval") or 4
+                rope = tuple(int((i + 1) % interval != 0) for i in range(n))
+            if len(rope) != n:
+                raise v.fail("no_rope_layers", f"has {len(rope)} entries for {n} layers")
+            slide = bool(v.get("use_sliding_window")) and window is not None
+            return ["sliding" if slide and not r else "full" for r in rope]
         if rule == "all_mamba":
             return ["mamba"] * n
         if rule == "all_hybrid":

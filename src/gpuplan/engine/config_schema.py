@@ -34,6 +34,7 @@ class Rule:
     lo: float = 0
     hi: float = 0
     max_len: int = 0  # lists: most elements
+    nullable: bool = False  # an explicit null is a value (no window, no q compression), not "default"
 
 
 MAX_LAYERS = 4096  # the deepest published decoders have ~200 layers
@@ -88,11 +89,11 @@ FIELDS: dict[str, Rule] = {
     "alibi": _BOOL,
     "learned_positions": _BOOL,
     "output_gate": _BOOL,
-    "sliding_window": _POS0,
+    "sliding_window": Rule("int", 0, MAX_POSITIONS, nullable=True),
     "use_sliding_window": _BOOL,
     "max_window_layers": _LAYER0,
     "sliding_window_pattern": Rule("int_or_str", 0, MAX_LAYERS, MAX_LAYERS),
-    "attention_chunk_size": _POS0,
+    "attention_chunk_size": Rule("int", 0, MAX_POSITIONS, nullable=True),
     "no_rope_layers": Rule("int_list", 0, 1, MAX_LAYERS),
     "no_rope_layer_interval": _SMALL0,
     "layer_types": Rule("str_list", max_len=MAX_LAYERS),
@@ -108,7 +109,7 @@ FIELDS: dict[str, Rule] = {
     "num_kv_shared_layers": _LAYER0,
     "global_partial_rotary_factor": Rule("float", 0, 1),
     # multi-head latent attention (DeepSeek-V2/V3) and its indexer (V3.2)
-    "q_lora_rank": _WIDTH0,
+    "q_lora_rank": Rule("int", 0, MAX_WIDTH, nullable=True),
     "kv_lora_rank": _WIDTH,
     "qk_nope_head_dim": _WIDTH0,
     "qk_rope_head_dim": _WIDTH0,
@@ -132,7 +133,7 @@ FIELDS: dict[str, Rule] = {
     "moe_layer_end_index": Rule("int", -1, MAX_LAYERS),
     "moe_layer_interval": _SMALL,
     "router_bias": _BOOL,
-    "moe_latent_size": _WIDTH0,
+    "moe_latent_size": Rule("int", 0, MAX_WIDTH, nullable=True),
     "num_nextn_predict_layers": _LAYER0,
     # state-space and linear-attention mixers
     "mamba_d_state": _WIDTH,
@@ -179,6 +180,7 @@ FIELDS: dict[str, Rule] = {
     "indexer": _BOOL,
 }
 
+_MISSING = object()
 _FORMULA = re.compile(
     r"^\s*(ceil\()?\s*([A-Za-z_][\w.]*|\d+)\s*(?:([*/])\s*([A-Za-z_][\w.]*|\d+))?\s*\)?\s*$"
 )
@@ -212,13 +214,14 @@ class ConfigView:
     def spelling(self, field: str) -> str:
         """The config key that supplies `field` (the first present spelling), for messages."""
         for path in self._paths(field):
-            if self._lookup(path) is not None:
+            if self._lookup(path) not in (None, _MISSING):
                 return path
-        return self._paths(field)[0]
+        paths = self._paths(field)
+        return paths[0] if paths else field
 
     def present(self, field: str) -> bool:
         """Whether the config itself sets `field` (not a default)."""
-        return any(self._lookup(p) is not None for p in self._paths(field))
+        return any(self._lookup(p) not in (None, _MISSING) for p in self._paths(field))
 
     def get(self, field: str) -> Any:
         """The checked value of `field`: from the config, else the family default, else None."""
@@ -230,7 +233,10 @@ class ConfigView:
         value: Any = None
         for path in self._paths(field):
             found = self._lookup(path)
-            if found is not None:
+            if found is None and rule.nullable:  # an explicit null: no window, no compression
+                self._cache[field] = None
+                return None
+            if found is not None and found is not _MISSING:
                 value = self._check(path, found, rule)  # None for "auto": the default applies
                 break
         if value is None and field in self.defaults:
@@ -254,14 +260,16 @@ class ConfigView:
     # -- internals ----------------------------------------------------------------------------
 
     def _paths(self, field: str) -> tuple[str, ...]:
-        return self.keys.get(field) or (field,)
+        paths = self.keys.get(field)
+        return (field,) if paths is None else paths
 
     def _lookup(self, path: str) -> Any:
+        """The value at `path`: None for an explicit null, _MISSING when absent."""
         node: Any = self.raw
         for part in path.split("."):
-            if not isinstance(node, Mapping):
-                return None
-            node = node.get(part)
+            if not isinstance(node, Mapping) or part not in node:
+                return _MISSING
+            node = node[part]
         return node
 
     def _default(self, field: str, rule: Rule) -> Any:

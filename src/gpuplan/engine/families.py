@@ -59,6 +59,7 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
         "full_attn_idxs",
         "all_mamba",
         "all_hybrid",
+        "smollm3",
     ),
     "layer_kinds": dict,
     "moe_layers": (
