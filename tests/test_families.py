@@ -27,13 +27,13 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from family_configs import BUILT, REFERENCE_TYPE, REMOTE_CODE, real_configs  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText  # noqa: E402
 from transformers.modeling_outputs import CausalLMOutputWithPast  # noqa: E402
 
+from family_configs import BUILT, REFERENCE_TYPE, REMOTE_CODE, real_configs  # noqa: E402
 from gpuplan.catalog import get_precision  # noqa: E402
 from gpuplan.engine.architecture import architecture_from_config  # noqa: E402
-from gpuplan.engine.kv_cache import kv_cache_bytes_per_sequence  # noqa: E402
+from gpuplan.engine.kv_cache import indexer_key_bytes, kv_cache_bytes_per_sequence  # noqa: E402
 from gpuplan.engine.params import count_params  # noqa: E402
 from gpuplan.engine.state_cache import state_bytes_per_sequence  # noqa: E402
 
@@ -82,7 +82,9 @@ def _setting(config: Any, names: tuple[str, ...], nested: str) -> int:
 
 
 def _top_k(config: Any) -> int:
-    return _setting(config, ("num_experts_per_tok", "moe_topk", "moe_k", "top_k_experts"), "moe_top_k")
+    return _setting(
+        config, ("num_experts_per_tok", "moe_topk", "moe_k", "top_k_experts"), "moe_top_k"
+    )
 
 
 def _experts(config: Any) -> int:
@@ -117,7 +119,9 @@ def test_params_total_and_active_are_exact(case: str) -> None:
     model = _build(cfg, meta=True)
     expected = sum(p.numel() for p in model.parameters())
     counts = count_params(architecture_from_config(cfg, case))
-    assert counts.total == expected, f"{case}: gpuplan {counts.total:,} != transformers {expected:,}"
+    assert counts.total == expected, (
+        f"{case}: gpuplan {counts.total:,} != transformers {expected:,}"
+    )
     assert counts.active == _reference_active(model, model.config), case
     vision = counts.by_kind.get("vision", 0)
     assert sum(counts.per_layer) + counts.embedding + counts.lm_head + vision == counts.total
@@ -135,19 +139,59 @@ VOCAB = 128
 # small but non-trivial; gpuplan reads the same tiny config, so only the structure matters)
 _TINY_MAMBA2 = {"hidden_size": 32}
 _TINY: dict[str, dict[str, Any]] = {
-    "nemotron_h": {"mamba_num_heads": 8, "mamba_head_dim": 8, "ssm_state_size": 16, "n_groups": 2, **_TINY_MAMBA2},
+    "nemotron_h": {
+        "mamba_num_heads": 8,
+        "mamba_head_dim": 8,
+        "ssm_state_size": 16,
+        "n_groups": 2,
+        **_TINY_MAMBA2,
+    },
     "mamba2": {"num_heads": 8, "head_dim": 8, "state_size": 16, "n_groups": 2, **_TINY_MAMBA2},
     "falcon_h1": {"mamba_d_ssm": 64, "mamba_n_heads": 8, "mamba_d_head": 8, "mamba_d_state": 16},
-    "granitemoehybrid": {"mamba_n_heads": 8, "mamba_d_head": 8, "mamba_d_state": 16, **_TINY_MAMBA2},
-    "jamba": {"mamba_d_state": 8, "attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2, "expert_layer_offset": 0},
+    "granitemoehybrid": {
+        "mamba_n_heads": 8,
+        "mamba_d_head": 8,
+        "mamba_d_state": 16,
+        **_TINY_MAMBA2,
+    },
+    "jamba": {
+        "mamba_d_state": 8,
+        "attn_layer_period": 2,
+        "attn_layer_offset": 1,
+        "expert_layer_period": 2,
+        "expert_layer_offset": 0,
+    },
     "mamba": {"state_size": 8},
-    "qwen3_next": {"linear_key_head_dim": 8, "linear_value_head_dim": 8, "linear_num_key_heads": 2, "linear_num_value_heads": 4},
-    "qwen3_5_text": {"linear_key_head_dim": 8, "linear_value_head_dim": 8, "linear_num_key_heads": 2, "linear_num_value_heads": 4},
-    "qwen3_5_moe_text": {"linear_key_head_dim": 8, "linear_value_head_dim": 8, "linear_num_key_heads": 2, "linear_num_value_heads": 4},
+    "qwen3_next": {
+        "linear_key_head_dim": 8,
+        "linear_value_head_dim": 8,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+    },
+    "qwen3_5_text": {
+        "linear_key_head_dim": 8,
+        "linear_value_head_dim": 8,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+    },
+    "qwen3_5_moe_text": {
+        "linear_key_head_dim": 8,
+        "linear_value_head_dim": 8,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+    },
     "dbrx": {"ffn_config": {"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2}},
 }
-_FFN = ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", "ffn_dim",
-        "n_inner", "moe_shared_expert_intermediate_size", "shared_intermediate_size", "block_ff_dim")
+_FFN = (
+    "intermediate_size",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "ffn_dim",
+    "n_inner",
+    "moe_shared_expert_intermediate_size",
+    "shared_intermediate_size",
+    "block_ff_dim",
+)
 _WIDTH = ("hidden_size", "n_embd", "d_model")
 _PATTERNS = ("layer_types", "layers_block_type")
 
@@ -171,10 +215,15 @@ def _tiny(cfg: dict[str, Any]) -> dict[str, Any]:
         if isinstance(cfg.get(key), dict) and "short_factor" in cfg[key]:
             cfg.pop(key)
     for key in _FFN:
-        if cfg.get(key):
+        if cfg.get(key) and not isinstance(cfg[key], list):
             cfg[key] = 32
     if cfg.get("q_lora_rank"):
         cfg["q_lora_rank"] = 32
+    for key in ("hidden_size_per_layer_input", "laurel_rank", "global_head_dim"):
+        if cfg.get(key):
+            cfg[key] = 16
+    if cfg.get("vocab_size_per_layer_input"):
+        cfg["vocab_size_per_layer_input"] = VOCAB
     for key in ("sliding_window", "attention_chunk_size"):
         if cfg.get(key):
             cfg[key] = WINDOW
@@ -188,6 +237,16 @@ def _tiny(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def _shrink_depth(cfg: dict[str, Any]) -> None:
     """Few layers, but every kind of the schedule kept (a prefix holding each kind)."""
+    if cfg.get("num_kv_shared_layers"):  # Gemma 3n/4: 2 KV-sharing layers after both kinds
+        kinds = (
+            ["sliding_attention"] * 2 + ["full_attention"] + ["sliding_attention", "full_attention"]
+        )
+        cfg["layer_types"] = kinds
+        cfg["num_kv_shared_layers"] = 2
+        if isinstance(cfg.get("intermediate_size"), list):
+            cfg["intermediate_size"] = [32, 32, 48, 48, 48]
+        _set_layers(cfg, len(kinds))
+        return
     pattern = cfg.get("hybrid_override_pattern")
     if pattern:
         cfg["hybrid_override_pattern"] = pattern[: _prefix_with_all(list(pattern))]
@@ -249,10 +308,12 @@ def _nbytes(t: Any) -> int:
 
 
 def _measure(cache: Any) -> tuple[int, int]:
-    """(KV bytes, recurrent-state bytes) a transformers cache holds."""
+    """(KV bytes, recurrent-state bytes) a transformers cache holds; KV includes DeepSeek-V3.2's
+    indexer keys (DynamicIndexedLayer.indexer_keys)."""
     kv = state = 0
     for layer in cache.layers:
         kv += _nbytes(getattr(layer, "keys", None)) + _nbytes(getattr(layer, "values", None))
+        kv += _nbytes(getattr(layer, "indexer_keys", None))
         for attr in ("conv_states", "recurrent_states"):
             for t in (getattr(layer, attr, None) or {}).values():
                 state += _nbytes(t)
@@ -279,6 +340,16 @@ def test_cache_bytes_match_a_forward_pass(case: str) -> None:
     # transformers' Falcon broadcasts the KV heads of the new decoder architecture to every
     # query head before caching them (FalconAttention); engines cache the KV heads only
     layout = "expanded" if cfg.get("new_decoder_architecture") else "engine"
-    assert kv == kv_cache_bytes_per_sequence(arch, fp32, TOKENS, layout), case
+    expected = kv_cache_bytes_per_sequence(arch, fp32, TOKENS, layout)
+    if arch.attention.indexer_head_dim:  # transformers keeps indexer keys in the model dtype
+        expected += (
+            arch.num_layers
+            * TOKENS
+            * (
+                indexer_key_bytes(arch.attention, fp32, "expanded")
+                - indexer_key_bytes(arch.attention, fp32, "engine")
+            )
+        )
+    assert kv == expected, case
     assert state == state_bytes_per_sequence(arch, fp32, layout="transformers"), case
     assert (state > 0) == (arch.num_state_layers > 0)

@@ -159,6 +159,7 @@ class LayerSpec:
     attention: AttentionSpec | None = None  # this layer's attention when not Architecture.attention
     kv_shared: bool = False  # reads an earlier layer's KV cache and keeps none (Gemma 3n)
     mlp_width: int | None = None  # this layer's dense FFN width when not the model's
+    v_from_k: bool = False  # no v_proj: V is K (Gemma 4's attention_k_eq_v global layers)
 
     @property
     def has_attention(self) -> bool:
@@ -219,6 +220,13 @@ class Architecture:
     linear_attention: LinearAttentionSpec | None = None
     short_conv: ShortConvSpec | None = None
     ssm_state_dtype: str | None = None  # the checkpoint's own mamba_ssm_cache_dtype, if any
+    # Gemma 3n / Gemma 4: per-layer input embeddings (width per layer, their vocabulary), AltUp
+    # streams and LAuReL rank (Gemma 3n), an MoE block beside the dense MLP (Gemma 4)
+    per_layer_input: int = 0
+    per_layer_vocab: int = 0
+    altup_inputs: int = 0
+    laurel_rank: int = 0
+    moe_beside_mlp: bool = False
 
     def __hash__(self) -> int:
         """Hash once: bills are cached by architecture, and a deep hash of every layer is slow."""
@@ -434,6 +442,7 @@ class _Reader:
         self.family = family
         self.model_type = model_type
         self.notes = notes
+        self._layers_cache: tuple[LayerSpec, ...] = ()
 
     def build(self) -> Architecture:
         v, t = self.v, self.t
@@ -449,8 +458,17 @@ class _Reader:
         layers = tuple(
             self._layer(kind, window, m) for (kind, window), m in zip(kinds, moe_flags, strict=True)
         )
+        extras: dict[str, Any] = {}
+        if t["per_layer_embeddings"]:
+            assert attention is not None
+            layers, extras = self._gemma_layers(layers, attention, moe)
+        if v.raw.get("per_layer_config") is not None:
+            assert attention is not None
+            layers = self._per_layer_config(layers, attention)
         self._check_mixers(layers, mamba, linear, short)
-        mlp = self._mlp(hidden) if any(s.ffn and not s.moe for s in layers) else None
+        self._layers_cache = layers
+        dense = any(s.ffn and (not s.moe or extras.get("moe_beside_mlp")) for s in layers)
+        mlp = self._mlp(hidden) if dense else None
         if attention is None:
             attention = self._stand_in_attention(mamba, hidden)
         learned = 0
@@ -496,6 +514,7 @@ class _Reader:
             notes=tuple(self.notes),
             rope=self._rope() if t["positions"] == "rope" else None,
             ssm_state_dtype=v.get("mamba_ssm_cache_dtype"),
+            **extras,
         )
 
     def _check_required(self) -> None:
@@ -710,6 +729,127 @@ class _Reader:
                     f"has {spec.mixer} layers, which the {self.family.name} family does not model",
                 )
 
+    def _gemma_layers(
+        self, layers: tuple[LayerSpec, ...], attention: AttentionSpec, moe: MoESpec | None
+    ) -> tuple[tuple[LayerSpec, ...], dict[str, Any]]:
+        """Gemma 3n / Gemma 4 per-layer variation: the last num_kv_shared_layers reuse an earlier
+        layer's K and V (no k/v projections, no cache: Gemma3nTextAttention, Gemma4TextAttention),
+        Gemma 3n's per-layer FFN widths, Gemma 4's global layers with global_head_dim (and with
+        attention_k_eq_v, num_global_key_value_heads and no v_proj), double-wide MLPs on the
+        KV-sharing layers, and an MoE block beside the dense MLP (enable_moe_block)."""
+        v = self.v
+        n = len(layers)
+        shared = v.get("num_kv_shared_layers") or 0
+        if shared > n:
+            raise v.fail("num_kv_shared_layers", f"({shared}) exceeds the {n} layers")
+        widths = v.raw.get("intermediate_size")
+        per_layer_width: list[int | None] = [None] * n
+        if isinstance(widths, list):
+            if len(widths) != n:
+                raise v.fail("intermediate_size", f"lists {len(widths)} widths for {n} layers")
+            for i, w in enumerate(widths):
+                if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= 1 << 22:
+                    raise v.fail(
+                        "intermediate_size", f"entry {i} must be a whole number in [1, 4194304]"
+                    )
+                per_layer_width[i] = w
+        double = bool(v.get("use_double_wide_mlp"))
+        k_eq_v = bool(v.get("attention_k_eq_v"))
+        global_spec = attention
+        if self.model_type.startswith("gemma4") and v.raw.get("per_layer_config") is None:
+            global_spec = replace(
+                attention,
+                head_dim=v.get("global_head_dim") or 512,
+                v_head_dim=v.get("global_head_dim") or 512,
+                num_kv_heads=(v.get("num_global_key_value_heads") or attention.num_kv_heads)
+                if k_eq_v
+                else attention.num_kv_heads,
+            )
+        if (
+            self.model_type.startswith("gemma4")
+            and layers
+            and layers[-1].sliding_window is not None
+        ):
+            layers = (*layers[:-1], replace(layers[-1], sliding_window=None))  # Gemma4TextConfig
+        out = []
+        base_width = None if isinstance(widths, list) else (v.get("intermediate_size") or None)
+        for i, spec in enumerate(layers):
+            is_shared = i >= n - shared
+            attn = (
+                global_spec
+                if spec.sliding_window is None and global_spec is not attention
+                else None
+            )
+            width = per_layer_width[i]
+            if double and is_shared and base_width:
+                width = 2 * base_width
+            out.append(
+                replace(
+                    spec,
+                    attention=attn,
+                    kv_shared=is_shared,
+                    mlp_width=width,
+                    v_from_k=k_eq_v and spec.sliding_window is None,
+                )
+            )
+        extras = {
+            "per_layer_input": v.get("hidden_size_per_layer_input") or 0,
+            "per_layer_vocab": v.get("vocab_size_per_layer_input") or v.require("vocab_size"),
+            "altup_inputs": v.get("altup_num_inputs") or 0,
+            "laurel_rank": v.get("laurel_rank") or 0,
+            "moe_beside_mlp": moe is not None,
+        }
+        return tuple(out), extras
+
+    _PER_LAYER_KEYS = (
+        "head_dim",
+        "num_key_value_heads",
+        "num_attention_heads",
+        "intermediate_size",
+    )
+
+    def _per_layer_config(
+        self, layers: tuple[LayerSpec, ...], attention: AttentionSpec
+    ) -> tuple[LayerSpec, ...]:
+        """transformers' heterogeneous configs (`per_layer_config`: layer index -> overrides of
+        head_dim, num_key_value_heads, num_attention_heads, intermediate_size); any other key is
+        refused, naming it."""
+        v, raw = self.v, self.v.raw.get("per_layer_config")
+        if not isinstance(raw, Mapping):
+            raise v.fail("per_layer_config", "must be a JSON object of layer index -> overrides")
+        out = list(layers)
+        for key, overrides in raw.items():
+            try:
+                i = int(key)
+            except (TypeError, ValueError):
+                raise v.fail(
+                    "per_layer_config", f"has a key {str(key)[:20]!r} that is not a layer index"
+                ) from None
+            if not 0 <= i < len(out) or not isinstance(overrides, Mapping):
+                raise v.fail(
+                    "per_layer_config", f"entry {str(key)[:20]!r} is not a layer of this model"
+                )
+            unknown = sorted(set(overrides) - set(self._PER_LAYER_KEYS))
+            if unknown:
+                raise GpuplanError(
+                    f"{v.name}: config field 'per_layer_config.{i}.{unknown[0]}' is a per-layer"
+                    " override gpuplan does not model; cannot size this model"
+                )
+            sub = ConfigView(overrides, f"{v.name}: per_layer_config.{i}", {}, {})
+            base = out[i].attention or attention
+            heads = sub.get("num_attention_heads") or base.num_heads
+            kv = sub.get("num_key_value_heads") or base.num_kv_heads
+            hd = sub.get("head_dim") or base.head_dim
+            if heads % kv:
+                raise sub.fail("num_key_value_heads", f"({kv}) must divide {heads} heads")
+            spec = replace(base, num_heads=heads, num_kv_heads=kv, head_dim=hd, v_head_dim=hd)
+            out[i] = replace(
+                out[i],
+                attention=None if spec == attention else spec,
+                mlp_width=sub.get("intermediate_size") or out[i].mlp_width,
+            )
+        return tuple(out)
+
     # -- attention ----------------------------------------------------------------------------
 
     def _attention(self, hidden: int) -> AttentionSpec | None:
@@ -803,6 +943,8 @@ class _Reader:
         v, t = self.v, self.t
         if self.model_type in ("llama4", "llama4_text") and v.present("intermediate_size_mlp"):
             width = v.require("intermediate_size_mlp")
+        elif isinstance(v.raw.get("intermediate_size"), list):  # Gemma 3n: one width per layer
+            width = next(s.mlp_width for s in self._layers_cache if s.mlp_width)
         elif t["ffn_width"] == "lfm2":
             width = self._lfm2_width()
         else:

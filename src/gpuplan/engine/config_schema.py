@@ -34,7 +34,9 @@ class Rule:
     lo: float = 0
     hi: float = 0
     max_len: int = 0  # lists: most elements
-    nullable: bool = False  # an explicit null is a value (no window, no q compression), not "default"
+    nullable: bool = (
+        False  # an explicit null is a value (no window, no q compression), not "default"
+    )
 
 
 MAX_LAYERS = 4096  # the deepest published decoders have ~200 layers
@@ -178,6 +180,27 @@ FIELDS: dict[str, Rule] = {
     "block_ffn_dim_multiplier": Rule("float", 0, 1e6),
     "block_multiple_of": _SMALL,
     "indexer": _BOOL,
+    "enable_moe_block": _BOOL,
+    "use_double_wide_mlp": _BOOL,
+    "altup_num_inputs": _SMALL0,
+    "laurel_rank": _WIDTH0,
+    # vision towers (engine/vision.py reads vision_config through these)
+    "vision_hidden_size": _WIDTH,
+    "vision_embed_dim": _WIDTH,
+    "vision_layers": _LAYER0,
+    "vision_intermediate_size": _WIDTH,
+    "vision_patch_size": _SMALL,
+    "vision_channels": _SMALL,
+    "vision_image_size": Rule("int", 1, 1 << 20),
+    "vision_temporal_patch_size": _SMALL,
+    "vision_merge_size": _SMALL,
+    "vision_out_hidden_size": _WIDTH,
+    "vision_mlp_ratio": _SMALL,
+    "vision_positions": Rule("int", 0, 1 << 24),
+    "vision_deepstack": Rule("int_list", 0, MAX_LAYERS, 64),
+    "projector_input_dim": _WIDTH,
+    "projector_output_dim": _WIDTH,
+    "vision_output_dim": _WIDTH,
 }
 
 _MISSING = object()

@@ -19,6 +19,11 @@ attention "expanded" means K and V broadcast to every query head: what transform
 for the new decoder architecture (FalconAttention broadcasts the 8 KV heads of Falcon-40B before
 caching them), while serving engines cache the KV heads only.
 
+DeepSeek-V3.2's lightning indexer keeps one more key per layer and token, of index_head_dim:
+vLLM stores it in fp8 with one fp32 scale per 128 values (DeepseekV32IndexerCache: head_dim +
+head_dim / 128 × 4 bytes) whatever the KV dtype; transformers keeps it in the model dtype
+(DynamicIndexedLayer.indexer_keys), layout "expanded" here.
+
 Sliding-window layers (Mistral, Gemma 2/3, gpt-oss) and Llama 4's chunked layers keep at most
 `window` tokens, so a sequence of length L costs min(L, window) tokens on those layers: the buffer
 transformers' StaticCache allocates (StaticSlidingWindowLayer); its DynamicCache keeps one token
@@ -57,6 +62,30 @@ def attention_kv_elements(a: AttentionSpec, layout: str = "engine") -> int:
     return heads * (a.head_dim + a.v_head_dim)
 
 
+INDEXER_QUANT_BLOCK = 128  # vLLM: fp8 indexer keys with one fp32 scale per 128 values
+
+
+def layer_kv_bytes_per_token(
+    arch: Architecture, layer: LayerSpec, kv: Precision, layout: str = "engine"
+) -> int:
+    """Bytes one token adds to `layer`'s caches: its K and V (or MLA latent) and, for
+    DeepSeek-V3.2, its indexer key."""
+    out = kv.bytes_for(layer_kv_elements(arch, layer, layout))
+    if out and arch.attention_of(layer).indexer_head_dim:
+        out += indexer_key_bytes(arch.attention_of(layer), kv, layout)
+    return out
+
+
+def indexer_key_bytes(a: AttentionSpec, kv: Precision, layout: str = "engine") -> int:
+    """Bytes of one token's indexer key in one layer (0 without an indexer)."""
+    d = a.indexer_head_dim
+    if not d:
+        return 0
+    if layout == "engine":
+        return d + 4 * -(-d // INDEXER_QUANT_BLOCK)
+    return kv.bytes_for(d)
+
+
 def kv_elements_per_token_per_layer(arch: Architecture, layout: str = "engine") -> int:
     """Elements cached per token by one attention layer of the model's main attention shape."""
     return attention_kv_elements(arch.attention, layout)
@@ -81,7 +110,7 @@ def kv_fraction_per_rank(arch: Architecture, tp: int, spec: AttentionSpec | None
 def kv_cache_bytes_per_token(arch: Architecture, kv: Precision, layout: str = "engine") -> int:
     """Bytes of KV cache one token adds across all layers (before any sliding-window cap)."""
     return sum(
-        n * kv.bytes_for(layer_kv_elements(arch, spec, layout)) for spec, n in arch.layer_groups()
+        n * layer_kv_bytes_per_token(arch, spec, kv, layout) for spec, n in arch.layer_groups()
     )
 
 
@@ -90,7 +119,7 @@ def kv_cache_bytes_per_sequence(
 ) -> int:
     """Bytes of KV cache for one sequence of `context` tokens, sliding layers capped at their window."""
     return sum(
-        n * kv.bytes_for(layer_kv_elements(arch, spec, layout)) * _tokens(spec, context)
+        n * layer_kv_bytes_per_token(arch, spec, kv, layout) * _tokens(spec, context)
         for spec, n in arch.layer_groups()
     )
 
@@ -102,10 +131,10 @@ def kv_cache_bytes_per_sequence_per_gpu(
     layers = stage_layers(arch.num_layers, pp)[stage]
     total = 0.0
     for spec, n in arch.layer_groups(layers):
-        elements = layer_kv_elements(arch, spec)
-        if elements:
+        per_token = layer_kv_bytes_per_token(arch, spec, kv)
+        if per_token:
             share = kv_fraction_per_rank(arch, tp, arch.attention_of(spec))
-            total += n * kv.bytes_for(elements) * _tokens(spec, context) * share
+            total += n * per_token * _tokens(spec, context) * share
     return round(total)
 
 

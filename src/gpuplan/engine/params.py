@@ -32,7 +32,9 @@ OTHER_KINDS = (
 )
 
 
-def attention_params(arch: Architecture, spec: AttentionSpec | None = None) -> Counter[str]:
+def attention_params(
+    arch: Architecture, spec: AttentionSpec | None = None, kv: bool = True, v: bool = True
+) -> Counter[str]:
     """Parameters of one attention block (the model's, or `spec`).
 
     Ordinary attention (MHA/GQA/MQA): q = h × (n_heads·d) (doubled when q_proj also emits an output
@@ -74,7 +76,7 @@ def attention_params(arch: Architecture, spec: AttentionSpec | None = None) -> C
             c["norm"] += 2 * a.indexer_head_dim
         return c
     q_out = a.num_heads * a.head_dim * (2 if a.output_gate else 1)
-    kv_out = a.num_kv_heads * (a.head_dim + a.v_head_dim)
+    kv_out = a.num_kv_heads * (a.head_dim * kv + a.v_head_dim * (kv and v))
     c["attention"] += h * (q_out + kv_out) + a.num_heads * a.v_head_dim * h
     if a.qkv_bias:
         c["bias"] += q_out + kv_out
@@ -83,9 +85,9 @@ def attention_params(arch: Architecture, spec: AttentionSpec | None = None) -> C
     if a.qk_norm:
         per_norm = 2 if a.qk_norm_bias else 1
         if a.qk_norm_scope == "proj":
-            c["norm"] += per_norm * (a.num_heads + a.num_kv_heads) * a.head_dim
+            c["norm"] += per_norm * (a.num_heads + a.num_kv_heads * kv) * a.head_dim
         else:
-            c["norm"] += per_norm * 2 * a.head_dim
+            c["norm"] += per_norm * (1 + kv) * a.head_dim
     if a.sinks:
         c["sinks"] += a.num_heads
     return c
@@ -96,7 +98,8 @@ def mixer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
     a short convolution, or (Falcon-H1) attention and Mamba-2 side by side."""
     c: Counter[str] = Counter()
     if layer.has_attention:
-        c.update(attention_params(arch, arch.attention_of(layer)))
+        spec = arch.attention_of(layer)
+        c.update(attention_params(arch, spec, kv=not layer.kv_shared, v=not layer.v_from_k))
     if layer.mixer in ("mamba", "hybrid"):
         c.update(mamba_params(arch))
     elif layer.mixer in ("gated_delta", "lightning"):
@@ -237,9 +240,38 @@ def moe_params(arch: Architecture) -> Counter[str]:
 
 
 def ffn_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
+    """The layer's FFN: dense or MoE; Gemma 4's MoE block sits beside its dense MLP, with three
+    more norms and the router's scale (h) and per-expert scale (E) (Gemma4TextDecoderLayer)."""
     if not layer.ffn:
         return Counter()
-    return moe_params(arch) if layer.moe else dense_mlp_params(arch, layer.mlp_width)
+    if not layer.moe:
+        return dense_mlp_params(arch, layer.mlp_width)
+    c = moe_params(arch)
+    if arch.moe_beside_mlp:
+        assert arch.moe is not None
+        c.update(dense_mlp_params(arch, layer.mlp_width))
+        c["norm"] += 3 * arch.norm_elements
+        c["router"] += arch.hidden_size + arch.moe.num_experts
+    return c
+
+
+def gemma_layer_extras(arch: Architecture) -> Counter[str]:
+    """Gemma 3n / Gemma 4 modules in every layer (Gemma3nTextDecoderLayer):
+    per-layer input gate (h × p) and projection (p × h) with a norm; AltUp with n streams
+    (output scale h, correction n², prediction n³, router n × h and its norm h); LAuReL of rank r
+    (left r × h, right h × r, a norm)."""
+    c: Counter[str] = Counter()
+    h, p, n, r = arch.hidden_size, arch.per_layer_input, arch.altup_inputs, arch.laurel_rank
+    if p:
+        c["mlp"] += 2 * h * p
+        c["norm"] += h
+    if n:
+        c["router"] += h + n * n + n**3 + n * h
+        c["norm"] += h
+    if r:
+        c["mlp"] += 2 * r * h
+        c["norm"] += h
+    return c
 
 
 def layer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
@@ -247,6 +279,8 @@ def layer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
     c = mixer_params(arch, layer)
     c.update(ffn_params(arch, layer))
     c["norm"] += arch.norms_per_layer * arch.norm_elements
+    if arch.per_layer_input or arch.altup_inputs or arch.laurel_rank:
+        c.update(gemma_layer_extras(arch))
     return c
 
 
@@ -292,7 +326,18 @@ def count_params(arch: Architecture) -> ParamCounts:
     if arch.embedding_norm:
         by_kind["norm"] += arch.norm_elements
         embedding += arch.norm_elements
+    if arch.per_layer_input:  # Gemma 3n/4: embed_tokens_per_layer, per_layer_model_projection
+        width = arch.num_layers * arch.per_layer_input
+        by_kind["embedding"] += arch.per_layer_vocab * width + width * h
+        by_kind["norm"] += arch.per_layer_input
+        embedding += arch.per_layer_vocab * width + width * h + arch.per_layer_input
     head = 0
+    if arch.altup_inputs > 1:  # Gemma 3n: altup projections in, unembed projections out
+        extra = (arch.altup_inputs - 1) * h * h
+        by_kind["embedding"] += extra
+        by_kind["lm_head"] += extra
+        embedding += extra
+        head += extra
     if arch.embedding_dim:  # OPT-350m: project_in (e -> h) and project_out (h -> e)
         by_kind["embedding"] += e * h
         by_kind["lm_head"] += h * e
