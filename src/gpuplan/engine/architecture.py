@@ -943,8 +943,8 @@ class _Reader:
         v, t = self.v, self.t
         if self.model_type in ("llama4", "llama4_text") and v.present("intermediate_size_mlp"):
             width = v.require("intermediate_size_mlp")
-        elif isinstance(v.raw.get("intermediate_size"), list):  # Gemma 3n: one width per layer
-            width = next(s.mlp_width for s in self._layers_cache if s.mlp_width)
+        elif t["per_layer_embeddings"] and isinstance(v.raw.get("intermediate_size"), list):
+            width = next(s.mlp_width for s in self._layers_cache if s.mlp_width)  # Gemma 3n
         elif t["ffn_width"] == "lfm2":
             width = self._lfm2_width()
         else:
@@ -986,10 +986,7 @@ class _Reader:
             return None, flags
         top_k = v.require("experts_per_token")
         if top_k > experts:
-            raise v.fail(
-                "num_experts_per_tok" if v.present("experts_per_token") else "experts_per_token",
-                f"({top_k}) exceeds the {experts} experts",
-            )
+            raise v.fail("experts_per_token", f"({top_k}) exceeds the {experts} experts")
         width = v.require("moe_intermediate_size")
         shared_width = v.get("shared_expert_intermediate_size") or 0
         shared = v.get("num_shared_experts") or 0
