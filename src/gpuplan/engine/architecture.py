@@ -222,6 +222,12 @@ class Architecture:
     ssm_state_dtype: str | None = None  # the checkpoint's own mamba_ssm_cache_dtype, if any
     # Gemma 3n / Gemma 4: per-layer input embeddings (width per layer, their vocabulary), AltUp
     # streams and LAuReL rank (Gemma 3n), an MoE block beside the dense MLP (Gemma 4)
+    # what training saves for backward (engine/activations.py): where the norms sit (pre, post or
+    # both around each block), whether they scale in fp32 (Gemma, OLMo 2, Cohere), softcapping
+    norm_placement: str = "pre"
+    norm_fp32: bool = False
+    attn_softcap: float = 0.0
+    final_softcap: float = 0.0
     per_layer_input: int = 0
     per_layer_vocab: int = 0
     altup_inputs: int = 0
@@ -514,6 +520,10 @@ class _Reader:
             notes=tuple(self.notes),
             rope=self._rope() if t["positions"] == "rope" else None,
             ssm_state_dtype=v.get("mamba_ssm_cache_dtype"),
+            norm_placement=t["norm_placement"],
+            norm_fp32=t["norm_fp32"],
+            attn_softcap=v.get("attn_logit_softcapping") or 0.0,
+            final_softcap=v.get("final_logit_softcapping") or 0.0,
             **extras,
         )
 

@@ -181,6 +181,8 @@ FIELDS: dict[str, Rule] = {
     "block_multiple_of": _SMALL,
     "indexer": _BOOL,
     "enable_moe_block": _BOOL,
+    "attn_logit_softcapping": Rule("float", 0, 1e6, nullable=True),
+    "final_logit_softcapping": Rule("float", 0, 1e6, nullable=True),
     "use_double_wide_mlp": _BOOL,
     "altup_num_inputs": _SMALL0,
     "laurel_rank": _WIDTH0,

@@ -85,6 +85,8 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "short_conv": bool,
     "ffn_width": ("", "lfm2"),
     "per_layer_embeddings": bool,
+    "norm_placement": ("pre", "post", "sandwich"),
+    "norm_fp32": bool,
 }
 
 # what a name in `layer_types` (or a schedule) can make a layer
