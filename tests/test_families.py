@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import re
 import warnings
 from typing import Any
@@ -40,7 +41,21 @@ from gpuplan.engine.state_cache import state_bytes_per_sequence  # noqa: E402
 pytestmark = pytest.mark.reference
 
 REAL = real_configs()
+
+
+def _catalog() -> dict[str, dict[str, Any]]:
+    from importlib import resources
+
+    data = resources.files("gpuplan.catalog").joinpath("data/models")
+    return {
+        p.name[:-5]: json.loads(p.read_text("utf-8"))
+        for p in data.iterdir()
+        if p.name.endswith(".json")
+    }
+
+
 CASES: dict[str, dict[str, Any]] = {
+    **{f"catalog:{k}": v for k, v in _catalog().items()},
     **{f"real:{k}": v for k, v in REAL.items() if v.get("model_type") not in REMOTE_CODE},
     **{f"built:{k}": v for k, v in BUILT.items()},
 }
@@ -200,12 +215,16 @@ def _tiny(cfg: dict[str, Any]) -> dict[str, Any]:
     """A small copy of `cfg` keeping every layer kind and the shapes its cache depends on."""
     cfg = copy.deepcopy(cfg)
     cfg.pop("quantization_config", None)
+    if isinstance(cfg.get("text_config"), dict):  # a VLM: its cache is its language model's
+        inner = cfg["text_config"]
+        cfg = {**inner, "model_type": inner.get("model_type", cfg["model_type"])}
     model_type = cfg["model_type"]
     for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
         cfg[key] = None
     cfg["vocab_size"] = VOCAB
+    _fewer_heads(cfg)
     heads = next((cfg[k] for k in ("num_attention_heads", "n_head", "n_heads") if k in cfg), 4)
-    width = heads * 8  # a derived head_dim becomes 8; an explicit one is kept
+    width = heads * 8  # a derived head_dim becomes 8
     for key in _WIDTH:
         if key in cfg:
             cfg[key] = width
@@ -222,8 +241,9 @@ def _tiny(cfg: dict[str, Any]) -> dict[str, Any]:
     for key in ("hidden_size_per_layer_input", "laurel_rank", "global_head_dim"):
         if cfg.get(key):
             cfg[key] = 16
-    if cfg.get("vocab_size_per_layer_input"):
+    if model_type.startswith(("gemma3n", "gemma4")):
         cfg["vocab_size_per_layer_input"] = VOCAB
+        cfg["hidden_size_per_layer_input"] = 16
     for key in ("sliding_window", "attention_chunk_size"):
         if cfg.get(key):
             cfg[key] = WINDOW
@@ -233,6 +253,42 @@ def _tiny(cfg: dict[str, Any]) -> dict[str, Any]:
     cfg.update(_TINY.get(model_type, {}))
     _shrink_depth(cfg)
     return cfg
+
+
+_HEADS = ("num_attention_heads", "n_head", "n_heads")
+_KV_HEADS = ("num_key_value_heads", "num_kv_heads")
+_SMALL_DIMS = {
+    "head_dim": 16,
+    "kv_lora_rank": 32,
+    "qk_nope_head_dim": 16,
+    "qk_rope_head_dim": 8,
+    "v_head_dim": 16,
+    "index_head_dim": 16,
+    "index_n_heads": 4,
+}
+
+
+def _fewer_heads(cfg: dict[str, Any]) -> None:
+    """At most 16 query heads (KV heads kept when they still divide them, else MHA), small head
+    and latent widths, at most 8 experts: the cache's structure is kept, its size is not."""
+    for key in _HEADS:
+        if key in cfg and cfg[key] > 16:
+            old = cfg[key]
+            cfg[key] = 16
+            for kv_key in _KV_HEADS:
+                kv = cfg.get(kv_key)
+                if kv is not None and (kv > 16 or 16 % kv):
+                    cfg[kv_key] = 16 if kv == old else 8
+    for key, value in _SMALL_DIMS.items():
+        if cfg.get(key):
+            cfg[key] = value
+    for key in ("num_local_experts", "num_experts", "n_routed_experts"):
+        if cfg.get(key) and cfg[key] > 8:
+            cfg[key] = 8
+            cfg.update({k: 1 for k in ("n_group", "topk_group") if k in cfg})
+    for key in ("num_experts_per_tok", "moe_topk", "top_k_experts"):
+        if cfg.get(key) and cfg[key] > 2:
+            cfg[key] = 2
 
 
 def _shrink_depth(cfg: dict[str, Any]) -> None:
@@ -323,18 +379,21 @@ def _measure(cache: Any) -> tuple[int, int]:
 
 
 def _one_per_model_type() -> list[str]:
+    """One config per model type (the catalog's caches are checked in test_reference_params.py)."""
     chosen: dict[str, str] = {}
-    for case in sorted(CASES, key=lambda c: (not c.startswith("built:"), c)):
+    cases = [c for c in CASES if not c.startswith("catalog:")]
+    for case in sorted(cases, key=lambda c: (not c.startswith("built:"), c)):
         chosen.setdefault(CASES[case]["model_type"], case)
     return sorted(chosen.values())
 
 
 @pytest.mark.parametrize("case", _one_per_model_type())
 def test_cache_bytes_match_a_forward_pass(case: str) -> None:
+    if "vision_config" in CASES[case]:
+        pytest.skip("vision-language checkpoints: their language models' caches are tested alone")
     cfg = _tiny(CASES[case])
-    if "vision_config" in cfg:
-        pytest.skip("vision-language checkpoints: the language model's cache is tested alone")
     arch = architecture_from_config(cfg, case)
+    assert count_params(arch).total < 50_000_000, f"{case}: the tiny copy is not tiny"
     fp32 = get_precision("fp32", for_kv=True)
     kv, state = _measure(_run(cfg))
     # transformers' Falcon broadcasts the KV heads of the new decoder architecture to every
@@ -353,3 +412,27 @@ def test_cache_bytes_match_a_forward_pass(case: str) -> None:
     assert kv == expected, case
     assert state == state_bytes_per_sequence(arch, fp32, layout="transformers"), case
     assert (state > 0) == (arch.num_state_layers > 0)
+
+
+# --------------------------------------------------------------------------------------
+# Remote-code families: no transformers class; checked against the checkpoint's own size
+# --------------------------------------------------------------------------------------
+
+
+def test_chatglm_matches_its_checkpoint_size():
+    """THUDM/chatglm2-6b (the same shapes as the chatglm3-6b preset read here): its
+    pytorch_model.bin.index.json gives total_size 12,487,168,064 bytes of fp16 tensors, i.e. every
+    parameter × 2 bytes plus the 32-value fp16 rotary inv_freq buffer the checkpoint also stores
+    (kv_channels / 4 = 32 values, 64 bytes)."""
+    arch = architecture_from_config(REAL["mlc-llm--chatglm"], "chatglm3-6b")
+    inv_freq_bytes = 2 * (REAL["mlc-llm--chatglm"]["kv_channels"] // 4)
+    assert 2 * count_params(arch).total + inv_freq_bytes == 12_487_168_064
+
+
+@pytest.mark.parametrize(
+    "name", sorted(k for k, v in REAL.items() if v["model_type"] in REMOTE_CODE)
+)
+def test_remote_code_configs_are_read(name: str) -> None:
+    arch = architecture_from_config(REAL[name], name)
+    assert arch.family in REMOTE_CODE and not arch.notes
+    assert count_params(arch).total > 10**9

@@ -14,11 +14,9 @@ so in the output and refuses configs that declare mechanisms the base record doe
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from gpuplan.engine.config_schema import FIELDS, ConfigView
@@ -149,8 +147,9 @@ def _trait_value(view: ConfigView, trait: str, value: Any) -> Any:
 
 @cache
 def _table() -> dict[str, Family]:
-    text = resources.files("gpuplan.catalog").joinpath("data/families.toml").read_text("utf-8")
-    return _build(tomllib.loads(text))
+    from gpuplan.catalog.compiled import load_data  # parsed once, cached compiled (marshal)
+
+    return _build(load_data("families.toml"))
 
 
 def _build(raw: Mapping[str, Any]) -> dict[str, Family]:
