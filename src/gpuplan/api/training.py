@@ -6,13 +6,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuplan.api.common import (
+    MAX_CAPACITY_FACTOR,
     PlanHeadline,
     _bytes,
-    _model,
     _positive,
     gpu_dict,
     model_dict,
+    real_number,
+    resolve,
     resolve_gpu,
+    size_bytes,
+    usable_memory,
 )
 from gpuplan.catalog import get_precision
 from gpuplan.engine.architecture import Architecture
@@ -31,7 +35,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.planner.training import TrainAttempt
 from gpuplan.planner.training import fewest_gpus as fewest_train_gpus
 from gpuplan.planner.training import lower_bound as train_lower_bound
-from gpuplan.units import format_bytes, parse_bytes
+from gpuplan.units import format_bytes
 
 TRAIN_SCHEMA_VERSION = "gpuplan.train/1"
 
@@ -258,8 +262,12 @@ def train(
         raise GpuplanError("give either a ZeRO stage or an FSDP mode, not both")
     if zero is not None and (isinstance(zero, bool) or zero not in (0, 1, 2, 3)):
         raise GpuplanError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero!r}")
-    arch, model_id, hf_id = _model(model)
+    ref = resolve(model)
+    arch, model_id, hf_id = ref.arch, ref.model_id, ref.hf_id
     spec = resolve_gpu(gpu, gpu_memory)
+    headroom = usable_memory(spec, headroom)
+    mfu = real_number("MFU", mfu)
+    capacity_factor = real_number("capacity-factor", capacity_factor, MAX_CAPACITY_FACTOR)
     rec = recipe if isinstance(recipe, TrainingRecipe) else get_recipe(recipe)
     hybrid = False
     stage = zero or 0
@@ -313,18 +321,14 @@ def train(
         mfu=float(mfu),
         network_bytes_per_s=DEFAULT_NETWORK_BYTES_PER_S
         if network_bandwidth is None
-        else float(
-            parse_bytes(network_bandwidth)
-            if isinstance(network_bandwidth, str)
-            else network_bandwidth
-        ),
+        else float(size_bytes(network_bandwidth)),
     )
     if isinstance(gpus, int):
         per_replica = layout.tp * layout.pp * layout.cp
         if gpus % per_replica:
             raise GpuplanError(f"--gpus {gpus} is not a multiple of tp × pp × cp = {per_replica}")
         setup = replace(setup, layout=replace(layout, dp=gpus // per_replica))
-        return TrainingPlan(training_bill(setup), model_id, hf_id)
+        return TrainingPlan(_with_headers(training_bill(setup), ref), model_id, hf_id)
     if gpus not in (None, "auto"):
         raise GpuplanError(f"gpus must be a number or 'auto', got {gpus!r}")
     fixed = {name for name, value in (("tp", tp), ("pp", pp)) if value is not None}
@@ -334,7 +338,37 @@ def train(
         fixed.add("zero")
         setup = replace(setup, layout=replace(setup.layout, zero=3))
     bill, attempts = fewest_train_gpus(setup, frozenset(fixed))
-    return TrainingPlan(bill, model_id, hf_id, tuple(attempts), train_lower_bound(setup))
+    return TrainingPlan(
+        _with_headers(bill, ref), model_id, hf_id, tuple(attempts), train_lower_bound(setup)
+    )
+
+
+def _with_headers(bill: TrainingBill, ref: Any) -> TrainingBill:
+    """When the checkpoint's headers were read, the weights line's architecture math is set
+    beside the stored bytes the same GPU would hold (its tp/pp placement, ÷ the ZeRO-3/FSDP
+    shards), for a full fine-tune in the checkpoint's own 16-bit dtype."""
+    from gpuplan.engine.weights import as_stored
+
+    stored = ref.stored
+    setup = bill.setup
+    weights = setup.recipe.weights
+    if stored is None or setup.lora is not None or as_stored(stored, weights) is None:
+        return bill
+    lo = setup.layout
+    placed = stored.placement(setup.arch, lo.tp, lo.pp).bytes
+    if lo.zero >= 3:
+        placed = -(-placed // lo.dp)
+    line = bill.item("weights").bytes
+    if placed == line:
+        note = (
+            f"weights line = the checkpoint's stored bytes on this GPU ({placed:,} bytes, headers)"
+        )
+    else:
+        note = (
+            f"checkpoint headers: {placed:,} stored bytes on this GPU vs {line:,} by the"
+            f" architecture math ({(placed - line) / line:+.2%}; see `gpuplan inspect`)"
+        )
+    return replace(bill, notes=(*bill.notes, note))
 
 
 def _dedupe(targets: tuple[str, ...]) -> tuple[str, ...]:
