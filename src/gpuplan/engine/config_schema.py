@@ -345,7 +345,7 @@ class ConfigView:
         if kind == "float":
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise self._bad(key, "must be a number", value)
-            if not math.isfinite(value) or not rule.lo <= value <= rule.hi:
+            if not (rule.lo <= value <= rule.hi) or not math.isfinite(value):
                 raise self._bad(
                     key, f"must be a finite number in [{rule.lo:g}, {rule.hi:g}]", value
                 )
