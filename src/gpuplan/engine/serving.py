@@ -5,6 +5,10 @@
     KV capacity    = (budget − weights − overhead) × GPUs ÷ KV bytes per token    (lesson, step 3.4)
     users          = KV capacity ÷ context
 
+Models with Mamba, linear-attention or short-convolution layers also keep a recurrent state per
+sequence that does not grow with context (engine/state_cache.py). It is its own line, and it
+shrinks the KV capacity: sequences = free ÷ (KV bytes per sequence + state bytes per sequence).
+
 The defaults for the overheads are the lesson's: a 1.5 GB workspace (activations and library
 scratch of the forward pass) and 1 GB of CUDA context per GPU. Both are named, overridable lines.
 """
@@ -23,10 +27,16 @@ from gpuplan.engine.kv_cache import (
     kv_cache_bytes_per_sequence_per_gpu,
     kv_cache_bytes_per_token,
     kv_heads_per_rank,
+    layer_kv_elements,
 )
 from gpuplan.engine.params import ParamCounts, count_params
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.sharding import tp_problem
+from gpuplan.engine.state_cache import (
+    ssm_precision,
+    state_bytes_per_sequence,
+    state_bytes_per_sequence_per_gpu,
+)
 from gpuplan.engine.weights import WeightFormat, WeightsPerGpu, weights_bytes, weights_per_gpu
 from gpuplan.errors import GpuplanError
 
@@ -50,10 +60,17 @@ class ServingSetup:
     headroom: float = DEFAULT_HEADROOM
     workspace_bytes: int = DEFAULT_WORKSPACE_BYTES
     cuda_context_bytes: int = DEFAULT_CUDA_CONTEXT_BYTES
+    state: Precision | None = None  # recurrent-state format; None: the weights' base dtype
 
     @property
     def gpus(self) -> int:
         return self.tp * self.pp
+
+    @property
+    def state_precision(self) -> Precision:
+        """Engines keep Mamba/linear-attention states in the model dtype (vLLM mamba_cache_dtype
+        "auto"), not in the KV-cache dtype."""
+        return self.state or self.weights.base
 
 
 @dataclass(frozen=True)
@@ -70,6 +87,7 @@ class ServingBill(Bill):
     kv_capacity_tokens: int
     max_concurrent_sequences: int
     notes: tuple[str, ...] = field(default=())
+    state_bytes_per_sequence: int = 0  # whole model, one sequence: recurrent states (any context)
 
     @property
     def fits(self) -> bool:
@@ -116,13 +134,15 @@ def _weights_total(arch: Architecture, fmt: WeightFormat) -> int:
 def serving_bill(setup: ServingSetup) -> ServingBill:
     """Build the per-GPU serving bill for `setup` (the heaviest pipeline stage when pp > 1).
 
-    What the model, its formats and the layout fix (weights per GPU, KV bytes per token, the
-    weights line) is worked out once per (arch, weights, kv, tp, pp) by `_layout_part`; what
-    a request changes (context, sequences, headroom, overheads, the GPU) is worked out here.
+    What the model, its formats and the layout fix (weights per GPU, KV and state bytes per
+    token and sequence, the weights line, the notes) is worked out once per (arch, weights, kv,
+    state, tp, pp) by `_layout_part`; what a request changes (context, sequences, headroom,
+    overheads, the GPU) is worked out here.
     """
     validate_serving(setup)
     arch, tp, pp = setup.arch, setup.tp, setup.pp
-    part = _layout_part(arch, setup.weights, setup.kv, tp, pp)
+    state = setup.state_precision
+    part = _layout_part(arch, setup.weights, setup.kv, state, tp, pp)
     w = part.weights
     per_seq = kv_cache_bytes_per_sequence(arch, setup.kv, setup.context)
     per_seq_gpu = kv_cache_bytes_per_sequence_per_gpu(
@@ -143,18 +163,17 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
         },
         category="kv_cache",
     )
-    items = (
-        part.weights_item,
-        kv_item,
-        _workspace_item(setup.workspace_bytes),
-        _cuda_context_item(setup.cuda_context_bytes),
-    )
+    items: tuple[LineItem, ...] = (part.weights_item, kv_item)
+    if arch.num_state_layers:
+        items += (_state_item(arch, setup, part.state_bytes_per_sequence_per_gpu, len(w.layers)),)
+    items += (_workspace_item(setup.workspace_bytes), _cuda_context_item(setup.cuda_context_bytes))
 
     budget = int(setup.gpu.memory_bytes * setup.headroom)
     free = budget - w.bytes - setup.workspace_bytes - setup.cuda_context_bytes
-    if free > 0 and per_seq_gpu > 0:
-        max_seqs = free // per_seq_gpu
-        capacity = free * setup.context // per_seq_gpu
+    per_seq_cache = per_seq_gpu + part.state_bytes_per_sequence_per_gpu
+    if free > 0 and per_seq_cache > 0:
+        max_seqs = free // per_seq_cache
+        capacity = free * setup.context // per_seq_cache
     else:
         max_seqs, capacity = 0, 0
     notes = part.notes
@@ -174,6 +193,7 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
         kv_capacity_tokens=int(capacity),
         max_concurrent_sequences=int(max_seqs),
         notes=notes,
+        state_bytes_per_sequence=part.state_bytes_per_sequence,
     )
 
 
@@ -188,12 +208,19 @@ class _LayoutPart(NamedTuple):
     kv_template: str
     kv_inputs_head: dict[str, Any]  # the KV line's inputs before context and users ...
     kv_inputs_tail: dict[str, Any]  # ... and after (their order is the JSON's)
+    state_bytes_per_sequence: int  # whole model
+    state_bytes_per_sequence_per_gpu: int
     notes: tuple[str, ...]
 
 
 @lru_cache(maxsize=4096)
 def _layout_part(
-    arch: Architecture, weights: WeightFormat, kv: Precision, tp: int, pp: int
+    arch: Architecture,
+    weights: WeightFormat,
+    kv: Precision,
+    state: Precision,
+    tp: int,
+    pp: int,
 ) -> _LayoutPart:
     counts = count_params(arch)
     total_weights = _weights_total(arch, weights)
@@ -226,7 +253,7 @@ def _layout_part(
     per_token = kv_cache_bytes_per_token(arch, kv)
     a = arch.attention
     head = {
-        "layers": arch.num_layers,
+        "layers": _kv_layers(arch),
         "kv_heads": a.num_kv_heads,
         "head_dim": a.head_dim,
         "kv_elem_size": kv.bytes_per_element,
@@ -238,7 +265,7 @@ def _layout_part(
         "tp": tp,
         "pp": pp,
         "kv_heads_per_gpu": _whole(kv_heads_per_rank(arch, tp)),
-        "stage_layers": len(w.layers),
+        "stage_layers": _kv_layers(arch, w.layers),
     }
     return _LayoutPart(
         counts=counts,
@@ -249,6 +276,10 @@ def _layout_part(
         kv_template=_kv_template(arch, tp, pp),
         kv_inputs_head=head,
         kv_inputs_tail=tail,
+        state_bytes_per_sequence=state_bytes_per_sequence(arch, state),
+        state_bytes_per_sequence_per_gpu=state_bytes_per_sequence_per_gpu(
+            arch, state, tp, pp, w.stage
+        ),
         notes=_layout_notes(arch, weights, tp, pp, w),
     )
 
@@ -266,6 +297,12 @@ def _layout_notes(
     if a.is_mla:
         notes.append(
             "MLA: the KV cache holds the compressed latent (kv_lora_rank + rope dims), replicated on every TP rank"
+        )
+    if arch.num_state_layers:
+        notes.append(
+            f"{arch.num_state_layers} of {arch.num_layers} layers keep a recurrent state"
+            " (Mamba / linear attention / short convolution) instead of a KV cache: a fixed"
+            " amount per sequence, whatever the context"
         )
     if arch.num_sliding_layers:
         notes.append(
@@ -303,6 +340,39 @@ def _cuda_context_item(nbytes: int) -> LineItem:
         template="CUDA context allowance = {bytes}",
         category="overhead",
     )
+
+
+def _state_item(
+    arch: Architecture, setup: ServingSetup, per_seq_gpu: int, stage_layers: int
+) -> LineItem:
+    """The recurrent-state line: fixed bytes per sequence, whatever the context."""
+    state = setup.state_precision
+    ssm = ssm_precision(arch, state)
+    kinds = sorted({spec.mixer for spec in arch.layers if spec.has_state})
+    return LineItem(
+        key="state_cache",
+        label="State cache",
+        bytes=per_seq_gpu * setup.users,
+        formula="Σ state layers (conv state + SSM state) × bytes × sequences ÷ tp (constant in context)",
+        template="{state_layers} state layers ({mixers}): {per_sequence_bytes}/sequence/GPU"
+        " × {users} sequences = {bytes}",
+        inputs={
+            "state_layers": arch.num_state_layers,
+            "mixers": ", ".join(kinds),
+            "per_sequence_bytes": per_seq_gpu,
+            "users": setup.users,
+            "state_dtype": state.id,
+            "ssm_dtype": ssm.id,
+            "tp": setup.tp,
+            "stage_layers": stage_layers,
+        },
+        category="kv_cache",
+    )
+
+
+def _kv_layers(arch: Architecture, layers: range | None = None) -> int:
+    """Layers that keep their own KV cache (attention layers, not state or KV-sharing ones)."""
+    return sum(n for spec, n in arch.layer_groups(layers) if layer_kv_elements(arch, spec))
 
 
 def _stored_weights_item(
