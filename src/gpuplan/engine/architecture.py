@@ -19,13 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.engine.config_schema import ConfigView
 from gpuplan.engine.families import Family, base_family, family_for
-from gpuplan.engine.quantization import QuantizationSpec, quantization_from_config
 from gpuplan.engine.vision import vision_encoder_params
 from gpuplan.errors import GpuplanError
+
+if TYPE_CHECKING:  # imported when a config has a quantization_config (cold start)
+    from gpuplan.engine.quantization import QuantizationSpec
 
 # What a layer's token mixer is. "hybrid" = attention and a Mamba-2 mixer side by side (Falcon-H1).
 MIXERS = ("attention", "mamba", "gated_delta", "lightning", "short_conv", "hybrid", "none")
@@ -432,6 +434,16 @@ def _refuse_unread_mechanisms(raw: Mapping[str, Any], name: str, model_type: str
             )
 
 
+def _quantization(v: ConfigView) -> QuantizationSpec | None:
+    """The checkpoint's quantisation (engine/quantization.py, imported only for a quantised one)."""
+    raw = v.raw.get("quantization_config")
+    if not raw:
+        return None
+    from gpuplan.engine.quantization import quantization_from_config
+
+    return quantization_from_config(raw, v.name)
+
+
 class _Reader:
     """Turns one family's view of a config into an `Architecture`, one named step at a time."""
 
@@ -515,7 +527,7 @@ class _Reader:
             learned_positions=learned,
             max_position_embeddings=v.get("max_position_embeddings") or 0,
             torch_dtype=str(v.get("torch_dtype")).replace("torch.", ""),
-            quantization=quantization_from_config(v.raw.get("quantization_config"), v.name),
+            quantization=_quantization(v),
             hidden_act=str(v.get("hidden_act")),
             notes=tuple(self.notes),
             rope=self._rope() if t["positions"] == "rope" else None,

@@ -36,6 +36,8 @@ Under pipeline parallelism a GPU caches only its stage's layers.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from gpuplan.engine.architecture import Architecture, AttentionSpec, LayerSpec
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.weights import stage_layers
@@ -119,8 +121,8 @@ def kv_cache_bytes_per_sequence(
 ) -> int:
     """Bytes of KV cache for one sequence of `context` tokens, sliding layers capped at their window."""
     return sum(
-        n * layer_kv_bytes_per_token(arch, spec, kv, layout) * _tokens(spec, context)
-        for spec, n in arch.layer_groups()
+        per_token * _tokens(window, context)
+        for per_token, _, window in _layer_terms(arch, kv, layout, 1, 1, 0)
     )
 
 
@@ -128,16 +130,31 @@ def kv_cache_bytes_per_sequence_per_gpu(
     arch: Architecture, kv: Precision, context: int, tp: int = 1, pp: int = 1, stage: int = 0
 ) -> int:
     """KV bytes one GPU holds for one sequence: its stage's layers, its share of the KV heads."""
-    layers = stage_layers(arch.num_layers, pp)[stage]
     total = 0.0
-    for spec, n in arch.layer_groups(layers):
-        per_token = layer_kv_bytes_per_token(arch, spec, kv)
+    for per_token, share, window in _layer_terms(arch, kv, "engine", tp, pp, stage):
         if per_token:
-            share = kv_fraction_per_rank(arch, tp, arch.attention_of(spec))
-            total += n * per_token * _tokens(spec, context) * share
+            total += per_token * _tokens(window, context) * share
     return round(total)
 
 
-def _tokens(layer: LayerSpec, context: int) -> int:
+@lru_cache(maxsize=4096)
+def _layer_terms(
+    arch: Architecture, kv: Precision, layout: str, tp: int, pp: int, stage: int
+) -> tuple[tuple[int, float, int | None], ...]:
+    """Per layer kind of the stage: (its layers' KV bytes per token, one TP rank's share, its
+    window or None): what any context's KV bytes sum over, worked out once per model, format
+    and layout (a serving search bills the same layout at many contexts)."""
+    layers = stage_layers(arch.num_layers, pp)[stage] if pp > 1 else None
+    return tuple(
+        (
+            n * layer_kv_bytes_per_token(arch, spec, kv, layout),
+            kv_fraction_per_rank(arch, tp, arch.attention_of(spec)),
+            spec.sliding_window,
+        )
+        for spec, n in arch.layer_groups(layers)
+    )
+
+
+def _tokens(window: int | None, context: int) -> int:
     """Tokens a layer caches for a sequence of `context`: all, or its window if smaller."""
-    return min(context, layer.sliding_window or context)
+    return min(context, window or context)
