@@ -191,7 +191,6 @@ def _build(raw: Mapping[str, Any]) -> dict[str, Family]:
             traits=traits,
             when=(*(parent.when if parent else ()), *when),
         )
-        _check(family)
         built[name] = family
         return family
 
@@ -260,17 +259,27 @@ def _by_model_type() -> dict[str, Family]:
 
 def family_for(model_type: str) -> Family | None:
     """The record reading `model_type`, or None for a family the table does not know."""
-    return _by_model_type().get(model_type)
+    family = _by_model_type().get(model_type)
+    return None if family is None else _checked(family.name)
 
 
 def base_family() -> Family:
     """The Llama-style record every other extends; used for unknown families."""
-    return _table()["base"]
+    return _checked("base")
 
 
 def all_families() -> dict[str, Family]:
-    """Every record by name (for tests and documentation)."""
-    return dict(_table())
+    """Every record by name (for tests and documentation), each checked."""
+    return {name: _checked(name) for name in _table()}
+
+
+@cache
+def _checked(name: str) -> Family:
+    """A record, checked against the schema and the traits (`_check`) the first time it is read:
+    a command reads one family, so it checks one, not all 60 (cold start)."""
+    family = _table()[name]
+    _check(family)
+    return family
 
 
 def known_model_types() -> tuple[str, ...]:
