@@ -48,7 +48,8 @@ from gpuplan.engine.architecture import Architecture, LayerSpec
 from gpuplan.errors import GpuplanError
 
 KERNELS = ("flash", "sdpa", "eager")
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "op", "full", "every:k")
+FUSED = ("none", "te", "compile")
 UNFUSED_GELU = ("gelu_new", "gelu_fast", "gelu_python", "quick_gelu")
 
 
@@ -67,6 +68,8 @@ class ActivationSpec:
     capacity_factor: float = 1.0  # MoE: slots per expert ÷ fair share (1.0 = dropless average)
     lora_rank: int = 0
     lora_modules: int = 0  # adapted linear modules per layer
+    fused: str = "none"  # "none" (eager PyTorch), "te" (Transformer Engine), "compile" (Inductor)
+    dropout: bool = False  # hidden dropout on: its boolean masks are saved
 
     @property
     def tokens(self) -> int:
@@ -93,16 +96,39 @@ def validate_activations(spec: ActivationSpec) -> None:
             raise GpuplanError(f"{name.replace('_', '-')} must be at least 1, got {value}")
     if spec.kernel not in KERNELS:
         raise GpuplanError(f"unknown attention kernel {spec.kernel!r}; use flash, sdpa or eager")
-    if spec.recompute not in RECOMPUTE:
-        raise GpuplanError(f"unknown checkpointing {spec.recompute!r}; use none, selective or full")
+    parse_recompute(spec.recompute)
+    if spec.fused not in FUSED:
+        raise GpuplanError(f"unknown kernel fusion {spec.fused!r}; use none, te or compile")
     if spec.seq % spec.cp:
         raise GpuplanError(f"cp={spec.cp} does not divide the sequence length {spec.seq}")
     if spec.capacity_factor <= 0:
         raise GpuplanError(f"capacity factor must be positive, got {spec.capacity_factor}")
 
 
-def _norm(prefix: str, rows: int, width: int, a: int, kind: str) -> list[Saved]:
-    """A norm's saved tensors over `rows` rows of `width` (its output y is listed by its reader)."""
+def parse_recompute(text: str) -> tuple[str, int]:
+    """'none', 'selective', 'op', 'full' or 'every:k' → (mode, k); k = 1 except for every:k."""
+    mode, _, arg = text.partition(":")
+    if mode == "every" and arg.isdigit() and int(arg) >= 1:
+        return mode, int(arg)
+    if mode in ("none", "selective", "op", "full") and not arg:
+        return mode, 1
+    raise GpuplanError(
+        f"unknown checkpointing {text!r}; use none, selective, op, full or every:K"
+        " (checkpoint every K-th layer)"
+    )
+
+
+def _norm(
+    prefix: str, rows: int, width: int, a: int, kind: str, fused: str = "none"
+) -> list[Saved]:
+    """A norm's saved tensors over `rows` rows of `width` (its output y is listed by its reader).
+
+    Fused norms keep the input in its own dtype and the per-row statistics: Transformer Engine's
+    (Layer|RMS)NormLinear saves input, mu (LayerNorm only) and rsigma (transformer_engine/pytorch/
+    module/layernorm_linear.py); Inductor recomputes the normalisation from the same two."""
+    if fused != "none":
+        stats = 8 * rows if kind == "layernorm" else 4 * rows
+        return [Saved(f"{prefix}.input", a * rows * width), Saved(f"{prefix}.stats", stats)]
     if kind == "layernorm":
         return [
             Saved(f"{prefix}.input", a * rows * width),
@@ -168,17 +194,25 @@ def _attention(arch: Architecture, spec: ActivationSpec, t: int) -> list[Saved]:
 def _mlp(arch: Architecture, spec: ActivationSpec, t: int, width: int, gated: bool) -> list[Saved]:
     """A dense FFN's saved tensors, width ÷ tp: SwiGLU's gate, up, act(gate), act(gate)·up
     (LlamaMLP, 4·a·T·i); GPT-2's fc and activation outputs, plus the unfused tanh-GELU's three
-    intermediates (GPT2MLP with `gelu_new`)."""
+    intermediates (GPT2MLP with `gelu_new`). Fused: Megatron's bias_swiglu keeps its input (gate
+    and up, 2·a·T·i) and the second linear its input (a·T·i) (megatron/core/fusions/
+    fused_bias_swiglu.py); Inductor keeps gate and up and recomputes the product (2·a·T·i)."""
     a, w = spec.act_bytes, _ceil_div(width, spec.tp)
     if gated:
+        if spec.fused == "compile":
+            return [Saved("mlp.gate", a * t * w), Saved("mlp.up", a * t * w)]
+        if spec.fused == "te":
+            return [Saved("mlp.gate+up", 2 * a * t * w), Saved("mlp.act(gate)*up", a * t * w)]
         return [
             Saved("mlp.gate", a * t * w),
             Saved("mlp.up", a * t * w),
             Saved("mlp.act(gate)", a * t * w),
             Saved("mlp.act(gate)*up", a * t * w),
         ]
+    if spec.fused == "compile":
+        return [Saved("mlp.fc", a * t * w)]
     out = [Saved("mlp.fc", a * t * w), Saved("mlp.act", a * t * w)]
-    if arch.hidden_act in UNFUSED_GELU:
+    if arch.hidden_act in UNFUSED_GELU and spec.fused == "none":
         out.append(Saved("mlp.gelu intermediates (tanh, 1+tanh, x/2)", 3 * a * t * w))
     return out
 
@@ -218,30 +252,98 @@ def layer_tensors(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) ->
     """The tensors one decoder layer saves for one micro-batch on one GPU (no recompute)."""
     t = spec.tokens
     a, h = spec.act_bytes, arch.hidden_size
-    edge = _ceil_div(t, spec.tp) if spec.sp else t  # tokens at the layer boundary
+    edge = _edge_tokens(spec)  # tokens at the layer boundary
     out: list[Saved] = []
     norm = arch.norm if arch.norm == "layernorm" else "rms"
-    out += _norm("attn_norm", edge, h, a, norm)
-    out.append(Saved("attn_norm.output", a * edge * h))
+    keep_norm_out = spec.fused != "compile"  # Inductor recomputes the normalised output
+    out += _norm("attn_norm", edge, h, a, norm, spec.fused)
+    if keep_norm_out:
+        out.append(Saved("attn_norm.output", a * edge * h))
     out += _attention(arch, spec, t)
-    out += _norm("mlp_norm", edge, h, a, norm)
-    out.append(Saved("mlp_norm.output", a * edge * h))
+    out += _norm("mlp_norm", edge, h, a, norm, spec.fused)
+    if keep_norm_out:
+        out.append(Saved("mlp_norm.output", a * edge * h))
     if layer.moe and arch.moe is not None:
         out += _moe(arch, spec, t)
     elif arch.mlp is not None:
         out += _mlp(arch, spec, t, arch.mlp.intermediate_size, arch.mlp.gated)
     if spec.lora_rank and spec.lora_modules:
         out.append(Saved("lora_A outputs", spec.lora_modules * a * t * spec.lora_rank))
+    if spec.dropout:  # bias-dropout-add after attention and after the MLP: one bool per element
+        out.append(Saved("dropout masks (attention, MLP)", 2 * edge * h))
     return tuple(out)
+
+
+def _edge_tokens(spec: ActivationSpec) -> int:
+    """Tokens of a layer-boundary tensor on one GPU: ÷ tp with sequence parallelism."""
+    return _ceil_div(spec.tokens, spec.tp) if spec.sp else spec.tokens
+
+
+@lru_cache(maxsize=8192)
+def mm_outputs(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) -> tuple[Saved, ...]:
+    """The outputs of one layer's matmuls in the order its forward runs them, per TP rank:
+    q, k, v, o, then gate, up, down (or fc1, fc2; or a MoE block's grouped experts). Under
+    sequence parallelism the o and down projections end in a reduce-scatter whose
+    sequence-sharded output is what is kept."""
+    at, a, t, h, tp = arch.attention, spec.act_bytes, spec.tokens, arch.hidden_size, spec.tp
+    nq = _ceil_div(at.num_heads, tp)
+    nkv = nq if at.is_mla else max(1, _ceil_div(at.num_kv_heads, tp))
+    edge = _edge_tokens(spec)
+    out = [
+        Saved("q_proj", a * t * nq * at.head_dim),
+        Saved("k_proj", a * t * nkv * at.head_dim),
+        Saved("v_proj", a * t * nkv * at.v_head_dim),
+        Saved("o_proj", a * edge * h),
+    ]
+    if layer.moe and arch.moe is not None:
+        m = arch.moe
+        slots = t * m.experts_per_token
+        i_e = _ceil_div(m.expert_intermediate_size, tp)
+        out += [Saved("experts.gate_up", 2 * a * slots * i_e), Saved("experts.down", a * slots * h)]
+        if m.shared_intermediate_size:
+            w = _ceil_div(m.shared_intermediate_size, tp)
+            out += [
+                Saved("shared.gate", a * t * w),
+                Saved("shared.up", a * t * w),
+                Saved("shared.down", a * edge * h),
+            ]
+        return tuple(out)
+    if arch.mlp is not None:
+        w = _ceil_div(arch.mlp.intermediate_size, tp)
+        if arch.mlp.gated:
+            out += [Saved("gate_proj", a * t * w), Saved("up_proj", a * t * w)]
+        else:
+            out.append(Saved("fc1", a * t * w))
+        out.append(Saved("down_proj", a * edge * h))
+    return tuple(out)
+
+
+def op_sac_tensors(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) -> list[Saved]:
+    """torchtitan's per-op selective checkpointing of one block (torchtitan/distributed/
+    activation_checkpoint.py SelectiveAC): the checkpoint keeps the block's input, attention's
+    outputs (output and log-sum-exp) are saved, matmul outputs are saved except every second one
+    (the 1st, 3rd, 5th, ... in forward order), and everything else is recomputed in backward."""
+    at, a, t, tp = arch.attention, spec.act_bytes, spec.tokens, spec.tp
+    nq = _ceil_div(at.num_heads, tp)
+    out = [
+        Saved("block input", a * _edge_tokens(spec) * arch.hidden_size),
+        Saved("attention output", a * t * nq * at.v_head_dim),
+        Saved("logsumexp (fp32)", 4 * t * nq),
+    ]
+    out += [m for i, m in enumerate(mm_outputs(arch, layer, spec)) if i % 2 == 0]
+    return out
 
 
 @lru_cache(maxsize=8192)
 def layer_bytes(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) -> int:
-    """Bytes one layer keeps for one micro-batch: its saved tensors, or only its input under
-    full recompute (torch.utils.checkpoint saves the checkpointed function's inputs)."""
-    if spec.recompute == "full":
-        edge = _ceil_div(spec.tokens, spec.tp) if spec.sp else spec.tokens
-        return spec.act_bytes * edge * arch.hidden_size
+    """Bytes one layer keeps for one micro-batch: its saved tensors; only its input under full
+    recompute (torch.utils.checkpoint saves the checkpointed function's inputs); the op-level
+    selective set (`op_sac_tensors`). Under every:k this is a layer left un-checkpointed."""
+    mode, _ = parse_recompute(spec.recompute)
+    if mode == "full":
+        return spec.act_bytes * _edge_tokens(spec) * arch.hidden_size
+    if mode == "op":
+        return sum(s.bytes for s in op_sac_tensors(arch, layer, spec))
     return sum(s.bytes for s in layer_tensors(arch, layer, spec))
 
 
@@ -258,7 +360,8 @@ def layer_kinds(arch: Architecture, start: int, stop: int) -> tuple[tuple[LayerS
 def edge_tensors(
     arch: Architecture, spec: ActivationSpec, first: bool, last: bool
 ) -> tuple[Saved, ...]:
-    """Saved tensors outside the decoder layers: ids, RoPE tables, final norm, loss."""
+    """Saved tensors outside the decoder layers: ids, RoPE tables, final norm, labels. The loss's
+    own (the log-softmax, or what its mode keeps) are engine/loss.py's."""
     t, a, h = spec.tokens, spec.act_bytes, arch.hidden_size
     out: list[Saved] = []
     if first:
@@ -279,22 +382,13 @@ def edge_tensors(
             Saved("rope cos+sin (shared by all layers)", 2 * a * (spec.seq // spec.cp) * rot)
         )
     if last:
-        edge = _ceil_div(t, spec.tp) if spec.sp else t
+        edge = _edge_tokens(spec)
         norm = "layernorm" if arch.norm == "layernorm" else "rms"
-        out += _norm("final_norm", edge, h, a, norm)
-        out.append(Saved("final_norm.output", a * edge * h))
-        out.append(
-            Saved("log-softmax of the logits (fp32)", 4 * t * _ceil_div(arch.vocab_size, spec.tp))
-        )
+        out += _norm("final_norm", edge, h, a, norm, spec.fused)
+        if spec.fused != "compile":
+            out.append(Saved("final_norm.output", a * edge * h))
         out.append(Saved("labels (int64)", 8 * t))
     return tuple(out)
-
-
-def logits_peak_bytes(arch: Architecture, spec: ActivationSpec) -> int:
-    """The loss's transient peak beyond the saved log-softmax: the logits in the compute dtype
-    and their fp32 upcast in forward (or the fp32 gradient of the logits in backward):
-    (a + 4) × tokens × vocab ÷ tp (vocab-parallel cross entropy, Megatron-LM)."""
-    return (spec.act_bytes + 4) * spec.tokens * _ceil_div(arch.vocab_size, spec.tp)
 
 
 @lru_cache(maxsize=8192)
@@ -303,10 +397,30 @@ def edge_bytes(arch: Architecture, spec: ActivationSpec, first: bool, last: bool
     return sum(s.bytes for s in edge_tensors(arch, spec, first, last))
 
 
+def checkpointed_layers(spec: ActivationSpec, layers: int) -> int:
+    """Layers of a stage that are checkpointed: all under full, none without recompute, and
+    under every:k each k-th block (torchtitan's layer-level selective AC: a block is wrapped when
+    its running count is a multiple of k, activation_checkpoint.py `_apply_layer_sac`)."""
+    mode, k = parse_recompute(spec.recompute)
+    if mode == "every":
+        return layers // k
+    return layers if mode == "full" else 0
+
+
 def stage_bytes(
     arch: Architecture, spec: ActivationSpec, layers: range, first: bool, last: bool
 ) -> int:
-    """Saved bytes of one micro-batch on one pipeline stage: its layers plus the edge tensors."""
+    """Saved bytes of one micro-batch on one pipeline stage: its layers plus the edge tensors
+    (the loss's own saved tensors excluded)."""
+    mode, _ = parse_recompute(spec.recompute)
+    if mode == "every":
+        kept = replace(spec, recompute="full")
+        plain = replace(spec, recompute="none")
+        total = 0
+        for kind, n in layer_kinds(arch, layers.start, layers.stop):
+            ck = checkpointed_layers(spec, n)
+            total += ck * layer_bytes(arch, kind, kept) + (n - ck) * layer_bytes(arch, kind, plain)
+        return total + edge_bytes(arch, plain, first, last)
     total = sum(
         n * layer_bytes(arch, kind, spec)
         for kind, n in layer_kinds(arch, layers.start, layers.stop)
@@ -316,19 +430,54 @@ def stage_bytes(
 
 def saved_activation_bytes(arch: Architecture, spec: ActivationSpec) -> int:
     """All bytes saved for backward by one micro-batch through the whole model on one GPU
-    (pp = 1): what `saved_tensors_hooks` counts for the same forward + loss."""
+    (pp = 1): what `saved_tensors_hooks` counts for the same forward + loss — the layers, the
+    edge tensors and the standard loss's fp32 log-softmax (4·T·V, engine/loss.py)."""
     validate_activations(spec)
-    return stage_bytes(arch, spec, range(arch.num_layers), True, True)
+    log_softmax = 4 * spec.tokens * _ceil_div(arch.vocab_size, spec.tp)
+    return stage_bytes(arch, spec, range(arch.num_layers), True, True) + log_softmax
 
 
 def recompute_buffer_bytes(arch: Architecture, spec: ActivationSpec, layers: range) -> int:
-    """Under full recompute, backward re-runs one layer's forward and holds its saved tensors."""
-    if spec.recompute != "full" or not layers:
+    """What backward rebuilds for one layer at a time: the layer's full saved set minus what
+    the recompute mode kept (full and every:k keep the input; op keeps its save list; selective
+    the tensors outside core attention). Zero without recompute."""
+    mode, _ = parse_recompute(spec.recompute)
+    if mode == "none" or not layers:
         return 0
-    full = replace(spec, recompute="none")
+    plain = replace(spec, recompute="none")
+    kept = replace(spec, recompute="full") if mode == "every" else spec
+    if mode == "every" and checkpointed_layers(spec, len(layers)) == 0:
+        return 0
     return max(
-        layer_bytes(arch, kind, full) for kind, _ in layer_kinds(arch, layers.start, layers.stop)
+        layer_bytes(arch, kind, plain) - layer_bytes(arch, kind, kept)
+        for kind, _ in layer_kinds(arch, layers.start, layers.stop)
     )
+
+
+def backward_transient_bytes(arch: Architecture, spec: ActivationSpec, layers: range) -> int:
+    """Gradients of activations alive inside one layer's backward (beyond its saved tensors):
+    the gradient arriving at the layer's output (a·T·h) plus, in the MLP, the gradient of the
+    down projection's input and the two it splits into (gate and up: 3·a·T·i; 2·a·T·i for a plain
+    MLP; per token-expert slot for MoE), or in attention the output gradient and dq, dk, dv —
+    whichever is larger (autograd frees each node's inputs after it runs)."""
+    if not layers:
+        return 0
+    at, a, t, tp = arch.attention, spec.act_bytes, spec.tokens, spec.tp
+    nq = _ceil_div(at.num_heads, tp)
+    nkv = nq if at.is_mla else max(1, _ceil_div(at.num_kv_heads, tp))
+    attn = a * t * (2 * nq * at.head_dim + nkv * (at.head_dim + at.v_head_dim))
+    widest = 0
+    for kind, _ in layer_kinds(arch, layers.start, layers.stop):
+        if kind.moe and arch.moe is not None:
+            m = arch.moe
+            slots = int(t * m.experts_per_token * spec.capacity_factor)
+            mlp = 3 * a * slots * _ceil_div(m.expert_intermediate_size, tp)
+        elif arch.mlp is not None:
+            mlp = (3 if arch.mlp.gated else 2) * a * t * _ceil_div(arch.mlp.intermediate_size, tp)
+        else:
+            mlp = 0
+        widest = max(widest, mlp, attn)
+    return a * _edge_tokens(spec) * arch.hidden_size + widest
 
 
 def megatron_layer_bytes(

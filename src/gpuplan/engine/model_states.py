@@ -23,7 +23,7 @@ Transient buffers (what makes a run whose states fit go out of memory):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture
@@ -199,3 +199,16 @@ def model_states(
         trainable=trainable,
         frozen=frozen_params,
     )
+
+
+def held_recipe(
+    recipe: TrainingRecipe, fsdp_fp32_params: bool, reduce_fp32: bool, zero: int
+) -> TrainingRecipe:
+    """The recipe as a framework stores it. FSDP2 with MixedPrecisionPolicy over fp32 parameters
+    keeps one fp32 sharded parameter that is also the master, its gradient in the reduce dtype,
+    and bf16 only in gathered units (torch/distributed/fsdp/_fully_shard/_fsdp_param.py): the
+    same 16 bytes per parameter as bf16 weights + fp32 master, split differently."""
+    if not fsdp_fp32_params or recipe.master is None or zero != 3:
+        return recipe
+    grads = recipe.master if reduce_fp32 else recipe.grads
+    return replace(recipe, weights=recipe.master, grads=grads, master=None)

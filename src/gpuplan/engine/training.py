@@ -1,14 +1,17 @@
-"""The training bill per GPU: model states, activations, transient buffers, against a budget.
+"""The training bill per GPU: the step as a timeline of phases, its peak, and the budget.
 
-    per GPU = weights + gradients + fp32 master + optimizer states        (model states, ZeRO §3.1)
-            + activations × micro-batches in flight + loss peak           (Korthikanti et al. 2022)
-            + all-gather / reduce buffers + CUDA context
-    budget  = headroom × GPU memory                                        (the lesson: ≤ ~90 %)
+    per GPU = the largest phase of the step (engine/phases.py): model states (ZeRO §3.1),
+              the activations saved so far (Korthikanti et al. 2022), the loss, the recomputed
+              layer, gathered units and buffers — each as the framework holds them
+            + allocator reserve + CUDA context                           (engine/allocator.py)
+    budget  = headroom × GPU memory                                      (the lesson: ≤ ~90 %)
 
-The bill is for the heaviest pipeline stage. Under 1F1B, stage s holds the activations of
-min(pp − s, m) micro-batches (Narayanan et al. 2021 §2.2; Korthikanti et al. 2022 §4.2.3: the
-first stage holds pp of them). Offloaded states and activations leave the GPU and appear on
-a separate host bill (ZeRO-Offload, Ren et al. 2021 §4; FSDP CPUOffload).
+The bill is for the heaviest pipeline stage (or the one asked for). Under 1F1B, stage s holds
+the activations of min(pp − s, m) micro-batches (Narayanan et al. 2021 §2.2; Korthikanti et al.
+2022 §4.2.3: the first stage holds pp of them). What a framework keeps, frees and fuses is its
+profile (engine/frameworks/profile.py); the generic profile is the lesson's bill. Offloaded
+states and activations leave the GPU and appear on a separate host bill (ZeRO-Offload, Ren et
+al. 2021 §4; FSDP CPUOffload).
 """
 
 from __future__ import annotations
@@ -18,13 +21,16 @@ from functools import lru_cache
 
 from gpuplan.engine.activations import (
     ActivationSpec,
+    backward_transient_bytes,
+    checkpointed_layers,
     edge_bytes,
     layer_bytes,
-    logits_peak_bytes,
+    parse_recompute,
     recompute_buffer_bytes,
     stage_bytes,
     validate_activations,
 )
+from gpuplan.engine.allocator import reserve_bytes
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.bill import Bill, LineItem, total_bytes
 from gpuplan.engine.cost import (
@@ -43,20 +49,31 @@ from gpuplan.engine.cost import (
     step_time,
     tp_comm_bytes,
 )
+from gpuplan.engine.frameworks.profile import GENERIC, FrameworkProfile, validate_profile
 from gpuplan.engine.gpu import GpuSpec
-from gpuplan.engine.lora import LoraSpec, lora_modules_per_layer, lora_params, resolve_targets
+from gpuplan.engine.lora import (
+    LoraSpec,
+    linear_shapes,
+    lora_modules_per_layer,
+    lora_params,
+    resolve_targets,
+)
+from gpuplan.engine.loss import LossSpec, loss_memory, parse_loss
 from gpuplan.engine.model_states import (
     ModelStates,
     StageParams,
     factored_moment_params,
+    held_recipe,
     model_states,
     stage_param_list,
 )
 from gpuplan.engine.params import ParamCounts, count_params
+from gpuplan.engine.phases import Amounts, Phase, build_phases, phase_totals
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.serving import DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_HEADROOM
 from gpuplan.engine.sharding import Layout, validate_layout
+from gpuplan.engine.training_lines import state_lines, step_lines
 from gpuplan.engine.weights import WeightFormat, weights_bytes
 from gpuplan.errors import GpuplanError
 
@@ -85,6 +102,9 @@ class TrainingSetup:
     cuda_context_bytes: int = DEFAULT_CUDA_CONTEXT_BYTES
     mfu: float = DEFAULT_MFU
     network_bytes_per_s: float = DEFAULT_NETWORK_BYTES_PER_S
+    framework: FrameworkProfile = GENERIC
+    loss: str = ""  # a loss mode (engine/loss.py); "" = the framework's
+    stage: int | None = None  # bill this pipeline stage (-1 = the last); None = the heaviest
 
     @property
     def gpus(self) -> int:
@@ -100,10 +120,15 @@ class TrainingSetup:
         """Global batch in tokens: micro-batch × sequence × micro-batches × data-parallel ranks."""
         return self.micro_batch * self.seq * self.micro_batches * self.layout.dp
 
+    @property
+    def loss_spec(self) -> LossSpec:
+        spec = parse_loss(self.loss or self.framework.loss)
+        return replace(spec, keep_logits=self.framework.keep_logits)
+
 
 @dataclass(frozen=True)
 class TrainingBill(Bill):
-    """The answer: the bill of the most loaded GPU, the host bill, and what the step costs."""
+    """The answer: the peak phase of the most loaded GPU, every phase, the host bill, the cost."""
 
     setup: TrainingSetup
     items: tuple[LineItem, ...]
@@ -119,17 +144,32 @@ class TrainingBill(Bill):
     flops: StepFlops
     comm: CommBytes
     time: StepTime | None
+    phases: tuple[Phase, ...] = field(default=())
+    peak_phase: str = ""
     notes: tuple[str, ...] = field(default=())
 
     @property
     def host_bytes_per_gpu(self) -> int:
         return total_bytes(self.host_items)
 
+    model_states_on_gpu: int = 0
+
     @property
     def model_states_bytes(self) -> int:
-        """Weights + gradients + optimizer states (fp32 master included) on this GPU."""
-        return sum(
-            i.bytes for i in self.items if i.key in ("weights", "gradients", "master", "optimizer")
+        """Weights + gradients + optimizer states (fp32 master included) held on this GPU
+        (offloaded states are on the host bill)."""
+        return self.model_states_on_gpu
+
+    @property
+    def allocated_bytes(self) -> int:
+        """The peak phase's live tensors: what torch.cuda.max_memory_allocated() reports."""
+        return self.phase(self.peak_phase).total
+
+    @property
+    def reserved_bytes(self) -> int:
+        """Allocated + the allocator's reserve: torch.cuda.max_memory_reserved()."""
+        return self.allocated_bytes + sum(
+            i.bytes for i in self.items if i.key == "allocator_reserve"
         )
 
     @property
@@ -139,6 +179,12 @@ class TrainingBill(Bill):
     @property
     def gpus(self) -> int:
         return self.setup.gpus
+
+    def phase(self, name: str) -> Phase:
+        for p in self.phases:
+            if p.name == name:
+                return p
+        raise KeyError(name)
 
     def extra_lines(self) -> tuple[LineItem, ...]:
         return self.host_items
@@ -178,18 +224,26 @@ def validate_training(setup: TrainingSetup) -> None:
         resolve_targets(a, setup.lora.targets)
     if setup.cuda_context_bytes < 0:
         raise GpuplanError("overheads must not be negative")
+    validate_profile(setup.framework)
+    _validate_stage(setup)
+    fw = setup.framework
+    if fw.optimizer_in_backward and setup.micro_batches > 1:
+        raise GpuplanError(
+            "the optimizer step in backward frees each gradient at once: it cannot accumulate"
+            f" gradients over {setup.micro_batches} micro-batches (use --grad-accum 1)"
+        )
+
+
+def _validate_stage(setup: TrainingSetup) -> None:
+    pp = setup.layout.pp
+    if setup.stage is not None and not -pp <= setup.stage < pp:
+        raise GpuplanError(f"stage {setup.stage} does not exist with pp={pp}")
 
 
 @lru_cache(maxsize=256)
 def _bpp(p: Precision) -> float:
     """Bytes per parameter as a float (Fractions are exact but slow in the hot loop)."""
     return float(p.bytes_per_param)
-
-
-@lru_cache(maxsize=256)
-def _recipe_floats(recipe: TrainingRecipe) -> tuple[float, float]:
-    """(master, optimizer-state) bytes per parameter as floats."""
-    return float(recipe.master_bytes_per_param), round(float(recipe.optimizer_bytes_per_param), 4)
 
 
 @lru_cache(maxsize=1024)
@@ -207,13 +261,18 @@ def _base_bytes(arch: Architecture, fmt: WeightFormat) -> int:
     return weights_bytes(_counts(arch), fmt)
 
 
+def _held(setup: TrainingSetup) -> TrainingRecipe:
+    fw = setup.framework
+    return held_recipe(setup.recipe, fw.fsdp_fp32_params, fw.reduce_fp32, setup.layout.zero)
+
+
 def _activation_spec(setup: TrainingSetup) -> ActivationSpec:
-    lo = setup.layout
+    lo, fw = setup.layout, setup.framework
     lora_modules = lora_modules_per_layer(setup.arch, setup.lora) if setup.lora else 0
     return ActivationSpec(
         seq=setup.seq,
         micro_batch=setup.micro_batch,
-        act_bytes=max(2, int(_bpp(setup.recipe.weights))),
+        act_bytes=max(2, int(_bpp(setup.recipe.weights))) if not fw.autocast else 2,
         kernel=setup.kernel,
         recompute=setup.recompute,
         tp=lo.tp,
@@ -222,6 +281,8 @@ def _activation_spec(setup: TrainingSetup) -> ActivationSpec:
         capacity_factor=setup.capacity_factor,
         lora_rank=setup.lora.rank if setup.lora else 0,
         lora_modules=lora_modules,
+        fused=fw.fused,
+        dropout=fw.dropout > 0,
     )
 
 
@@ -230,31 +291,42 @@ def _stage_states(
 ) -> tuple[ModelStates, int]:
     """Model states of one stage, and its trainable parameter count."""
     lo, arch = setup.layout, setup.arch
+    recipe = _held(setup)
     if setup.lora is None:
-        factored = factored_moment_params(arch, st.layers, lo.tp) if setup.recipe.factored else 0
-        states = model_states(
-            setup.recipe, lo, st.dense, st.experts, st.largest_unit, factored=factored
-        )
+        factored = factored_moment_params(arch, st.layers, lo.tp) if recipe.factored else 0
+        states = model_states(recipe, lo, st.dense, st.experts, st.largest_unit, factored=factored)
         return states, st.total
     adapters = round(lora_params(arch, setup.lora, st.layers) / lo.tp)
     assert setup.base is not None
-    frozen_bytes = round(st.total * base_fraction)
-    unit_bytes = round(st.largest_unit * base_fraction)
     states = model_states(
-        setup.recipe,
+        recipe,
         lo,
         adapters,
         0,
         largest_unit=0,
-        largest_unit_bytes=unit_bytes,
-        frozen_bytes=frozen_bytes,
+        largest_unit_bytes=round(st.largest_unit * base_fraction),
+        frozen_bytes=round(st.total * base_fraction),
         frozen_params=st.total,
     )
     return states, adapters
 
 
+@dataclass(frozen=True)
+class _Stage:
+    """One pipeline stage's states and the amounts its phases are built from."""
+
+    params: StageParams
+    states: ModelStates
+    trainable: int
+    in_flight: int
+    amounts: Amounts
+    activations_host: int
+    peak: int
+    peak_phase: str
+
+
 def training_bill(setup: TrainingSetup) -> TrainingBill:
-    """Build the per-GPU training bill for `setup` (the heaviest pipeline stage when pp > 1)."""
+    """Build the per-GPU training bill for `setup`: every phase of the step, its peak."""
     validate_training(setup)
     arch, lo = setup.arch, setup.layout
     spec = _activation_spec(setup)
@@ -267,24 +339,19 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
         assert setup.base is not None
         base_fraction = _base_bytes(arch, setup.base) / counts.total
     stages = stage_param_list(arch, lo.tp, lo.pp, lo.ep)
-    m = setup.micro_batches
-    best: tuple[int, StageParams, ModelStates, int, int, int] | None = None
-    for st in stages:
-        states, trainable = _stage_states(setup, st, base_fraction)
-        in_flight = min(lo.pp - st.stage, m) if lo.pp > 1 else 1
-        first, last = st.stage == 0, st.stage == lo.pp - 1
-        act = stage_bytes(arch, spec, st.layers, first, last) * in_flight
-        total = states.total + act
-        if best is None or total > best[0]:
-            best = (total, st, states, trainable, act, in_flight)
-    assert best is not None
-    _, st, states, trainable, act, in_flight = best
-    first, last = st.stage == 0, st.stage == lo.pp - 1
-    items, host = _items(setup, spec, st, states, act, in_flight, first, last, base_fraction)
+    chosen = [stages[setup.stage]] if setup.stage is not None else stages
+    best = max((_stage(setup, spec, st, base_fraction) for st in chosen), key=lambda s: s.peak)
+    lines = {
+        **state_lines(setup, _held(setup), best.params, best.states, base_fraction),
+        **step_lines(setup, spec, best.params, best.in_flight, best.amounts),
+    }
+    phases = build_phases(best.amounts, lines)
+    peak = next(p for p in phases if p.name == best.peak_phase)
+    items = _bill_items(setup, peak)
+    host = _host_items(setup, lines, best)
     trainable_total = _lora_total(arch, setup.lora) if setup.lora else counts.total
-    flops, comm, time = _cost(setup, spec, st, trainable, counts)
-    budget = int(setup.gpu.memory_bytes * setup.headroom)
-    notes = _notes(setup, st, in_flight)
+    flops, comm, time = _cost(setup, spec, best.params, best.trainable, counts)
+    st = best.params
     per_layer = layer_bytes(arch, arch.layers[st.layers[0]], spec) if st.layers else 0
     return TrainingBill(
         setup=setup,
@@ -292,281 +359,322 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
         host_items=host,
         params=counts,
         stage=st,
-        states=states,
+        states=best.states,
         trainable_params=trainable_total,
-        budget_bytes=budget,
-        activations_bytes=sum(i.bytes for i in items if i.key == "activations"),
+        budget_bytes=int(setup.gpu.memory_bytes * setup.headroom),
+        activations_bytes=best.amounts.activations,
         activation_bytes_per_layer=per_layer,
-        in_flight=in_flight,
+        in_flight=best.in_flight,
         flops=flops,
         comm=comm,
         time=time,
-        notes=tuple(notes),
+        phases=phases,
+        peak_phase=best.peak_phase,
+        model_states_on_gpu=_on_gpu_states(best.amounts),
+        notes=tuple(_notes(setup, st, best.in_flight, peak)),
     )
 
 
-def _shard_text(lo: Layout, stage: int) -> str:
-    return f" ÷ {lo.shard_degree} shards" if lo.zero >= stage and lo.shard_degree > 1 else ""
+def _on_gpu_states(a: Amounts) -> int:
+    return a.weights + a.gradients + a.master + a.optimizer
 
 
-def _items(
+def _stage(
+    setup: TrainingSetup, spec: ActivationSpec, st: StageParams, base_fraction: float
+) -> _Stage:
+    lo = setup.layout
+    states, trainable = _stage_states(setup, st, base_fraction)
+    in_flight = min(lo.pp - st.stage, setup.micro_batches) if lo.pp > 1 else 1
+    amounts, host_act = _amounts(setup, spec, st, states, in_flight, base_fraction)
+    totals = phase_totals(amounts)
+    name = max(totals, key=lambda k: totals[k])
+    return _Stage(st, states, trainable, in_flight, amounts, host_act, totals[name], name)
+
+
+def _amounts(
     setup: TrainingSetup,
     spec: ActivationSpec,
     st: StageParams,
     states: ModelStates,
-    act: int,
+    in_flight: int,
+    base_fraction: float,
+) -> tuple[Amounts, int]:
+    """The bytes the phases are made of, for one stage (engine/phases.py `Amounts`)."""
+    arch, lo, fw = setup.arch, setup.layout, setup.framework
+    first, last = st.stage == 0, st.stage == lo.pp - 1
+    offloaded_states = setup.offload in ("optimizer", "params")
+    weights = 0 if setup.offload == "params" else states.weights
+    grads = 0 if offloaded_states else states.gradients
+    master = 0 if offloaded_states else states.master
+    optimizer = 0 if offloaded_states else states.optimizer
+    act, act_first, host_act = _activations(setup, spec, st, in_flight, first, last)
+    g_before, g_last, g_first = _gradient_lifetime(setup, st, states, grads)
+    casts, casts_first = _autocast_casts(setup, st, in_flight)
+    gather = _gathered(setup, st, base_fraction)
+    a = spec.act_bytes
+    tokens = spec.tokens
+    vocab = -(-arch.vocab_size // lo.tp)
+    loss = loss_memory(setup.loss_spec, tokens, vocab, arch.hidden_size, a) if last else None
+    amounts = Amounts(
+        weights=weights,
+        gradients=grads,
+        master=master,
+        optimizer=optimizer,
+        grads_before=g_before,
+        grads_last=g_last,
+        grads_first=g_first,
+        activations=act,
+        activations_first=act_first,
+        loss=max(loss.forward, loss.backward) if loss else 0,
+        recompute=recompute_buffer_bytes(arch, spec, st.layers),
+        act_grads=backward_transient_bytes(arch, spec, st.layers),
+        casts=casts,
+        casts_first=casts_first,
+        gather_forward=gather[0],
+        gather_last=gather[1],
+        gather_first=gather[2],
+        unit_grads=gather[3],
+        deferred_grads=gather[4],
+        held=_held_buffers(setup, states),
+        fp8_weights=2 * _linear_params(arch, st.layers, lo.tp) if fw.fp8 == "te" else 0,
+        dequant=_dequant(setup, st),
+        step_temp=0 if offloaded_states else _step_temporaries(setup, st, states),
+        optimizer_in_backward=fw.optimizer_in_backward,
+        last_stage=last,
+    )
+    return amounts, host_act
+
+
+def _activations(
+    setup: TrainingSetup,
+    spec: ActivationSpec,
+    st: StageParams,
     in_flight: int,
     first: bool,
     last: bool,
-    base_fraction: float,
-) -> tuple[tuple[LineItem, ...], tuple[LineItem, ...]]:
-    lo, recipe, arch = setup.layout, setup.recipe, setup.arch
-    gpu: list[LineItem] = []
-    host: list[LineItem] = []
-    par = f" (tp {lo.tp} × pp {lo.pp}{f' × ep {lo.ep}' if lo.ep > 1 else ''})"
-    lora = setup.lora
-    trainable = states.trainable
-    common = {
-        "trainable_params": trainable,
-        "frozen_params": states.frozen,
-        "stage": st.stage,
-        "stage_layers": len(st.layers),
-        "tp": lo.tp,
-        "pp": lo.pp,
-        "ep": lo.ep,
-        "zero": lo.zero,
-        "shard_degree": lo.shard_degree,
-    }
-    params_offloaded = setup.offload == "params"
-    optim_offloaded = setup.offload in ("optimizer", "params")
-    if lora is not None:
-        assert setup.base is not None
-        weights_formula = "frozen base params × base bytes + adapter params × weight bytes"
-        weights_template = (
-            "{frozen_params} × {base_bytes_per_param} + {trainable_params} adapters ×"
-            " {weight_bytes_per_param}" + _shard_text(lo, 3) + " = {bytes}"
-        )
-        w_inputs = {
-            **common,
-            "base_format": setup.base.describe(),
-            "base_bytes_per_param": round(base_fraction, 4),
-            "weight_bytes_per_param": _bpp(recipe.weights),
-        }
-    else:
-        weights_formula = (
-            "params per GPU"
-            + par
-            + " × weight bytes"
-            + (" ÷ shards (ZeRO-3)" if lo.zero >= 3 else "")
-        )
-        weights_template = (
-            "{trainable_params} × {weight_bytes_per_param} bytes"
-            + _shard_text(lo, 3)
-            + " = {bytes}"
-        )
-        w_inputs = {**common, "weight_bytes_per_param": _bpp(recipe.weights)}
-    weights = LineItem(
-        "weights",
-        "Weights" if lora is None else "Weights (frozen base + adapters)",
-        states.weights,
-        weights_formula,
-        weights_template,
-        w_inputs,
-        "weights",
-    )
-    grads = LineItem(
-        "gradients",
-        "Gradients",
-        states.gradients,
-        "trainable params × grad bytes" + (" ÷ shards (ZeRO-2+)" if lo.zero >= 2 else ""),
-        "{trainable_params} × {grad_bytes_per_param} bytes" + _shard_text(lo, 2) + " = {bytes}",
-        {**common, "grad_dtype": recipe.grads.id, "grad_bytes_per_param": _bpp(recipe.grads)},
-        "gradients",
-    )
-    master = LineItem(
-        "master",
-        "fp32 master weights",
-        states.master,
-        "trainable params × master bytes" + (" ÷ shards (ZeRO-1+)" if lo.zero >= 1 else ""),
-        "{trainable_params} × {master_bytes_per_param} bytes" + _shard_text(lo, 1) + " = {bytes}",
-        {**common, "master_bytes_per_param": _recipe_floats(recipe)[0]},
-        "optimizer",
-    )
-    state_names = ", ".join(f"{s.name} ({s.format.id})" for s in recipe.states) or "none"
-    if recipe.factored:
-        state_names += ", factored second moment (fp32 rows + columns)"
-    optimizer = LineItem(
-        "optimizer",
-        "Optimizer states",
-        states.optimizer,
-        "trainable params × state bytes" + (" ÷ shards (ZeRO-1+)" if lo.zero >= 1 else ""),
-        "{trainable_params} × {state_bytes_per_param} bytes" + _shard_text(lo, 1) + " = {bytes}",
-        {**common, "states": state_names, "state_bytes_per_param": _recipe_floats(recipe)[1]},
-        "optimizer",
-    )
-    for item, offloaded in (
-        (weights, params_offloaded),
-        (grads, optim_offloaded),
-        (master, optim_offloaded),
-        (optimizer, optim_offloaded),
-    ):
-        if offloaded:
-            host.append(replace(item, label=item.label + " (on host)"))
-            gpu.append(
-                replace(item, bytes=0, formula=item.formula + "; offloaded to host", template="")
-            )
-        else:
-            gpu.append(item)
+) -> tuple[int, int, int]:
+    """(saved at the end of forward, still saved at the first layer's backward, offloaded).
 
-    # activations
-    layers_act = act
-    edge = edge_bytes(arch, spec, first, last) * in_flight
-    host_act = 0
-    if setup.offload_activations and len(st.layers) > 2:
-        per_layer = (act - edge) // (len(st.layers) * in_flight)
-        kept = 2 * per_layer + edge  # the layer in use and the one being copied
-        host_act = act - kept
-        layers_act = kept
-    rec = {"none": "no recompute", "selective": "selective recompute", "full": "full recompute"}
-    gpu.append(
-        LineItem(
-            "activations",
-            "Activations",
-            layers_act,
-            "saved tensors per layer × layers × micro-batches in flight + ids/final norm/log-softmax",
-            "{stage_layers} layers × {per_layer_bytes} × {in_flight} in flight + {edge_bytes} = {bytes}",
-            {
-                "stage_layers": len(st.layers),
-                "per_layer_bytes": layer_bytes(arch, arch.layers[st.layers[0]], spec)
-                if st.layers
-                else 0,
-                "in_flight": in_flight,
-                "edge_bytes": edge,
-                "seq": setup.seq,
-                "micro_batch": setup.micro_batch,
-                "act_elem_size": spec.act_bytes,
-                "kernel": setup.kernel,
-                "recompute": rec[setup.recompute],
-                "tp": lo.tp,
-                "sp": lo.sp,
-                "cp": lo.cp,
-            },
-            "activations",
-        )
+    At the first layer's backward this micro-batch keeps only that layer and the stage's
+    input-side edge tensors; the other micro-batches in flight keep everything. Activation
+    offload (torchtune OffloadActivations, DeepSpeed activation checkpointing to CPU) keeps the
+    layer in use and the one being copied on the GPU."""
+    arch = setup.arch
+    one = stage_bytes(arch, spec, st.layers, first, last)
+    act = one * in_flight
+    plain = (
+        replace(spec, recompute="none") if parse_recompute(spec.recompute)[0] == "every" else spec
     )
-    if host_act:
-        host.append(
+    first_layer = layer_bytes(arch, arch.layers[st.layers[0]], plain) if st.layers else 0
+    act_first = (in_flight - 1) * one + first_layer + edge_bytes(arch, spec, first, False)
+    if not setup.offload_activations or len(st.layers) <= 2:
+        return act, min(act, act_first), 0
+    edge = edge_bytes(arch, spec, first, last)
+    per_layer = (one - edge) // len(st.layers)
+    kept = 2 * per_layer + edge
+    return kept, min(kept, act_first), act - kept
+
+
+def _gradient_lifetime(
+    setup: TrainingSetup, st: StageParams, states: ModelStates, grads: int
+) -> tuple[int, int, int]:
+    """Gradient bytes alive (before backward, at its last layer, at its first layer).
+
+    Persistent buffers hold all of them throughout. zero_grad(set_to_none=True) frees them after
+    the step, so the first micro-batch starts without them and builds them layer by layer;
+    later micro-batches accumulate into them. An optimizer stepped in backward (torchtune
+    optimizer_in_bwd: one optimizer per parameter, run from a post-accumulate-grad hook) frees
+    each gradient as soon as it is used: one parameter's at a time, the largest matrix at most."""
+    fw = setup.framework
+    per_param = grads / max(1, states.trainable)
+    if fw.optimizer_in_backward:
+        one = round(per_param * _largest_param(setup, st))
+        return 0, one, one
+    if fw.grads == "persistent" or setup.micro_batches > 1:
+        return grads, grads, grads
+    last_unit = st.lm_head if st.lm_head else st.largest_unit
+    return 0, min(grads, round(per_param * last_unit)), grads
+
+
+def _largest_param(setup: TrainingSetup, st: StageParams) -> int:
+    """Elements of the largest trainable tensor on this GPU: the embedding, the LM head or a
+    layer's largest linear weight (÷ tp); a LoRA adapter's when only adapters train."""
+    if setup.lora is not None:
+        arch = setup.arch
+        shapes = linear_shapes(arch, arch.layers[st.layers[0]]) if st.layers else {}
+        sizes = [
+            max(i, o) * setup.lora.rank
+            for n, g in shapes.items()
+            for (i, o) in g
+            if n in setup.lora.targets
+        ]
+        return max(sizes, default=0)
+    biggest = max((_largest_linear(setup.arch, i) for i in st.layers[:1]), default=0)
+    return max(st.embedding, st.lm_head, round(biggest / setup.layout.tp))
+
+
+def _autocast_casts(setup: TrainingSetup, st: StageParams, in_flight: int) -> tuple[int, int]:
+    """torch.autocast over fp32 weights: each linear weight's bf16 cast is cached for the forward
+    and saved by its matmul for backward (2 bytes per linear parameter per micro-batch)."""
+    if not setup.framework.autocast or _bpp(setup.recipe.weights) < 4 or setup.lora:
+        return 0, 0
+    per = 2 * _linear_params(setup.arch, st.layers, setup.layout.tp)
+    layer = per // max(1, len(st.layers))
+    return per * in_flight, per * (in_flight - 1) + layer
+
+
+def _gathered(
+    setup: TrainingSetup, st: StageParams, base_fraction: float
+) -> tuple[int, int, int, int, int]:
+    """FSDP2-style sharding (profiles with fsdp_fp32_params or a reshard policy): gathered bf16
+    weights at (end of forward, last layer's backward, first layer's backward), one unit's
+    unsharded gradient and its reduce-dtype copy, and the unsharded gradients a pipeline defers.
+
+    Resharding after forward keeps `gather_units` units (the current one and the prefetched
+    next); without it every unit of the stage stays gathered from its forward to its backward.
+    Under pipeline parallelism torch.distributed.pipelining runs every backward but the step's
+    last with set_reshard_after_backward(False) and set_requires_gradient_sync(False)
+    (pipelining/stage.py backward_maybe_with_nosync): the stage's unsharded weights and its
+    unsharded gradients, upcast to the reduce dtype (_fsdp_param.py to_accumulated_grad_if_needed),
+    stay for the whole step."""
+    lo, fw, r = setup.layout, setup.framework, setup.recipe
+    if fw.buckets == "deepspeed" or lo.zero != 3 or lo.shard_degree * lo.cp < 2:
+        return 0, 0, 0, 0, 0
+    w_bytes = 1.0 if fw.fp8_all_gather else _bpp(r.weights)
+    if setup.lora is not None:
+        w_bytes = base_fraction
+    unit = round(st.largest_unit * w_bytes)
+    stage_w = round(st.total * w_bytes)
+    units = min(stage_w, fw.gather_units * unit)
+    reshard = fw.reshard_after_forward == "always" or (
+        fw.reshard_after_forward == "unless_pp" and lo.pp == 1
+    )
+    trainable_unit = 0 if setup.lora is not None else st.largest_unit
+    unit_grads = round(trainable_unit * _bpp(r.grads))
+    if fw.reduce_fp32:
+        unit_grads += 4 * trainable_unit
+    if reshard:
+        return units, units, units, unit_grads, 0
+    deferred = 0
+    if lo.pp > 1 and setup.lora is None:
+        deferred = (4 if fw.reduce_fp32 else round(_bpp(r.grads))) * st.total
+        return stage_w, stage_w, stage_w, unit_grads, deferred
+    return stage_w, stage_w, units, unit_grads, 0
+
+
+def _held_buffers(setup: TrainingSetup, states: ModelStates) -> tuple[tuple[str, int], ...]:
+    """Buffers held for the whole step: DeepSpeed-style buckets and gathered units (the generic
+    and DeepSpeed profiles, model_states.py), or DDP's bucket copy of the gradients."""
+    lo, fw = setup.layout, setup.framework
+    out: list[tuple[str, int]] = []
+    if fw.buckets == "deepspeed":
+        out += [
+            ("allgather_buffer", states.gather_buffer),
+            ("grad_buffer", states.grad_buffer),
+            ("allgather_bucket", states.allgather_bucket),
+        ]
+    if fw.ddp_bucket_copy and lo.zero == 0 and lo.dp * lo.cp > 1:
+        out.append(("ddp_buckets", states.gradients))
+    return tuple(out)
+
+
+def _step_temporaries(setup: TrainingSetup, st: StageParams, states: ModelStates) -> int:
+    """The optimizer step's temporaries: `foreach` builds one tensor per state tensor of the
+    group at once (torch/optim/adam.py _multi_tensor_adam: torch._foreach_sqrt(exp_avg_sqs)),
+    so one state's worth; `for-loop` two of the largest parameter's; fused kernels none."""
+    kernel = setup.framework.optimizer_kernel
+    recipe = _held(setup)
+    if kernel == "none" or not recipe.states:
+        return 0
+    one_state = states.optimizer // len(recipe.states)
+    if kernel == "foreach":
+        return one_state
+    share = st.largest_unit / max(1, st.total)
+    return round(2 * one_state * share)
+
+
+def _dequant(setup: TrainingSetup, st: StageParams) -> int:
+    """QLoRA: the largest linear weight dequantised to bf16 for its matmul (bitsandbytes)."""
+    if setup.lora is None or not setup.lora.quantized or not st.layers:
+        return 0
+    biggest = max(_largest_linear(setup.arch, i) for i in (st.layers[0], st.layers[-1]))
+    return 2 * round(biggest / setup.layout.tp)
+
+
+@lru_cache(maxsize=1024)
+def _linear_params(arch: Architecture, layers: range, tp: int) -> int:
+    """Linear-weight parameters of `layers` on one TP rank (what autocast and fp8 recast)."""
+    total = 0
+    for i in layers:
+        shapes = linear_shapes(arch, arch.layers[i])
+        total += sum(a * b for group in shapes.values() for (a, b) in group)
+    return round(total / tp)
+
+
+def _largest_linear(arch: Architecture, layer_index: int) -> int:
+    shapes = linear_shapes(arch, arch.layers[layer_index])
+    return max(i * o for group in shapes.values() for (i, o) in group)
+
+
+def _bill_items(setup: TrainingSetup, peak: Phase) -> tuple[LineItem, ...]:
+    """The peak phase's lines, then what the GPU shows beyond the tensors."""
+    fw = setup.framework
+    items = list(peak.lines)
+    if fw.id != "generic":
+        reserve = reserve_bytes(peak.total, fw.expandable_segments)
+        items.append(
             LineItem(
-                "activations_offloaded",
-                "Activations (offloaded)",
-                host_act,
-                "saved activations beyond the two layers kept on the GPU",
-                "offloaded activations = {bytes}",
-                {},
-                "activations",
+                "allocator_reserve",
+                "Allocator reserve",
+                reserve,
+                "peak allocated × f ÷ (1 − f): caching-allocator fragmentation, f = "
+                + ("0 with expandable segments" if fw.expandable_segments else "0.15 (GMLake)"),
+                "{allocated_bytes} × f ÷ (1 − f) = {bytes}",
+                {"allocated_bytes": peak.total, "predicts": "reserved"},
+                "reserve",
             )
         )
-    if last:
-        gpu.append(
-            LineItem(
-                "logits",
-                "Logits and loss peak",
-                logits_peak_bytes(arch, spec),
-                "(activation bytes + 4) × tokens × vocab ÷ tp (logits and their fp32 upcast)",
-                "({act_elem_size} + 4) bytes × {tokens} tokens × {vocab} vocab ÷ tp {tp} = {bytes}",
-                {
-                    "act_elem_size": spec.act_bytes,
-                    "tokens": spec.tokens,
-                    "vocab": arch.vocab_size,
-                    "tp": lo.tp,
-                },
-                "activations",
-            )
-        )
-    buffer = recompute_buffer_bytes(arch, spec, st.layers)
-    if buffer:
-        gpu.append(
-            LineItem(
-                "recompute_buffer",
-                "Recomputed layer",
-                buffer,
-                "one layer's saved tensors, rebuilt during its backward (full recompute)",
-                "one layer, one micro-batch = {bytes}",
-                {},
-                "activations",
-            )
-        )
-    if states.gather_buffer:
-        gpu.append(
-            LineItem(
-                "allgather_buffer",
-                "All-gathered units (ZeRO-3/FSDP)",
-                states.gather_buffer,
-                "2 × largest unit (current + prefetched) × weight bytes",
-                "2 × {unit_params} × weight bytes = {bytes}",
-                {"unit_params": st.largest_unit},
-                "overhead",
-            )
-        )
-    if states.grad_buffer:
-        fsdp_like = lo.fsdp is not None or lo.zero == 3
-        gpu.append(
-            LineItem(
-                "grad_buffer",
-                "Gradient reduce buffer",
-                states.grad_buffer,
-                "one unit's unsharded gradient before reduce-scatter"
-                if fsdp_like and lo.zero >= 2
-                else "gradient bucket: min(reduce_bucket_size 5e8, params) × grad bytes",
-                "reduce buffer = {bytes}",
-                {},
-                "overhead",
-            )
-        )
-    if states.allgather_bucket:
-        gpu.append(
-            LineItem(
-                "allgather_bucket",
-                "Weight all-gather bucket",
-                states.allgather_bucket,
-                "min(allgather_bucket_size 5e8, params) × weight bytes (ZeRO-1/2 after the step)",
-                "all-gather bucket = {bytes}",
-                {},
-                "overhead",
-            )
-        )
-    if lora is not None and lora.quantized and st.layers:
-        biggest = max(_largest_linear(arch, i) for i in (st.layers[0], st.layers[-1]))
-        gpu.append(
-            LineItem(
-                "dequant_buffer",
-                "NF4 dequantised weight",
-                2 * round(biggest / lo.tp),
-                "largest linear weight dequantised to bf16 for its matmul (bitsandbytes)",
-                "{params} × 2 bytes = {bytes}",
-                {"params": round(biggest / lo.tp)},
-                "overhead",
-            )
-        )
-    gpu.append(
+    items.append(
         LineItem(
             "cuda_context",
             "CUDA context",
             setup.cuda_context_bytes,
             "CUDA context, kernels and communicator buffers per process (fixed allowance)",
             "CUDA context allowance = {bytes}",
-            {},
+            {"predicts": "nvidia-smi"},
             "overhead",
         )
     )
-    return tuple(gpu), tuple(host)
+    return tuple(items)
 
 
-def _largest_linear(arch: Architecture, layer_index: int) -> int:
-    from gpuplan.engine.lora import linear_shapes
-
-    shapes = linear_shapes(arch, arch.layers[layer_index])
-    return max(i * o for group in shapes.values() for (i, o) in group)
+def _host_items(
+    setup: TrainingSetup, lines: dict[str, LineItem], stage: _Stage
+) -> tuple[LineItem, ...]:
+    """What offload moves to the host: states (ZeRO-Offload / FSDP CPUOffload) and activations."""
+    host: list[LineItem] = []
+    full = {
+        "weights": stage.states.weights,
+        "gradients": stage.states.gradients,
+        "master": stage.states.master,
+        "optimizer": stage.states.optimizer,
+    }
+    moved = {"params": list(full), "optimizer": ["gradients", "master", "optimizer"]}
+    for key in moved.get(setup.offload, []):
+        host.append(replace(lines[key], bytes=full[key], label=lines[key].label + " (on host)"))
+    if stage.activations_host:
+        host.append(
+            LineItem(
+                "activations_offloaded",
+                "Activations (offloaded)",
+                stage.activations_host,
+                "saved activations beyond the two layers kept on the GPU",
+                "offloaded activations = {bytes}",
+                {},
+                "activations",
+            )
+        )
+    return tuple(host)
 
 
 def _cost(
@@ -595,9 +703,10 @@ def _cost(
         dp += frozen_gather_bytes(base_bytes, lo.shard_degree, m)
     layers = len(st.layers)
     moe_layers = sum(1 for i in st.layers if arch.layers[i].moe)
+    full = parse_recompute(setup.recompute)[0] == "full"
     comm = CommBytes(
         dp=dp,
-        tp=tp_comm_bytes(lo.tp, a, t, h, layers, m, setup.recompute),
+        tp=tp_comm_bytes(lo.tp, a, t, h, layers, m, "full" if full else "none"),
         pp=pp_comm_bytes(lo.pp, a, t, h, m, lo.tp if lo.sp else 1),
         cp=cp_comm_bytes(arch, lo.cp, lo.tp, a, t, layers, m),
         ep=ep_comm_bytes(arch, lo.ep, a, t, moe_layers, m),
@@ -624,9 +733,10 @@ def _cost(
     return flops, comm, time
 
 
-def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> list[str]:
-    lo, arch = setup.layout, setup.arch
+def _notes(setup: TrainingSetup, st: StageParams, in_flight: int, peak: Phase) -> list[str]:
+    lo, arch, fw = setup.layout, setup.arch, setup.framework
     notes = list(arch.notes)
+    notes.append(f"the peak is the {peak.label} ({fw.name})")
     if lo.pp > 1:
         notes.append(
             f"pp={lo.pp}: the bill is for stage {st.stage} ({len(st.layers)} layers"
@@ -643,13 +753,19 @@ def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> list[str]:
         )
     if setup.kernel == "flash" and setup.recompute == "selective":
         notes.append(
-            "selective recompute drops only the s² attention scores, which flash/SDPA never"
-            " stores: it saves no memory with this kernel (it does with --attention eager)"
+            "selective recompute (Megatron's core attention) drops only the s² attention scores,"
+            " which flash/SDPA never stores: it saves little with this kernel (it does with"
+            " --attention eager); --checkpointing op is torchtitan's op-level selective mode"
         )
     if setup.kernel == "eager" and setup.recompute == "none":
         notes.append("eager attention stores the s² softmax probabilities; flash/SDPA does not")
     if setup.recipe.factored:
         notes.append("Adafactor's factored second moment counts rows + columns per matrix (fp32)")
+    if _held(setup) is not setup.recipe:
+        notes.append(
+            "FSDP2 mixed precision: the sharded fp32 parameter is the master copy; bf16 weights"
+            " exist only in gathered units"
+        )
     if arch.moe is not None and setup.capacity_factor != 1.0:
         notes.append(
             f"MoE capacity factor {setup.capacity_factor:g}: expert activations sized for that many slots"
@@ -659,4 +775,8 @@ def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> list[str]:
             f"LoRA r={setup.lora.rank} on {', '.join(setup.lora.targets)}: activations are those of"
             " full fine-tuning plus the adapters' (an upper bound: frozen layers save a little less)"
         )
+    if parse_recompute(setup.recompute)[0] == "every":
+        k = parse_recompute(setup.recompute)[1]
+        ck = checkpointed_layers(_activation_spec(setup), len(st.layers))
+        notes.append(f"every:{k}: {ck} of the stage's {len(st.layers)} layers are checkpointed")
     return notes

@@ -1,0 +1,44 @@
+"""What the GPU shows beyond the tensors: the caching allocator's reserve and the CUDA context.
+
+Three figures describe one step's memory, and each bill line predicts one of them:
+
+    allocated   torch.cuda.max_memory_allocated(): the live tensors at the peak phase (every
+                line of a phase; MemTracker and Megatron-LM's `mem-max-allocated-bytes` read it;
+                torchtune's `peak_memory_active` is the same figure plus blocks whose frees wait
+                on another stream)
+    reserved    torch.cuda.max_memory_reserved(): allocated + what the caching allocator holds
+                but cannot hand out (torchtitan's `memory:` log line is this figure)
+    nvidia-smi  reserved + the CUDA context, cuBLAS/NCCL workspaces and kernels, which no torch
+                counter sees
+
+The reserve is fragmentation: the caching allocator (c10/cuda/CUDACachingAllocator.cpp) rounds
+requests up (to 512 B; large ones to 2 MiB) and splits cached blocks, so a freed block often
+cannot serve the next, larger request and a new segment is reserved beside it. Guo et al. 2024
+(GMLake, ASPLOS '24, §7) measure this on eight LLM fine-tuning workloads on A100-80GB with
+recompute, offload, ZeRO and LoRA: 15 % of reserved memory fragmented on average (up to 33 %).
+With `expandable_segments:True` the allocator grows one virtually contiguous segment per stream
+and maps freed pages back in (the same virtual-memory stitching GMLake proposes), so the
+reserve is the unreleased tail of the last mapping, taken as zero here.
+
+    reserve = allocated × f ÷ (1 − f),   f = 0.15 (caching), 0 (expandable segments)
+
+The generic (lesson) bill charges no reserve: its 90 % headroom is the lesson's allowance for it.
+"""
+
+from __future__ import annotations
+
+CACHING_FRAGMENTATION = 0.15  # Guo et al. 2024 (GMLake) §7: mean fragmentation, 8 LLMs, A100-80GB
+EXPANDABLE_FRAGMENTATION = 0.0
+
+FIGURES = ("allocated", "reserved", "nvidia-smi")
+
+
+def fragmentation(expandable_segments: bool) -> float:
+    """The fraction of reserved memory the caching allocator cannot hand out (module docstring)."""
+    return EXPANDABLE_FRAGMENTATION if expandable_segments else CACHING_FRAGMENTATION
+
+
+def reserve_bytes(allocated: int, expandable_segments: bool) -> int:
+    """Reserved − allocated at the peak: allocated × f ÷ (1 − f)."""
+    f = fragmentation(expandable_segments)
+    return round(allocated * f / (1 - f))
