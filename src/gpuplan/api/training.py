@@ -15,10 +15,14 @@ from gpuplan.api.common import (
     resolve_gpu,
 )
 from gpuplan.catalog import get_precision
+from gpuplan.engine.activations import parse_recompute
+from gpuplan.engine.allocator import predicts
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.cost import DEFAULT_MFU, DEFAULT_NETWORK_BYTES_PER_S
+from gpuplan.engine.frameworks.profile import FrameworkProfile, validate_profile
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.lora import LoraSpec, default_targets
+from gpuplan.engine.loss import parse_loss
 from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.serving import (
     DEFAULT_CUDA_CONTEXT_BYTES,
@@ -76,7 +80,7 @@ class TrainingPlan(PlanHeadline):
     def to_dict(self, units: str = "GB") -> dict[str, Any]:
         """The stable JSON schema documented in docs/json.md (train section)."""
         b, s = self.bill, self.bill.setup
-        a, lo, r = s.arch, s.layout, s.recipe
+        a, lo, r, fw = s.arch, s.layout, s.recipe, s.framework
         t = b.time
         return {
             "schema": TRAIN_SCHEMA_VERSION,
@@ -128,9 +132,20 @@ class TrainingPlan(PlanHeadline):
             "headroom": s.headroom,
             "stage": b.stage.stage,
             "micro_batches_in_flight": b.in_flight,
+            "framework": {"id": fw.id, "name": fw.name, "source": fw.source},
+            "loss": {"mode": s.loss_spec.mode_text(), "describe": s.loss_spec.describe()},
             "per_gpu": {
-                "items": [item.to_dict(units) for item in b.items],
+                "items": [
+                    {**item.to_dict(units), "predicts": predicts(item.key)} for item in b.items
+                ],
                 "total_bytes": b.per_gpu_total_bytes,
+            },
+            "peak_phase": b.peak_phase,
+            "phases": [p.to_dict(units) for p in b.phases],
+            "memory_figures": {
+                "allocated_bytes": b.allocated_bytes,
+                "reserved_bytes": b.reserved_bytes,
+                "nvidia_smi_bytes": b.per_gpu_total_bytes,
             },
             "per_gpu_total_bytes": b.per_gpu_total_bytes,
             "budget_bytes": b.budget_bytes,
@@ -188,11 +203,11 @@ def train(
     sp: bool = False,
     cp: int = 1,
     ep: int = 1,
-    recipe: str | TrainingRecipe = "adamw-bf16",
+    recipe: str | TrainingRecipe | None = None,
     seq: int = 4096,
     micro_batch: int = 1,
     grad_accum: int | None = None,
-    checkpointing: str | bool = "none",
+    checkpointing: str | bool | None = None,
     attention: str = "flash",
     method: str | None = None,
     optimizer: str | None = None,
@@ -207,21 +222,39 @@ def train(
     cuda_context: str | int | None = None,
     mfu: float = DEFAULT_MFU,
     network_bandwidth: str | float | None = None,
+    framework: str | FrameworkProfile | None = None,
+    loss: str | None = None,
+    compile: bool | None = None,
+    grads: str | None = None,
+    reshard_after_forward: bool | None = None,
+    optimizer_in_backward: bool | None = None,
+    fp8: str | None = None,
+    dropout: float | None = None,
+    stage: int | str | None = None,
 ) -> TrainingPlan:
     """Size training (or LoRA/QLoRA fine-tuning) `model` on `gpu`: the per-GPU bill, on how many.
 
     gpus: a count (dp = gpus ÷ (tp × pp × cp)), "auto" (fewest that fit, from the lesson's lower
     bound), or None: "auto". zero: ZeRO stage 0-3; fsdp: an FSDP sharding strategy instead.
-    recipe: a training recipe id (see `gpuplan.catalog.recipes`). grad_accum: micro-batches per
-    step (default: pp, enough to fill the pipeline). checkpointing: none, selective or full
-    (True = full). method: "full", "lora" (rank 16 unless given) or "qlora"; optimizer: a recipe
-    alias (adamw, adam8bit, adafactor, sgd) used when `recipe` is left at its default; dp: the
-    data-parallel degree (then gpus = dp × tp × pp × cp); fsdp=True means FULL_SHARD.
+    recipe: a training recipe id (see `gpuplan.catalog.recipes`; default: the framework's).
+    grad_accum: micro-batches per step (default: pp, enough to fill the pipeline).
+    checkpointing: none, selective (Megatron: core attention), op (torchtitan's op-level
+    selective), full, every:K (each K-th layer), or True = full; default: the framework's.
+    method: "full", "lora" (rank 16 unless given) or "qlora"; optimizer: a recipe alias
+    (adamw, adam8bit, adafactor, sgd) used when `recipe` is not given; dp: the data-parallel
+    degree (then gpus = dp × tp × pp × cp); fsdp=True means FULL_SHARD.
+    framework: how the job runs (generic, torchtitan, torchtune, megatron, deepspeed,
+    hf-trainer, fsdp2, ddp; see `gpuplan frameworks`), and its knobs: loss (standard,
+    chunked:N, linear_chunked:N, compiled, fused, vocab_parallel), compile, grads
+    (set_to_none | persistent), reshard_after_forward, optimizer_in_backward, fp8 (none, te,
+    torchao), dropout. stage: bill this pipeline stage ("first", "last" or an index) instead
+    of the heaviest.
     """
     from gpuplan.catalog.recipes import get_recipe
 
-    if isinstance(checkpointing, bool):
-        checkpointing = "full" if checkpointing else "none"
+    profile = resolve_framework(
+        framework, compile, grads, reshard_after_forward, optimizer_in_backward, fp8, dropout
+    )
     if isinstance(fsdp, bool):
         fsdp = "full_shard" if fsdp else None
     if method is not None:
@@ -231,8 +264,8 @@ def train(
             qlora = True
         elif method == "lora" and not lora_rank:
             lora_rank = 16
-    if optimizer is not None and recipe == "adamw-bf16":
-        recipe = optimizer
+    if recipe is None:
+        recipe = optimizer or profile.recipe
     if dp is not None:
         _positive("dp", dp)
         replica = (tp or 1) * (pp or 1) * int(cp)
@@ -261,24 +294,10 @@ def train(
     arch, model_id, hf_id = _model(model)
     spec = resolve_gpu(gpu, gpu_memory)
     rec = recipe if isinstance(recipe, TrainingRecipe) else get_recipe(recipe)
-    hybrid = False
-    stage = zero or 0
+    lora, base = _lora(arch, lora_rank, lora_targets, qlora)
+    stage_zero, hybrid = (zero or 0), False
     if fsdp is not None:
-        stage, hybrid = fsdp_layout(fsdp)
-    lora = None
-    base = None
-    if qlora and not lora_rank:
-        lora_rank = 64  # the QLoRA paper's r = 64 (Dettmers et al. 2023, §4)
-    if lora_rank:
-        if isinstance(lora_targets, str):
-            lora_targets = tuple(t.strip() for t in lora_targets.split(",") if t.strip())
-        if lora_targets:
-            targets = tuple(lora_targets)
-        else:  # QLoRA adapts every linear layer (Dettmers et al. 2023 §4); LoRA the attention
-            targets = ("all-linear",) if qlora else default_targets(arch)
-        lora = LoraSpec(int(lora_rank), _dedupe(targets), bool(qlora))
-        bf16 = get_precision("bf16")
-        base = WeightFormat(get_precision("nf4-dq"), bf16) if qlora else WeightFormat(bf16, bf16)
+        stage_zero, hybrid = fsdp_layout(fsdp)
     layout = Layout(
         dp=1,
         tp=tp or 1,
@@ -286,7 +305,7 @@ def train(
         cp=int(cp),
         ep=int(ep),
         sp=bool(sp),
-        zero=stage,
+        zero=stage_zero,
         fsdp=fsdp.lower().replace("-", "_") if fsdp else None,
         hybrid=hybrid,
         gpus_per_node=spec.gpus_per_node,
@@ -299,7 +318,7 @@ def train(
         seq=int(seq),
         micro_batch=int(micro_batch),
         grad_accum=int(grad_accum) if grad_accum else 0,
-        recompute=checkpointing,
+        recompute=parse_checkpointing(checkpointing, profile.recompute),
         kernel="flash" if attention == "sdpa" else attention,
         lora=lora,
         base=base,
@@ -318,12 +337,18 @@ def train(
             if isinstance(network_bandwidth, str)
             else network_bandwidth
         ),
+        framework=profile,
+        loss=parse_loss(loss).mode_text() if loss else "",
+        stage=_stage(stage, pp or 1),
     )
+    implied = zero is None and fsdp is None and profile.zero >= 0
     if isinstance(gpus, int):
         per_replica = layout.tp * layout.pp * layout.cp
         if gpus % per_replica:
             raise GpuplanError(f"--gpus {gpus} is not a multiple of tp × pp × cp = {per_replica}")
-        setup = replace(setup, layout=replace(layout, dp=gpus // per_replica))
+        dp_ranks = gpus // per_replica
+        sharding = profile.zero if implied and dp_ranks * layout.cp > 1 else stage_zero
+        setup = replace(setup, layout=replace(layout, dp=dp_ranks, zero=sharding))
         return TrainingPlan(training_bill(setup), model_id, hf_id)
     if gpus not in (None, "auto"):
         raise GpuplanError(f"gpus must be a number or 'auto', got {gpus!r}")
@@ -335,6 +360,101 @@ def train(
         setup = replace(setup, layout=replace(setup.layout, zero=3))
     bill, attempts = fewest_train_gpus(setup, frozenset(fixed))
     return TrainingPlan(bill, model_id, hf_id, tuple(attempts), train_lower_bound(setup))
+
+
+def resolve_framework(
+    framework: str | FrameworkProfile | None,
+    compile: bool | None = None,
+    grads: str | None = None,
+    reshard_after_forward: bool | None = None,
+    optimizer_in_backward: bool | None = None,
+    fp8: str | None = None,
+    dropout: float | None = None,
+) -> FrameworkProfile:
+    """The framework's profile with the knobs the user set (None keeps the framework's own)."""
+    from gpuplan.catalog.frameworks import get_framework
+
+    if isinstance(framework, FrameworkProfile):
+        profile = framework
+    else:
+        profile = get_framework(framework or "generic")
+    changes: dict[str, Any] = {}
+    if compile is not None:
+        changes["compile"] = bool(compile)
+    if grads is not None:
+        changes["grads"] = grads.strip().lower().replace("-", "_")
+    if reshard_after_forward is not None:
+        changes["reshard_after_forward"] = "always" if reshard_after_forward else "never"
+    if optimizer_in_backward is not None:
+        changes["optimizer_in_backward"] = bool(optimizer_in_backward)
+    if fp8 is not None:
+        changes["fp8"] = fp8.strip().lower()
+    if dropout is not None:
+        changes["dropout"] = float(dropout)
+    profile = replace(profile, **changes)
+    validate_profile(profile)
+    return profile
+
+
+RECOMPUTE_ALIASES = {
+    "true": "full",
+    "false": "none",
+    "no": "none",
+    "off": "none",
+    "selective-op": "op",
+    "selective_op": "op",
+    "core-attention": "selective",
+    "core_attn": "selective",
+}
+
+
+def parse_checkpointing(value: str | bool | None, default: str = "none") -> str:
+    """none, selective, op, full, every:K (also layer:K, selective-layer:K), or a bool."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return "full" if value else "none"
+    text = str(value).strip().lower()
+    text = RECOMPUTE_ALIASES.get(text, text)
+    for prefix in ("layer:", "selective-layer:", "selective_layer:"):
+        if text.startswith(prefix):
+            text = "every:" + text[len(prefix) :]
+    parse_recompute(text)
+    return text
+
+
+def _stage(stage: int | str | None, pp: int) -> int | None:
+    if stage is None:
+        return None
+    if stage in ("first", "last"):
+        return 0 if stage == "first" else -1
+    if isinstance(stage, bool) or not isinstance(stage, int):
+        raise GpuplanError(f"stage must be first, last or a stage index, got {stage!r}")
+    if not -pp <= stage < pp:
+        raise GpuplanError(f"stage {stage} does not exist with pp={pp}")
+    return stage
+
+
+def _lora(
+    arch: Architecture,
+    lora_rank: int | None,
+    lora_targets: tuple[str, ...] | list[str] | str | None,
+    qlora: bool,
+) -> tuple[LoraSpec | None, WeightFormat | None]:
+    if qlora and not lora_rank:
+        lora_rank = 64  # the QLoRA paper's r = 64 (Dettmers et al. 2023, §4)
+    if not lora_rank:
+        return None, None
+    if isinstance(lora_targets, str):
+        lora_targets = tuple(t.strip() for t in lora_targets.split(",") if t.strip())
+    if lora_targets:
+        targets = tuple(lora_targets)
+    else:  # QLoRA adapts every linear layer (Dettmers et al. 2023 §4); LoRA the attention
+        targets = ("all-linear",) if qlora else default_targets(arch)
+    lora = LoraSpec(int(lora_rank), _dedupe(targets), bool(qlora))
+    bf16 = get_precision("bf16")
+    base = WeightFormat(get_precision("nf4-dq"), bf16) if qlora else WeightFormat(bf16, bf16)
+    return lora, base
 
 
 def _dedupe(targets: tuple[str, ...]) -> tuple[str, ...]:

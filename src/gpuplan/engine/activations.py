@@ -407,6 +407,36 @@ def checkpointed_layers(spec: ActivationSpec, layers: int) -> int:
     return layers if mode == "full" else 0
 
 
+def is_checkpointed(spec: ActivationSpec, position: int) -> bool:
+    """Whether the layer at `position` (0-based, within its stage) is rebuilt in backward
+    as a whole block: every layer under full and op-level recompute, each k-th under every:k."""
+    mode, k = parse_recompute(spec.recompute)
+    if mode == "every":
+        return (position + 1) % k == 0
+    return mode in ("full", "op")
+
+
+def forward_working_set_bytes(arch: Architecture, spec: ActivationSpec, layers: range) -> int:
+    """What a checkpointed layer holds beyond its saved tensors while its forward runs: the MLP's
+    input and the residual beside it (2·a·T·h) and, inside the gated MLP, act(gate), up and their
+    product (3·a·T·i; 2·a·T·i plain), none of which the checkpoint keeps."""
+    if not layers:
+        return 0
+    a, t, tp = spec.act_bytes, spec.tokens, spec.tp
+    widest = 0
+    for kind, _ in layer_kinds(arch, layers.start, layers.stop):
+        if kind.moe and arch.moe is not None:
+            m = arch.moe
+            slots = int(t * m.experts_per_token * spec.capacity_factor)
+            mlp = 3 * a * slots * _ceil_div(m.expert_intermediate_size, tp)
+        elif arch.mlp is not None:
+            mlp = (3 if arch.mlp.gated else 2) * a * t * _ceil_div(arch.mlp.intermediate_size, tp)
+        else:
+            mlp = 0
+        widest = max(widest, mlp)
+    return 2 * a * _edge_tokens(spec) * arch.hidden_size + widest
+
+
 def stage_bytes(
     arch: Architecture, spec: ActivationSpec, layers: range, first: bool, last: bool
 ) -> int:
@@ -452,6 +482,27 @@ def recompute_buffer_bytes(arch: Architecture, spec: ActivationSpec, layers: ran
         layer_bytes(arch, kind, plain) - layer_bytes(arch, kind, kept)
         for kind, _ in layer_kinds(arch, layers.start, layers.stop)
     )
+
+
+def backward_released_bytes(arch: Architecture, spec: ActivationSpec, layers: range) -> int:
+    """Saved bytes a layer's backward frees before it peaks: the input of the MLP's last linear
+    (act(gate)·up, or the activation of a plain MLP; per slot for MoE experts), released once
+    that linear's backward has run, before the gradients of the elementwise ops are built."""
+    if not layers:
+        return 0
+    a, t, tp = spec.act_bytes, spec.tokens, spec.tp
+    least = None
+    for kind, _ in layer_kinds(arch, layers.start, layers.stop):
+        if kind.moe and arch.moe is not None:
+            m = arch.moe
+            slots = int(t * m.experts_per_token * spec.capacity_factor)
+            freed = a * slots * _ceil_div(m.expert_intermediate_size, tp)
+        elif arch.mlp is not None:
+            freed = a * t * _ceil_div(arch.mlp.intermediate_size, tp)
+        else:
+            freed = 0
+        least = freed if least is None else min(least, freed)
+    return least or 0
 
 
 def backward_transient_bytes(arch: Architecture, spec: ActivationSpec, layers: range) -> int:

@@ -42,3 +42,11 @@ def reserve_bytes(allocated: int, expandable_segments: bool) -> int:
     """Reserved − allocated at the peak: allocated × f ÷ (1 − f)."""
     f = fragmentation(expandable_segments)
     return round(allocated * f / (1 - f))
+
+
+def predicts(line_key: str) -> str:
+    """Which figure a bill line adds to: the allocator reserve to `reserved`, the CUDA context to
+    `nvidia-smi`, every tensor line to `allocated` (and so to all three)."""
+    return {"allocator_reserve": "reserved", "cuda_context": "nvidia-smi"}.get(
+        line_key, "allocated"
+    )

@@ -17,6 +17,9 @@ what it keeps from forward to backward (`saved`):
                   states, each chunk upcast and reduced on its own): forward holds every chunk's
                   logits (a·T·V'), one chunk's fp32 copy (4·T·V'/n) and the saved log-softmax of all
                   chunks (4·T·V'); backward works one chunk at a time: 4·T·V' + 8·T·V'/n.
+  compile         a chunked loss under torch.compile (torchtune compiles each chunk's cross
+                  entropy) keeps each chunk's logits and log-sum-exp instead: a·T·V' saved, one
+                  chunk's gradient more in backward.
   compiled        torch.compile of the same loss (torchtitan `compile.components = ["loss"]`):
                   Inductor fuses upcast, log_softmax and nll into one kernel that keeps the logits
                   and one fp32 log-sum-exp per token (4·T); backward writes the logits' gradient in
@@ -51,6 +54,11 @@ class LossSpec:
     mode: str = "standard"
     chunks: int = DEFAULT_CHUNKS
     keep_logits: bool = False
+    compiled: bool = False  # torch.compile over the loss (engine/frameworks: compile)
+
+    def mode_text(self) -> str:
+        """The mode as `parse_loss` reads it back ('chunked:8')."""
+        return f"{self.mode}:{self.chunks}" if self.mode in CHUNKED else self.mode
 
     def describe(self) -> str:
         if self.mode == "chunked":
@@ -101,6 +109,13 @@ def loss_memory(spec: LossSpec, tokens: int, vocab: int, hidden: int, a: int) ->
     """The loss's saved bytes and its forward / backward peaks (module docstring)."""
     tv = tokens * vocab
     logits = a * tv
+    if spec.compiled and spec.mode == "standard":
+        spec = LossSpec("compiled")
+    if spec.compiled and spec.mode in CHUNKED:
+        # each chunk's compiled cross entropy keeps its logits (and one log-sum-exp per token)
+        # for its fused backward, which writes that chunk's gradient in the logits' dtype
+        chunk = -(-logits // max(1, spec.chunks))
+        return LossMemory(logits + 4 * tokens, logits + 4 * tokens, logits + chunk + 4 * tokens)
     if spec.mode == "standard":
         upcast = 0 if a == 4 else 4 * tv
         held = logits if spec.keep_logits else 0

@@ -60,6 +60,23 @@ class StageParams:
 
 
 @lru_cache(maxsize=4096)
+def layer_params_per_rank(arch: Architecture, index: int, tp: int, ep: int = 1) -> tuple[int, int]:
+    """(all parameters, those of the MLP's last linear) of layer `index` on one GPU after tp
+    and ep: the unit whose gradients a layer's backward builds, and the first it builds."""
+    layer = arch.layers[index]
+    total = layer_bytes_per_rank(arch, index, COUNT, tp)
+    h = arch.hidden_size
+    if layer.moe and arch.moe is not None:
+        m = arch.moe
+        experts = round(m.num_experts * expert_params(arch) / tp)
+        total -= experts - _ceil_div(experts, ep)
+        down = _ceil_div(m.num_experts, ep) * m.expert_intermediate_size * h // tp
+        return total, down
+    down = arch.mlp.intermediate_size * h // tp if arch.mlp is not None else 0
+    return total, down
+
+
+@lru_cache(maxsize=4096)
 def stage_param_list(arch: Architecture, tp: int, pp: int, ep: int = 1) -> tuple[StageParams, ...]:
     """Ψ on one GPU of each pipeline stage: its layers ÷ tp (experts further ÷ ep), the token
     embedding on the first stage, the final norm and LM head on the last (a tied embedding gets

@@ -49,16 +49,21 @@ class Amounts:
     grads_last: int  # ... at the backward of the stage's last layer
     grads_first: int  # ... at the backward of its first layer
     activations: int  # saved by all micro-batches in flight at the end of forward
-    activations_first: int  # still saved at the first layer's backward
+    forward_peak: int  # the most alive during the forward (a checkpointed layer's working set)
+    activations_last: int  # still saved at the last layer's backward peak
+    activations_first: int  # ... at the first layer's
     loss: int  # the loss's peak (forward or gradient, its saved tensors included)
-    recompute: int  # one layer rebuilt in backward
+    recompute_last: int  # the last layer rebuilt in backward (0 if it is not checkpointed)
+    recompute_first: int
     act_grads: int  # activation gradients inside one layer's backward
     casts: int  # autocast bf16 weight casts saved for backward
     casts_first: int
-    gather_forward: int  # all-gathered weights (ZeRO-3 / FSDP) at the end of forward
+    gather_forward: int  # all-gathered weights (FSDP2, engine/gathered.py) at the forward peak
+    gather_loss: int
     gather_last: int
     gather_first: int
-    unit_grads: int  # one unit's unsharded gradient (+ its reduce-dtype copy)
+    unit_grads_last: int  # unsharded gradients (and a reduce-scatter input) at the last layer
+    unit_grads_first: int
     deferred_grads: int  # FSDP + pipeline: unsharded gradients accumulated over micro-batches
     held: tuple[tuple[str, int], ...]  # buffers held all step: DDP bucket copy, DeepSpeed buckets
     fp8_weights: int  # Transformer Engine's fp8 weight copies and their transposes
@@ -75,7 +80,7 @@ def _parts(a: Amounts) -> dict[str, dict[str, int]]:
     fwd = {
         **states,
         "gradients": a.grads_before,
-        "activations": a.activations,
+        "activations": a.forward_peak,
         "autocast_casts": a.casts,
         "gathered_weights": a.gather_forward,
         "deferred_grads": a.deferred_grads,
@@ -85,9 +90,7 @@ def _parts(a: Amounts) -> dict[str, dict[str, int]]:
     step_temp = a.step_temp if a.optimizer_in_backward else 0
     bwd = {
         **states,
-        "recompute_buffer": a.recompute,
         "activation_grads": a.act_grads,
-        "unit_grads": a.unit_grads,
         "deferred_grads": a.deferred_grads,
         **held,
         "dequant_buffer": a.dequant,
@@ -95,11 +98,19 @@ def _parts(a: Amounts) -> dict[str, dict[str, int]]:
     }
     out = {"forward": fwd}
     if a.last_stage:
-        out["loss"] = {**fwd, "dequant_buffer": 0, "loss": a.loss}
+        out["loss"] = {
+            **fwd,
+            "activations": a.activations,
+            "gathered_weights": a.gather_loss,
+            "dequant_buffer": 0,
+            "loss": a.loss,
+        }
     out["backward_last"] = {
         **bwd,
         "gradients": a.grads_last,
-        "activations": a.activations,
+        "activations": a.activations_last,
+        "recompute_buffer": a.recompute_last,
+        "unit_grads": a.unit_grads_last,
         "autocast_casts": a.casts,
         "gathered_weights": a.gather_last,
     }
@@ -107,6 +118,8 @@ def _parts(a: Amounts) -> dict[str, dict[str, int]]:
         **bwd,
         "gradients": a.grads_first,
         "activations": a.activations_first,
+        "recompute_buffer": a.recompute_first,
+        "unit_grads": a.unit_grads_first,
         "autocast_casts": a.casts_first,
         "gathered_weights": a.gather_first,
     }

@@ -31,7 +31,10 @@ class TrainingRecipe:
     """How a trainable parameter is stored: working weights, gradient, fp32 master, states.
 
     `factored` marks Adafactor's factored second moment, whose size depends on the matrix
-    shapes (rows + columns per matrix) rather than on the parameter count.
+    shapes (rows + columns per matrix) rather than on the parameter count. `autocast` marks
+    torch AMP over fp32 weights: activations in bf16, and each linear weight's bf16 cast cached
+    for the forward and saved by its matmul until that layer's backward
+    (torch/amp/autocast_mode.py cache_enabled=True).
     """
 
     id: str
@@ -41,6 +44,7 @@ class TrainingRecipe:
     master: Precision | None
     states: tuple[OptimizerState, ...]
     factored: bool = False
+    autocast: bool = False  # torch.autocast over these (fp32) weights: bf16 casts per matmul
     source: str = ""
 
     @property

@@ -21,9 +21,12 @@ from functools import lru_cache
 
 from gpuplan.engine.activations import (
     ActivationSpec,
+    backward_released_bytes,
     backward_transient_bytes,
     checkpointed_layers,
     edge_bytes,
+    forward_working_set_bytes,
+    is_checkpointed,
     layer_bytes,
     parse_recompute,
     recompute_buffer_bytes,
@@ -50,6 +53,7 @@ from gpuplan.engine.cost import (
     tp_comm_bytes,
 )
 from gpuplan.engine.frameworks.profile import GENERIC, FrameworkProfile, validate_profile
+from gpuplan.engine.gathered import Gathered, Units, fsdp_gathered
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.lora import (
     LoraSpec,
@@ -64,6 +68,7 @@ from gpuplan.engine.model_states import (
     StageParams,
     factored_moment_params,
     held_recipe,
+    layer_params_per_rank,
     model_states,
     stage_param_list,
 )
@@ -123,7 +128,8 @@ class TrainingSetup:
     @property
     def loss_spec(self) -> LossSpec:
         spec = parse_loss(self.loss or self.framework.loss)
-        return replace(spec, keep_logits=self.framework.keep_logits)
+        fw = self.framework
+        return replace(spec, keep_logits=fw.keep_logits, compiled=fw.compile)
 
 
 @dataclass(frozen=True)
@@ -272,7 +278,7 @@ def _activation_spec(setup: TrainingSetup) -> ActivationSpec:
     return ActivationSpec(
         seq=setup.seq,
         micro_batch=setup.micro_batch,
-        act_bytes=max(2, int(_bpp(setup.recipe.weights))) if not fw.autocast else 2,
+        act_bytes=2 if setup.recipe.autocast else max(2, int(_bpp(setup.recipe.weights))),
         kernel=setup.kernel,
         recompute=setup.recompute,
         tp=lo.tp,
@@ -281,7 +287,7 @@ def _activation_spec(setup: TrainingSetup) -> ActivationSpec:
         capacity_factor=setup.capacity_factor,
         lora_rank=setup.lora.rank if setup.lora else 0,
         lora_modules=lora_modules,
-        fused=fw.fused,
+        fused="compile" if fw.compile and fw.fused == "none" else fw.fused,
         dropout=fw.dropout > 0,
     )
 
@@ -407,7 +413,7 @@ def _amounts(
     grads = 0 if offloaded_states else states.gradients
     master = 0 if offloaded_states else states.master
     optimizer = 0 if offloaded_states else states.optimizer
-    act, act_first, host_act = _activations(setup, spec, st, in_flight, first, last)
+    saved = _activations(setup, spec, st, in_flight, first, last)
     g_before, g_last, g_first = _gradient_lifetime(setup, st, states, grads)
     casts, casts_first = _autocast_casts(setup, st, in_flight)
     gather = _gathered(setup, st, base_fraction)
@@ -423,18 +429,23 @@ def _amounts(
         grads_before=g_before,
         grads_last=g_last,
         grads_first=g_first,
-        activations=act,
-        activations_first=act_first,
+        activations=saved.end,
+        forward_peak=saved.forward_peak,
+        activations_last=saved.last,
+        activations_first=saved.first,
         loss=max(loss.forward, loss.backward) if loss else 0,
-        recompute=recompute_buffer_bytes(arch, spec, st.layers),
+        recompute_last=saved.rebuilt_last,
+        recompute_first=saved.rebuilt_first,
         act_grads=backward_transient_bytes(arch, spec, st.layers),
         casts=casts,
         casts_first=casts_first,
-        gather_forward=gather[0],
-        gather_last=gather[1],
-        gather_first=gather[2],
-        unit_grads=gather[3],
-        deferred_grads=gather[4],
+        gather_forward=gather.forward,
+        gather_loss=gather.loss,
+        gather_last=gather.last,
+        gather_first=gather.first,
+        unit_grads_last=gather.grads_last,
+        unit_grads_first=gather.grads_first,
+        deferred_grads=gather.deferred,
         held=_held_buffers(setup, states),
         fp8_weights=2 * _linear_params(arch, st.layers, lo.tp) if fw.fp8 == "te" else 0,
         dequant=_dequant(setup, st),
@@ -442,7 +453,20 @@ def _amounts(
         optimizer_in_backward=fw.optimizer_in_backward,
         last_stage=last,
     )
-    return amounts, host_act
+    return amounts, saved.host
+
+
+@dataclass(frozen=True)
+class _Saved:
+    """Activation bytes at the moments the phases look at (`_activations`)."""
+
+    end: int  # saved by the micro-batches in flight at the end of forward
+    forward_peak: int  # the most alive during the last layer's forward (≥ end)
+    last: int  # at the last layer's backward peak
+    first: int  # at the first layer's backward peak
+    rebuilt_last: int  # the last layer rebuilt by recompute, at its peak
+    rebuilt_first: int
+    host: int  # offloaded to the host
 
 
 def _activations(
@@ -452,48 +476,95 @@ def _activations(
     in_flight: int,
     first: bool,
     last: bool,
-) -> tuple[int, int, int]:
-    """(saved at the end of forward, still saved at the first layer's backward, offloaded).
+) -> _Saved:
+    """Saved activations through the step.
 
-    At the first layer's backward this micro-batch keeps only that layer and the stage's
-    input-side edge tensors; the other micro-batches in flight keep everything. Activation
-    offload (torchtune OffloadActivations, DeepSpeed activation checkpointing to CPU) keeps the
-    layer in use and the one being copied on the GPU."""
+    A layer's backward peaks inside its MLP once the last linear's input has been freed
+    (`backward_released_bytes`): from the saved tensors, or from the rebuilt ones when the layer
+    is checkpointed. Before the last layer's backward the loss side of the stage (final norm,
+    labels) is gone; at the first layer's backward this micro-batch keeps only that layer and
+    the input side (ids, RoPE tables), the other micro-batches in flight everything. A
+    checkpointed last layer holds its unsaved working set while its forward runs. Activation
+    offload (torchtune OffloadActivations, DeepSpeed CPU checkpointing) keeps the layer in use
+    and the one being copied on the GPU."""
     arch = setup.arch
+    n = len(st.layers)
     one = stage_bytes(arch, spec, st.layers, first, last)
     act = one * in_flight
+    rebuilt = recompute_buffer_bytes(arch, spec, st.layers)
+    freed = backward_released_bytes(arch, spec, st.layers)
+    ck_last, ck_first = is_checkpointed(spec, n - 1), is_checkpointed(spec, 0)
+    loss_side = edge_bytes(arch, spec, first, last) - edge_bytes(arch, spec, first, False)
     plain = (
         replace(spec, recompute="none") if parse_recompute(spec.recompute)[0] == "every" else spec
     )
-    first_layer = layer_bytes(arch, arch.layers[st.layers[0]], plain) if st.layers else 0
+    first_spec = replace(spec, recompute="full") if ck_first and plain is not spec else plain
+    first_layer = layer_bytes(arch, arch.layers[st.layers[0]], first_spec) if st.layers else 0
+    act_last = act - loss_side - (0 if ck_last else freed)
     act_first = (in_flight - 1) * one + first_layer + edge_bytes(arch, spec, first, False)
-    if not setup.offload_activations or len(st.layers) <= 2:
-        return act, min(act, act_first), 0
+    act_first = max(0, min(act_last, act_first - (0 if ck_first else freed)))
+    forward_peak = act
+    if ck_last:
+        working = forward_working_set_bytes(arch, spec, st.layers)
+        forward_peak = max(act, act - loss_side + working)
+
+    def rebuilt_at(checkpointed: bool) -> int:
+        if checkpointed:
+            return max(0, rebuilt - freed)
+        return rebuilt if parse_recompute(spec.recompute)[0] == "selective" else 0
+
+    saved = _Saved(
+        end=act,
+        forward_peak=forward_peak,
+        last=act_last,
+        first=act_first,
+        rebuilt_last=rebuilt_at(ck_last),
+        rebuilt_first=rebuilt_at(ck_first),
+        host=0,
+    )
+    if not setup.offload_activations or n <= 2:
+        return saved
     edge = edge_bytes(arch, spec, first, last)
-    per_layer = (one - edge) // len(st.layers)
-    kept = 2 * per_layer + edge
-    return kept, min(kept, act_first), act - kept
+    kept = 2 * ((one - edge) // n) + edge
+    return replace(
+        saved,
+        end=kept,
+        forward_peak=min(kept, forward_peak),
+        last=min(kept, act_last),
+        first=min(kept, act_first),
+        host=act - kept,
+    )
 
 
 def _gradient_lifetime(
     setup: TrainingSetup, st: StageParams, states: ModelStates, grads: int
 ) -> tuple[int, int, int]:
-    """Gradient bytes alive (before backward, at its last layer, at its first layer).
+    """Gradient bytes alive (before backward, at its last layer's peak, at its first layer's).
 
-    Persistent buffers hold all of them throughout. zero_grad(set_to_none=True) frees them after
-    the step, so the first micro-batch starts without them and builds them layer by layer;
-    later micro-batches accumulate into them. An optimizer stepped in backward (torchtune
-    optimizer_in_bwd: one optimizer per parameter, run from a post-accumulate-grad hook) frees
-    each gradient as soon as it is used: one parameter's at a time, the largest matrix at most."""
-    fw = setup.framework
+    Persistent buffers hold all of them throughout, and each new gradient is computed apart
+    before it is added in place (autograd's AccumulateGrad). zero_grad(set_to_none=True) frees
+    them after the step, so the first micro-batch starts without and builds them unit by unit
+    (at a layer's peak: the units after it, and its MLP's last linear); later micro-batches
+    accumulate into them. An optimizer stepped in backward (torchtune optimizer_in_bwd: one
+    optimizer per parameter, run from a post-accumulate-grad hook) frees each gradient as soon
+    as it is used: one parameter's at a time, the largest matrix at most."""
+    fw, lo, arch = setup.framework, setup.layout, setup.arch
     per_param = grads / max(1, states.trainable)
     if fw.optimizer_in_backward:
         one = round(per_param * _largest_param(setup, st))
         return 0, one, one
+    if setup.lora is not None or not st.layers:
+        held = grads if fw.grads == "persistent" or setup.micro_batches > 1 else 0
+        return held, held, grads
+    last_layer, last_down = layer_params_per_rank(arch, st.layers[-1], lo.tp, lo.ep)
+    first_layer, first_down = layer_params_per_rank(arch, st.layers[0], lo.tp, lo.ep)
+    if lo.zero >= 2:  # the layer's own gradients are unsharded until reduce-scattered
+        last_down = first_down = 0
     if fw.grads == "persistent" or setup.micro_batches > 1:
-        return grads, grads, grads
-    last_unit = st.lm_head if st.lm_head else st.largest_unit
-    return 0, min(grads, round(per_param * last_unit)), grads
+        return grads, grads + round(per_param * last_down), grads + round(per_param * first_down)
+    built_last = st.lm_head + last_down
+    built_first = st.total - st.embedding - first_layer + first_down
+    return 0, round(per_param * built_last), round(per_param * built_first)
 
 
 def _largest_param(setup: TrainingSetup, st: StageParams) -> int:
@@ -516,50 +587,41 @@ def _largest_param(setup: TrainingSetup, st: StageParams) -> int:
 def _autocast_casts(setup: TrainingSetup, st: StageParams, in_flight: int) -> tuple[int, int]:
     """torch.autocast over fp32 weights: each linear weight's bf16 cast is cached for the forward
     and saved by its matmul for backward (2 bytes per linear parameter per micro-batch)."""
-    if not setup.framework.autocast or _bpp(setup.recipe.weights) < 4 or setup.lora:
+    if not setup.recipe.autocast or setup.lora:
         return 0, 0
     per = 2 * _linear_params(setup.arch, st.layers, setup.layout.tp)
     layer = per // max(1, len(st.layers))
     return per * in_flight, per * (in_flight - 1) + layer
 
 
-def _gathered(
-    setup: TrainingSetup, st: StageParams, base_fraction: float
-) -> tuple[int, int, int, int, int]:
-    """FSDP2-style sharding (profiles with fsdp_fp32_params or a reshard policy): gathered bf16
-    weights at (end of forward, last layer's backward, first layer's backward), one unit's
-    unsharded gradient and its reduce-dtype copy, and the unsharded gradients a pipeline defers.
-
-    Resharding after forward keeps `gather_units` units (the current one and the prefetched
-    next); without it every unit of the stage stays gathered from its forward to its backward.
-    Under pipeline parallelism torch.distributed.pipelining runs every backward but the step's
-    last with set_reshard_after_backward(False) and set_requires_gradient_sync(False)
-    (pipelining/stage.py backward_maybe_with_nosync): the stage's unsharded weights and its
-    unsharded gradients, upcast to the reduce dtype (_fsdp_param.py to_accumulated_grad_if_needed),
-    stay for the whole step."""
-    lo, fw, r = setup.layout, setup.framework, setup.recipe
-    if fw.buckets == "deepspeed" or lo.zero != 3 or lo.shard_degree * lo.cp < 2:
-        return 0, 0, 0, 0, 0
-    w_bytes = 1.0 if fw.fp8_all_gather else _bpp(r.weights)
-    if setup.lora is not None:
-        w_bytes = base_fraction
-    unit = round(st.largest_unit * w_bytes)
-    stage_w = round(st.total * w_bytes)
-    units = min(stage_w, fw.gather_units * unit)
+def _gathered(setup: TrainingSetup, st: StageParams, base_fraction: float) -> Gathered:
+    """FSDP2's gathered units and unsharded gradients (engine/gathered.py), for profiles that
+    shard with fully_shard (not the DeepSpeed-style generic buffers), under ZeRO-3 over ≥ 2 ranks."""
+    lo, fw = setup.layout, setup.framework
+    if fw.buckets == "deepspeed" or lo.zero != 3 or lo.shard_degree < 2 or not st.layers:
+        return Gathered()
+    r = _held(setup)
+    param = setup.recipe.weights  # the compute (param) dtype of gathered units
+    frozen = setup.lora is not None
+    first_layer, first_down = layer_params_per_rank(setup.arch, st.layers[0], lo.tp, lo.ep)
+    last_layer, last_down = layer_params_per_rank(setup.arch, st.layers[-1], lo.tp, lo.ep)
+    units = Units(
+        first_layer=first_layer,
+        largest_layer=max(first_layer, last_layer),
+        embedding=st.embedding,
+        head=st.lm_head,
+        stage=st.total,
+        first_layer_down=first_down,
+        last_layer_down=last_down,
+        weight_bytes=base_fraction if frozen else (1.0 if fw.fp8_all_gather else _bpp(param)),
+        grad_bytes=_bpp(param),
+        reduce_bytes=_bpp(r.grads),
+    )
     reshard = fw.reshard_after_forward == "always" or (
         fw.reshard_after_forward == "unless_pp" and lo.pp == 1
     )
-    trainable_unit = 0 if setup.lora is not None else st.largest_unit
-    unit_grads = round(trainable_unit * _bpp(r.grads))
-    if fw.reduce_fp32:
-        unit_grads += 4 * trainable_unit
-    if reshard:
-        return units, units, units, unit_grads, 0
-    deferred = 0
-    if lo.pp > 1 and setup.lora is None:
-        deferred = (4 if fw.reduce_fp32 else round(_bpp(r.grads))) * st.total
-        return stage_w, stage_w, stage_w, unit_grads, deferred
-    return stage_w, stage_w, units, unit_grads, 0
+    keeps_head = fw.reshard_after_forward == "unless_pp"
+    return fsdp_gathered(units, reshard, keeps_head, lo.pp > 1, trainable=not frozen)
 
 
 def _held_buffers(setup: TrainingSetup, states: ModelStates) -> tuple[tuple[str, int], ...]:

@@ -174,7 +174,7 @@ def step_lines(
         "recompute_buffer": _simple(
             "recompute_buffer",
             "Recomputed layer",
-            a.recompute,
+            max(a.recompute_last, a.recompute_first),
             "one layer's tensors rebuilt in backward, beyond what the recompute mode kept",
             "transient",
         ),
@@ -196,17 +196,16 @@ def step_lines(
             "gathered_weights",
             "All-gathered weights (FSDP)",
             max(a.gather_forward, a.gather_last),
-            f"{fw.gather_units} units (current + prefetched)"
-            if fw.reshard_after_forward == "always"
-            else "every unit of the stage kept unsharded (no reshard after forward)",
+            "units gathered to run: the current one and the next (prefetched or being copied"
+            " out), or every unit of the stage when not resharded after forward",
             "comm",
         ),
         "unit_grads": _simple(
             "unit_grads",
             "Unsharded gradient of one unit",
-            a.unit_grads,
-            "one unit's gradient before reduce-scatter"
-            + (" + its fp32 reduce copy" if fw.reduce_fp32 else ""),
+            max(a.unit_grads_last, a.unit_grads_first),
+            "the layer's unsharded gradients so far + the previous unit's reduce-scatter input"
+            + (" (fp32)" if fw.reduce_fp32 else ""),
             "comm",
         ),
         "deferred_grads": _simple(

@@ -27,16 +27,16 @@ DeepSpeed or the Hugging Face Trainer, because each decides differently:
                         and frees it (torchtune `optimizer_in_bwd`).
   loss                  its default mode (engine/loss.py) and whether the training loop still holds
                         the logits during backward.
-  fused kernels         `te` (Transformer Engine / Megatron fusions: LayerNorm+linear, bias-SwiGLU),
-                        `compile` (torch.compile's Inductor: norms, RoPE and SwiGLU fused and their
-                        pointwise intermediates recomputed in backward), or `none` (eager PyTorch).
+  fused kernels         `te` (Transformer Engine / Megatron fusions: LayerNorm+linear, bias-SwiGLU)
+                        or `none` (eager PyTorch); `compile`: torch.compile's Inductor fuses norms,
+                        RoPE and SwiGLU (their pointwise intermediates recomputed in backward) and,
+                        where the framework compiles it, the loss (torchtitan compile.components,
+                        torchtune compile=True).
   dropout               probability of the hidden dropout whose boolean masks are saved (Megatron's
                         bias-dropout-add; 0 in Llama-style recipes).
   fp8                   `te`: Transformer Engine keeps an fp8 copy of each weight and its transpose
                         for backward; `torchao`: Float8Linear recasts per matmul (no resident copy)
                         and, with `fp8_all_gather`, FSDP gathers weights in fp8.
-  autocast              torch.autocast over fp32 parameters: each linear weight's bf16 cast is cached
-                        for the forward and saved by its matmul until that layer's backward.
   allocator             `expandable_segments`: the caching allocator maps one growing segment
                         instead of fixed blocks, so freed memory is reused without fragmentation.
 
@@ -52,7 +52,7 @@ from gpuplan.errors import GpuplanError
 GRAD_LIFETIMES = ("set_to_none", "persistent")
 RESHARD = ("always", "never", "unless_pp")
 OPTIMIZER_KERNELS = ("none", "foreach", "for-loop")
-FUSIONS = ("none", "te", "compile")
+FUSIONS = ("none", "te")
 FP8 = ("none", "te", "torchao")
 BUCKETS = ("none", "deepspeed")
 
@@ -78,12 +78,13 @@ class FrameworkProfile:
     keep_logits: bool = False
     recompute: str = "none"
     fused: str = "none"
+    compile: bool = False
     dropout: float = 0.0
     fp8: str = "none"
     fp8_all_gather: bool = False
     expandable_segments: bool = False
-    autocast: bool = False
     recipe: str = "adamw-bf16"
+    zero: int = -1  # the sharding it applies unless told (3: FSDP fully_shard); -1: none implied
     source: str = ""
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
@@ -112,6 +113,8 @@ def validate_profile(p: FrameworkProfile) -> None:
             )
     if not 0 <= p.dropout < 1:
         raise GpuplanError(f"framework {p.id}: dropout must be in [0, 1), got {p.dropout}")
+    if p.zero not in (-1, 0, 1, 2, 3):
+        raise GpuplanError(f"framework {p.id}: zero must be -1 or 0-3, got {p.zero}")
     if p.gather_units < 1:
         raise GpuplanError(f"framework {p.id}: gather_units must be at least 1")
     for name in ("reduce_bucket_elems", "allgather_bucket_elems"):
