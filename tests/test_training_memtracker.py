@@ -96,41 +96,49 @@ def chunked_loss(chunks):
     return loss
 
 
+def _step(model, opt, ids, loss_fn, set_to_none, phases=None):
+    switch = phases.switch if phases else (lambda name: None)
+    loss = loss_fn(model, ids)
+    loss.backward()
+    switch("backward_tail")
+    del loss
+    switch("optimizer")
+    opt.step()
+    opt.zero_grad(set_to_none=set_to_none)
+    switch(None)
+
+
+def _phase_hooks(model, phases):
+    """Hooks that switch phases: after the final norm (the loss), and when the gradient reaches
+    the output of the last and of the first decoder layer (their backward begins)."""
+    layers = model.model.layers
+    n = len(layers)
+    hooks = [model.model.norm.register_forward_hook(lambda *a: phases.switch("loss"))]
+
+    def at_layer(i):
+        name = {n - 1: "backward_last", 0: "backward_first"}.get(i, "backward_mid")
+
+        def hook(module, args, out):
+            t = out[0] if isinstance(out, tuple) else out
+            t.register_hook(lambda g: phases.switch(name))
+
+        return hook
+
+    return hooks + [layer.register_forward_hook(at_layer(i)) for i, layer in enumerate(layers)]
+
+
 def measure(model, tracker, opt, ids, loss_fn, set_to_none=True):
-    """One warm-up step (optimizer states exist), then the phase peaks of one tracked step."""
-    for tracked in (False, True):
-        phases = Phases(tracker)
-        hooks = []
-        if tracked:
-            layers, n = model.model.layers, len(model.model.layers)
-            hooks.append(model.model.norm.register_forward_hook(lambda *a: phases.switch("loss")))
-
-            def at_layer(i):
-                name = {n - 1: "backward_last", 0: "backward_first"}.get(i, "backward_mid")
-
-                def hook(module, args, out):
-                    t = out[0] if isinstance(out, tuple) else out
-                    t.register_hook(lambda g: phases.switch(name))
-
-                return hook
-
-            hooks += [layer.register_forward_hook(at_layer(i)) for i, layer in enumerate(layers)]
-            tracker.track_external(model, opt)  # the optimizer states the warm-up created
-            tracker.__enter__()
-            tracker.reset_mod_stats()
-            phases.switch("forward")
-        loss = loss_fn(model, ids)
-        loss.backward()
-        phases.switch("backward_tail") if tracked else None
-        del loss
-        phases.switch("optimizer") if tracked else None
-        opt.step()
-        opt.zero_grad(set_to_none=set_to_none)
-        if tracked:
-            phases.switch(None)
-            tracker.__exit__(None, None, None)
-        for h in hooks:
-            h.remove()
+    """One warm-up step (the optimizer states exist), then the phase peaks of a tracked step."""
+    _step(model, opt, ids, loss_fn, set_to_none)
+    phases = Phases(tracker)
+    hooks = _phase_hooks(model, phases)
+    tracker.track_external(model, opt)
+    with tracker:
+        tracker.reset_mod_stats()
+        phases.switch("forward")
+        _step(model, opt, ids, loss_fn, set_to_none, phases)
+    for h in hooks:
+        h.remove()
     return phases.peaks
 
 
