@@ -1,5 +1,5 @@
-"""vLLM 0.19 startup logs: gpuplan reads each log's figures back exactly, and predicts each
-launch (weights within 2 %, KV-cache tokens within 10 % for at least 90 % of the cases)."""
+"""Engine startup logs (tests/data/engine_logs/): gpuplan reads each log's figures back, predicts
+each launch with the engine version's rules (bars at today's result), and reads logs safely."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from gpuplan.api import check_log, engine_serve
 from gpuplan.catalog.engine_logs import parse_log
-from gpuplan.engine.profiles.vllm import kv_layout
+from gpuplan.engine.profiles.vllm.kv_layout import kv_layout
 from gpuplan.errors import GpuplanError
 
 DATA = Path(__file__).parent / "data"
@@ -24,8 +24,8 @@ PUBLIC: list[dict[str, Any]] = json.loads(
 GIB = 2**30
 
 
-def config_for(model_id: str) -> dict[str, Any]:
-    want = model_id.replace("/", "--").lower() + ".json"
+def config_for(model_id: str, name: str | None = None) -> dict[str, Any]:
+    want = (name or model_id.replace("/", "--") + ".json").lower()
     for p in (DATA / "engine_configs").glob("*.json"):
         if p.name.lower() == want:
             return dict(json.loads(p.read_text()))
@@ -78,29 +78,63 @@ def test_kv_layout_turns_the_logged_memory_into_the_logged_tokens(case):
 
 
 def test_predictions_meet_the_acceptance_bar(capsys):
-    weights_ok = tokens_ok = 0
-    lines = []
-    for case in CASES:
-        bill = predict(case).plan.bill
-        w = bill.item("weights").bytes / GIB
-        w_err = w / case["weights_gib"] - 1
-        logged_failed = case["kv_cache_gib"] is not None and case["kv_cache_gib"] <= 0
-        if logged_failed:
-            ok = not bill.fits
-            t_err = float("nan")
-        else:
-            t_err = bill.kv_capacity_tokens / case["kv_cache_tokens"] - 1
-            ok = abs(t_err) <= 0.10
-        weights_ok += abs(w_err) <= 0.02
-        tokens_ok += ok
-        lines.append(f"{case['case_id']:<80} weights {w_err:+.1%} tokens {t_err:+.1%}")
+    """Every case of every corpus file, predicted from its inputs. The bars are today's result
+    (a regression of one case fails; an improvement means raising them): the 61 H100 0.19 logs
+    all within 2 % (weights) and 10 % (KV tokens); over all files weights within 2 % on 92 of
+    93, KV within 10 % on 85 of the 88 cases whose inputs are known, every failed start
+    predicted as a failure."""
+    from engine_cases import load_cases, predict, summary_counts
+
+    results = [predict(c) for c in load_cases()]
+    h100 = [r for r in results if r.case.file == "vllm-0.19-h100.json"]
+    assert len(h100) == 61
+    assert sum(bool(r.weights_ok) for r in h100) == 61
+    assert sum(bool(r.kv_ok) for r in h100) == 61
+    counts = summary_counts(results)
     with capsys.disabled():
-        print("\n" + "\n".join(lines))
-        print(
-            f"weights within 2 %: {weights_ok}/{len(CASES)}; tokens within 10 %: {tokens_ok}/{len(CASES)}"
-        )
-    assert weights_ok >= 0.9 * len(CASES)
-    assert tokens_ok >= 0.9 * len(CASES)
+        print(f"\nengine-log corpus: {counts}")
+    assert counts == {"weights": (92, 93), "kv": (85, 88), "failed_starts": (9, 9)}
+
+
+def test_new_corpus_covers_gpus_versions_and_engines():
+    """public-logs.json: at least 30 sourced cases, five GPU types besides H100 (PCIe and
+    NVLink, consumer and datacenter), four vLLM versions with V0 among them, and SGLang."""
+    new = json.loads((DATA / "engine_logs" / "public-logs.json").read_text())["cases"]
+    assert len(new) >= 30
+    assert len({c["case_id"] for c in new}) == len(new)
+    gpus = {c["gpu"] for c in new} - {"h100"}
+    assert len(gpus) >= 5 and {"rtx-3090", "t4", "l4"} <= gpus and {"h200", "mi300x"} <= gpus
+    versions = {c["engine_version"] for c in new if c["engine"] == "vllm"}
+    assert len(versions) >= 4
+    assert any(v < "0.8" for v in versions)  # V0
+    assert any(c["engine"] == "sglang" for c in new)
+    for c in new:
+        assert c["verbatim_excerpt"] and (c["source_url"] or c["source"]), c["case_id"]
+        config_for(c["model_id"], c.get("config"))  # every model's config.json is in the repo
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        c
+        for c in json.loads((DATA / "engine_logs" / "public-logs.json").read_text())["cases"]
+        if c["source_type"] in ("repo_log", "issue", "pull_request", "repo_note")
+    ],
+    ids=lambda c: c["case_id"],
+)
+def test_new_log_figures_are_read_back(case):
+    """Where a case's excerpt is a log, gpuplan's reader gets the recorded figures from it."""
+    log = parse_log(case["verbatim_excerpt"])
+    assert log.engine == case["engine"]
+    keys = {
+        "weights_gib": "weights_gib",
+        "kv_cache_gib": "kv_cache_gib",
+        "gpu_blocks": "gpu_blocks_v0",
+    }
+    keys.update({"kv_cache_tokens": "kv_cache_tokens", "weights_gb": "weights_gb"})
+    for field, figure in keys.items():
+        if field in case["logged"] and figure in log.figures:
+            assert log.figures[figure] == pytest.approx(case["logged"][field]), field
 
 
 def test_cases_cover_the_required_kinds():
@@ -195,16 +229,19 @@ def test_truncated_log_is_reported_not_a_crash():
     assert {r.key for r in report.rows} >= {"weights_gib", "kv_cache_tokens"}
 
 
-def test_other_version_is_flagged():
+def test_the_banner_version_selects_the_rules():
     text = "INFO vLLM API server version 0.11.0\n" + CASES[0]["verbatim_excerpt"]
     report = check_log(parse_log(text), config_for(CASES[0]["model_id"]))
-    assert any("0.11.0" in p for p in report.problems)
+    assert report.plan.bill.version.startswith("vLLM 0.11.0")
+    assert report.plan.bill.settings["sampler"] == "native"
+    bare = check_log(parse_log(CASES[0]["verbatim_excerpt"]), config_for(CASES[0]["model_id"]))
+    assert any("no vLLM version" in p for p in bare.problems)
 
 
 def test_v0_log_is_flagged():
     case = next(c for c in PUBLIC if c["case_id"].endswith("v0-20k"))
     log = parse_log(case["verbatim_excerpt"])
-    assert log.v0 and any("V0" in p for p in log.problems)
+    assert log.v0 and log.figures["gpu_blocks_v0"] == 1952
 
 
 def test_not_a_log():
@@ -315,7 +352,7 @@ def test_rope_cache_tables_follow_vllm_rotary_classes():
     linear-scaled global table (max_position × 8) and a local one; Llama 4 one llama3 table of
     max_position rows; gpt-oss a yarn table of original_max_position × factor rows."""
     from gpuplan.engine.architecture import architecture_from_config
-    from gpuplan.engine.profiles.vllm import rope_tables
+    from gpuplan.engine.profiles.common import rope_tables
 
     gemma = architecture_from_config(config_for("google/gemma-3-4b-it"))
     assert rope_tables(gemma) == [(131072 * 8, 256), (131072, 256)]
@@ -343,3 +380,86 @@ def test_llama4_vision_params_match_transformers():
         if "vision_model" in n or "multi_modal_projector" in n
     )
     assert vision_encoder_params(cfg) == expected
+
+
+# --- hardening (issue 10, logs): bounded, linear, nothing opened, nothing printed raw ---------
+
+
+def test_pathological_log_parses_in_linear_time():
+    """Lines full of needles and no numbers (the quadratic case of a `.*?` pattern)."""
+    import time
+
+    from gpuplan.catalog.engine_logs import MAX_LINE_CHARS
+
+    line = "Load weight end. " * (MAX_LINE_CHARS // 17) + "\n"
+    text = "vllm sglang\n" + line * 40 + ("Maximum concurrency for " * 500 + "\n") * 40
+    start = time.process_time()
+    parse_log(text)
+    assert time.process_time() - start < 5
+
+
+def test_oversized_binary_and_endless_inputs_are_bounded(tmp_path):
+    from gpuplan.catalog.engine_logs import MAX_LOG_BYTES, parse_log_bytes, read_log
+
+    big = tmp_path / "big.log"
+    with big.open("wb") as fh:
+        fh.write(CASES[0]["verbatim_excerpt"].encode())
+        fh.write(b"\nINFO filler line\n" * (MAX_LOG_BYTES // 17 + 10))
+    log = read_log(big)
+    assert log.figures["kv_cache_tokens"] == CASES[0]["kv_cache_tokens"]
+    assert any("first 16 MiB" in p for p in log.problems)
+    with pytest.raises(GpuplanError, match="binary"):
+        parse_log_bytes(b"\x00" * 4096)
+    with pytest.raises(GpuplanError, match="binary"):
+        read_log("/dev/zero")  # reads at most MAX_LOG_BYTES + 1
+
+
+def test_a_path_named_in_a_log_is_never_opened(tmp_path, monkeypatch):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(config_for("Qwen/Qwen3-8B")))
+    text = CASES[0]["verbatim_excerpt"].replace("codellama/CodeLlama-7b-hf", str(cfg))
+    log = parse_log(text)
+    assert log.model == str(cfg)
+    opened = []
+    real_open = Path.open
+
+    def spy(self, *a, **k):
+        opened.append(str(self))
+        return real_open(self, *a, **k)
+
+    monkeypatch.setattr(Path, "open", spy)
+    with pytest.raises(GpuplanError, match="never opened"):
+        check_log(log)
+    assert str(cfg) not in opened
+    # a path whose last part names a catalog model is matched by name, not read
+    log = parse_log(
+        CASES[0]["verbatim_excerpt"].replace("codellama/CodeLlama-7b-hf", "/m/Qwen3-8B")
+    )
+    assert check_log(log).plan.model_id == "qwen3-8b"
+
+
+def test_control_characters_and_markup_from_a_log_are_not_printed_raw(tmp_path, capsys):
+    from gpuplan.cli.main import main
+
+    text = CASES[0]["verbatim_excerpt"].replace(
+        "codellama/CodeLlama-7b-hf", "llama-3.1-8b\x1b[31m[/][bold]x"
+    )
+    text = "vLLM API server version 0.19.0\x1b]0;pwn\x07[/]\n" + text
+    log = parse_log(text)
+    assert "\x1b" not in (log.model or "") and "\x07" not in (log.version or "")
+    path = tmp_path / "evil.log"
+    path.write_text(text)
+    code = main(["check", str(path), "--model", "llama-3.1-8b"])
+    out = capsys.readouterr()
+    assert code == 0 and "\x1b]" not in out.out and "\x07" not in out.out
+    assert "[/][bold]" in out.out  # shown as text, not read as markup
+
+
+def test_an_unreadable_launch_line_says_so():
+    text = CASES[0]["verbatim_excerpt"]
+    start = text.index("non-default args: {")
+    broken = text[: start + 40] + text[text.index("\n", start) :]
+    log = parse_log(broken)
+    assert any("could not be read" in p for p in log.problems)
+    bare = "\n".join(line for line in text.splitlines() if "non-default args" not in line)
+    assert any("no launch arguments" in p for p in parse_log(bare).problems)

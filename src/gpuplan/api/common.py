@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.catalog import get_gpu, get_precision, load_architecture
-from gpuplan.catalog.models import resolve_model
+from gpuplan.catalog.models import resolve_source, source_architecture
 from gpuplan.catalog.precisions import torch_dtype_precision
+from gpuplan.catalog.sources import ModelSource
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.precision import Precision
-from gpuplan.engine.weights import WeightFormat
+from gpuplan.engine.quantization import QuantizationSpec
+from gpuplan.engine.weights import WeightFormat, as_stored
 from gpuplan.errors import GpuplanError
 from gpuplan.units import parse_bytes
+
+if TYPE_CHECKING:
+    from gpuplan.engine.checkpoint import Checkpoint
 
 
 def resolve_gpu(gpu: str | GpuSpec, gpu_memory: str | int | None = None) -> GpuSpec:
@@ -24,22 +30,33 @@ def resolve_gpu(gpu: str | GpuSpec, gpu_memory: str | int | None = None) -> GpuS
     return spec
 
 
-def resolve_weight_format(arch: Architecture, dtype: str | None) -> WeightFormat:
+def resolve_weight_format(
+    arch: Architecture, dtype: str | None, stored: Checkpoint | None = None
+) -> WeightFormat:
     """The weight format: the one asked for, else the checkpoint's quantisation, else its dtype.
 
     Plain dtypes (fp32, bf16, fp8, int4) apply to every parameter, as in the lesson; real
     formats (gptq, awq, nf4, mxfp4, ...) pack the linear weights and keep the rest at 16-bit.
     A checkpoint's own `quantization_config` keeps the modules it lists as unconverted.
+    `stored` (the checkpoint's headers) gives the exact bytes when the weights are served as
+    stored: the checkpoint's own format, not a --dtype that converts them.
     """
     base = torch_dtype_precision(arch.torch_dtype)
     if base.id == "fp32":
         base = get_precision("bf16")  # engines serve fp32 checkpoints in 16-bit
     if dtype is None or dtype == "auto":
         if arch.quantization is not None:
-            q = arch.quantization
-            return WeightFormat(get_precision(q.precision), base, q.unquantized)
-        return WeightFormat(base, base)
+            return quantized_format(arch.quantization, base, stored)
+        return WeightFormat(base, base, stored=as_stored(stored, base))
     return WeightFormat(get_precision(dtype), base)
+
+
+def quantized_format(
+    q: QuantizationSpec, base: Precision, stored: Checkpoint | None
+) -> WeightFormat:
+    """A quantised checkpoint's format: its layout (derived, or from the precision catalog)."""
+    layout = q.layout or get_precision(q.precision)
+    return WeightFormat(layout, base, q.unquantized, q.kind_precisions, q.notes, stored)
 
 
 def resolve_kv(weights: WeightFormat, kv_dtype: str | None) -> Precision:
@@ -88,14 +105,37 @@ def _bytes(value: str | int) -> int:
     return int(value)
 
 
-def _model(model: str | dict[str, Any] | Architecture) -> tuple[Architecture, str, str | None]:
+@dataclass(frozen=True)
+class ModelRef:
+    """A model as the API resolved it: its architecture, name, HF id and source."""
+
+    arch: Architecture
+    model_id: str
+    hf_id: str | None
+    source: ModelSource | None = None
+
+    @property
+    def stored(self) -> Checkpoint | None:
+        return self.source.checkpoint if self.source is not None else None
+
+
+def resolve(
+    model: str | dict[str, Any] | Architecture, revision: str | None = None, name: str | None = None
+) -> ModelRef:
+    """Resolve what the user passed: an Architecture, a config dict, or any model name
+    (catalog, local path, HF cache, Hub: catalog/models.py)."""
     if isinstance(model, Architecture):
-        return model, model.name, None
+        return ModelRef(model, model.name, None)
     if isinstance(model, dict):
-        arch = load_architecture(model)
-        return arch, arch.name, None
-    _, model_id, entry = resolve_model(model)
-    return load_architecture(model), model_id, entry.hf_id if entry else None
+        arch = load_architecture(model, name)
+        return ModelRef(arch, arch.name, None)
+    src = resolve_source(model, revision)
+    return ModelRef(source_architecture(src, name), name or src.name, src.hf_id, src)
+
+
+def _model(model: str | dict[str, Any] | Architecture) -> tuple[Architecture, str, str | None]:
+    ref = resolve(model)
+    return ref.arch, ref.model_id, ref.hf_id
 
 
 def model_dict(arch: Architecture, model_id: str, hf_id: str | None) -> dict[str, Any]:

@@ -2,135 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuplan.api.common import (
-    resolve_gpu,
-    resolve_weight_format,
-)
+from gpuplan.api.common import resolve, resolve_gpu
 from gpuplan.api.serving import ServingPlan
-from gpuplan.catalog import get_precision, load_architecture
-from gpuplan.catalog.models import resolve_model
-from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.gpu import GpuSpec
-from gpuplan.engine.precision import Precision
-from gpuplan.engine.serving import (
-    ServingSetup,
-    serving_bill,
-)
-from gpuplan.engine.weights import WeightFormat
+from gpuplan.engine.serving import ServingSetup, serving_bill
 from gpuplan.errors import GpuplanError
-from gpuplan.units import parse_bytes
-
-ENGINE_ARG_NAMES = {
-    # the engine's own argument name -> EngineLaunch field
-    "vllm": {
-        "tensor_parallel_size": "tp",
-        "pipeline_parallel_size": "pp",
-        "data_parallel_size": "dp",
-        "max_model_len": "max_model_len",
-        "gpu_memory_utilization": "gpu_memory_utilization",
-        "max_num_seqs": "max_num_seqs",
-        "max_num_batched_tokens": "max_num_batched_tokens",
-        "block_size": "block_size",
-        "enforce_eager": "enforce_eager",
-        "kv_cache_memory_bytes": "kv_cache_memory_bytes",
-        "num_gpu_blocks_override": "num_gpu_blocks_override",
-        "disable_hybrid_kv_cache_manager": "disable_hybrid_kv_cache_manager",
-    },
-    "sglang": {
-        "tp_size": "tp",
-        "pp_size": "pp",
-        "dp_size": "dp",
-        "context_length": "max_model_len",
-        "mem_fraction_static": "mem_fraction_static",
-        "max_total_tokens": "max_total_tokens",
-        "page_size": "page_size",
-        "chunked_prefill_size": "chunked_prefill_size",
-        "cuda_graph_max_bs": "cuda_graph_max_bs",
-    },
-    "trtllm": {
-        "tp_size": "tp",
-        "pp_size": "pp",
-        "max_seq_len": "max_model_len",
-        "free_gpu_memory_fraction": "free_gpu_memory_fraction",
-        "tokens_per_block": "tokens_per_block",
-        "max_num_tokens": "max_num_tokens",
-        "max_batch_size": "max_batch_size",
-    },
-}
-
-
-_DTYPES = {
-    "auto": None,
-    "bfloat16": "bf16",
-    "bf16": "bf16",
-    "float16": "fp16",
-    "half": "fp16",
-    "fp16": "fp16",
-    "float32": "fp32",
-    "float": "fp32",
-    "fp32": "fp32",
-}
-
-
-_CHECKPOINT_METHODS = (
-    "awq",
-    "awq_marlin",
-    "gptq",
-    "gptq_marlin",
-    "compressed-tensors",
-    "compressed_tensors",
-    "modelopt",
-    "modelopt_fp4",
-    "mxfp4",
-    "marlin",
-    "fbgemm_fp8",
-)
-
-
-_ONLINE_METHODS = {"fp8": "fp8-tensor", "bitsandbytes": "nf4", "w8a8_fp8": "fp8-tensor"}
-
-
-def engine_weight_format(
-    arch: Architecture, dtype: str | None, quantization: str | None
-) -> WeightFormat:
-    """The weights as an engine loads them, from its --dtype and --quantization.
-
-    --dtype sets the 16-bit (or fp32) base; a quantised checkpoint keeps its own format
-    (--quantization naming its method is a no-op); --quantization fp8 / bitsandbytes on a
-    16-bit checkpoint quantises the linear weights while loading (vLLM's online fp8:
-    per-tensor scales, embeddings and LM head kept at the base)."""
-    key = (dtype or "auto").lower()
-    if key not in _DTYPES:
-        raise GpuplanError(f"--dtype {dtype!r} is not one of auto, bfloat16, float16, float32")
-    base_id = _DTYPES[key]
-    checkpoint = resolve_weight_format(arch, None)
-    base = get_precision(base_id) if base_id else checkpoint.base
-    q = (quantization or "").lower().replace("-", "_") or None
-    if arch.quantization is not None:
-        return WeightFormat(checkpoint.precision, base, checkpoint.unquantized)
-    if q is None:
-        return WeightFormat(base, base)
-    if q in _ONLINE_METHODS:
-        return WeightFormat(get_precision(_ONLINE_METHODS[q]), base)
-    if q.replace("_", "-") in _CHECKPOINT_METHODS or q in _CHECKPOINT_METHODS:
-        raise GpuplanError(
-            f"--quantization {quantization} needs a checkpoint quantised with it, but"
-            f" {arch.name}'s config.json has no quantization_config"
-        )
-    raise GpuplanError(f"--quantization {quantization!r} is not a method gpuplan knows")
-
-
-def engine_kv_precision(weights: WeightFormat, kv_cache_dtype: str | None) -> Precision:
-    """KV dtype: 'auto' is the model's activation dtype (fp32 for --dtype float32)."""
-    key = (kv_cache_dtype or "auto").lower()
-    if key == "auto":
-        return weights.base
-    if key.startswith("fp8") or key == "fp8_ds_mla":
-        return get_precision("fp8", for_kv=True)
-    return get_precision(_DTYPES.get(key) or key, for_kv=True)
 
 
 @dataclass(frozen=True)
@@ -174,7 +53,7 @@ class EnginePlan:
                 "max_concurrency": round(b.max_concurrency, 2),
                 "search": [],
                 "notes": list(b.notes) + list(self.generic.bill.notes),
-                "engine": {**b.to_dict(units), "ignored_flags": list(self.ignored)},
+                "engine": b.to_dict(units),
             }
         )
         return data
@@ -189,82 +68,77 @@ def engine_serve(
     gpu_memory: str | int | None = None,
     ignored: tuple[str, ...] = (),
     name: str | None = None,
+    version: str | None = None,
+    revision: str | None = None,
 ) -> EnginePlan:
     """What `engine` will do when launched with `args` (its own argument names, as in
-    `vllm serve --help` with underscores, or a "non-default args" log line)."""
-    from gpuplan.engine.profiles import EngineLaunch, engine_bill
+    `vllm serve --help` with underscores, or a "non-default args" log line). `version`: the
+    engine version whose rules apply (default: the newest the adapter reads). `ignored`: flags
+    given that gpuplan does not model (reported as such). `revision`: the branch, tag or commit
+    of a Hugging Face model; when its headers were read, the weights are their stored bytes."""
+    from gpuplan.engine.profiles import engine_bill, get_adapter
 
-    if engine not in ENGINE_ARG_NAMES:
-        raise GpuplanError(f"unknown engine {engine!r}; choose vllm, sglang or trtllm")
-    args = dict(args or {})
-    hf_id: str | None = None
+    adapter = get_adapter(engine)
     if isinstance(model, dict):
-        config = model
-        model_id = name or str(model.get("_name_or_path") or "config.json")
+        ref = resolve(model, name=name or str(model.get("_name_or_path") or "config.json"))
     else:
-        config, model_id, entry = resolve_model(model)
-        hf_id = entry.hf_id if entry else None
-    arch = load_architecture(config, model_id)
-    fmt = engine_weight_format(arch, args.get("dtype"), args.get("quantization"))
-    kv = engine_kv_precision(fmt, args.get("kv_cache_dtype"))
+        ref = resolve(model, revision)
+    arch, model_id, hf_id = ref.arch, ref.model_id, ref.hf_id
     spec = resolve_gpu(gpu, gpu_memory)
-    fields: dict[str, Any] = {}
-    for arg, field_name in ENGINE_ARG_NAMES[engine].items():
-        value = args.get(arg)
-        if value is None:
-            continue
-        if field_name == "kv_cache_memory_bytes" and isinstance(value, str):
-            value = parse_bytes(value, default_unit="B")
-        if field_name in (
-            "gpu_memory_utilization",
-            "mem_fraction_static",
-            "free_gpu_memory_fraction",
-        ):
-            value = float(value)
-        elif field_name not in ("enforce_eager", "disable_hybrid_kv_cache_manager"):
-            if isinstance(value, bool) or int(value) != value:
-                raise GpuplanError(f"{arg} must be a whole number, got {value!r}")
-            value = int(value)
-        fields[field_name] = value
-    extra = arch.vision_params
-    launch = EngineLaunch(
-        engine=engine,
-        arch=arch,
-        weights=fmt,
-        kv=kv,
-        gpu=spec,
-        extra_params=extra,
-        is_multimodal=extra > 0,
-        **fields,
+    launch = adapter.launch(
+        arch, spec, dict(args or {}), version=version, draft=_draft(args), stored=ref.stored
     )
     bill = engine_bill(launch)
+    if ignored:
+        bill = replace(bill, unmodelled=tuple(dict.fromkeys(bill.unmodelled + tuple(ignored))))
     setup = ServingSetup(
         arch=arch,
-        weights=fmt,
-        kv=kv,
+        weights=launch.weights,
+        kv=launch.kv,
         gpu=spec,
         tp=launch.tp,
         pp=launch.pp,
         context=bill.max_model_len,
     )
     generic = ServingPlan(serving_bill(setup), model_id, hf_id)
-    return EnginePlan(bill, generic, model_id, hf_id, tuple(ignored))
+    return EnginePlan(bill, generic, model_id, hf_id, bill.unmodelled)
+
+
+def _draft(args: dict[str, Any] | None) -> Any:
+    """The draft model a speculative-decoding config names, when it is in the catalog (a path
+    is never opened here; an unknown draft is reported as unmodelled by the adapter)."""
+    spec = (args or {}).get("speculative_config")
+    if not isinstance(spec, dict) or not isinstance(spec.get("model"), str):
+        return None
+    from gpuplan.catalog import load_architecture
+
+    try:
+        return load_architecture(catalog_model_of_log(spec["model"]))
+    except GpuplanError:
+        return None
 
 
 def serve_launch(
-    line: str, gpu: str | GpuSpec = "h100", gpu_memory: str | int | None = None
+    line: str,
+    gpu: str | GpuSpec = "h100",
+    gpu_memory: str | int | None = None,
+    *,
+    version: str | None = None,
+    read_config: Any = None,
 ) -> EnginePlan:
-    """`engine_serve` from a launch line: `vllm serve MODEL --tensor-parallel-size 4 …`."""
+    """`engine_serve` from a launch line: `vllm serve MODEL --tensor-parallel-size 4 …`.
+    read_config: a callable path → text for a `--config FILE` the user named (None: not read)."""
     from gpuplan.catalog.launch import parse_launch
 
-    parsed = parse_launch(line)
+    parsed = parse_launch(line, read_config)
     return engine_serve(
         parsed.model,
         gpu,
         engine=parsed.engine,
         args=parsed.args,
         gpu_memory=gpu_memory,
-        ignored=parsed.ignored,
+        ignored=parsed.unmodelled,
+        version=version,
     )
 
 
@@ -349,42 +223,73 @@ def _predicted(bill: Any, key: str) -> float:
     return bill.item(key).bytes / g
 
 
+def catalog_model_of_log(name: str) -> str:
+    """The catalog model a log names, matched by catalog name, HF id or the last part of a
+    path ("/models/Qwen3-8B" → qwen3-8b). Never a file: a path named inside a log is not
+    opened; a model outside the catalog needs --model."""
+    from gpuplan.catalog.lookup import normalise
+    from gpuplan.catalog.models import list_models
+
+    tail = name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    wanted = {normalise(name), normalise(tail)}
+    for entry in list_models():
+        names = (entry.id, entry.hf_id, entry.hf_id.split("/")[-1], *entry.aliases)
+        if wanted & {normalise(n) for n in names}:
+            return entry.id
+    raise GpuplanError(
+        f"the log names the model {name!r}, which is not in gpuplan's catalog"
+        " (a path named inside a log is never opened); pass --model PATH/TO/config.json"
+    )
+
+
 def check_log(
     log: Any,
     model: str | dict[str, Any] | None = None,
     gpu: str | GpuSpec | None = None,
     gpu_memory: str | int | None = None,
     name: str | None = None,
+    version: str | None = None,
 ) -> CheckReport:
     """Predict the launch a parsed startup log records and compare, figure by figure.
 
     model: what to size (catalog name, HF id in the catalog, config path, or a config dict);
-    default: the model the log names. gpu_memory: default, the total the log printed."""
+    default: the catalog model the log names (never a path from the log). gpu_memory: default,
+    the total the log printed. version: the engine version whose rules apply; default: the
+    version the log prints, else the adapter's newest."""
+    from gpuplan.engine.profiles import get_adapter
+
+    adapter = get_adapter(log.engine)
     problems = list(log.problems)
-    supported = {"vllm": "0.19", "sglang": "0.5", "trtllm": "1."}
-    if log.version and not str(log.version).startswith(supported[log.engine]):
-        problems.append(
-            f"log from {log.engine} {log.version}; gpuplan's {log.engine} rules were read at"
-            f" {supported[log.engine]}.x, so budget lines may differ"
-        )
     target = model if model is not None else log.model
     if target is None:
         raise GpuplanError(
             "the log names no model (no launch-arguments line); pass --model PATH/TO/config.json"
         )
+    if model is None:
+        target = catalog_model_of_log(str(target))
+    rules_version = version or _log_version(adapter, log, problems)
     f = log.figures
     if gpu_memory is None:
         if "total_gib" in f:
             gpu_memory = round(f["total_gib"] * 2**30)
         elif "requested_gib" in f and f.get("utilization"):
             gpu_memory = round(f["requested_gib"] / f["utilization"] * 2**30)
-    args = dict(log.args)
-    if "utilization" in f and "gpu_memory_utilization" not in args and log.engine == "vllm":
-        args["gpu_memory_utilization"] = f["utilization"]
-    if log.engine == "vllm" and "max_model_len" not in args and "concurrency_len" in f:
-        args["max_model_len"] = int(f["concurrency_len"])
+    args = {k: v for k, v in log.args.items() if k in adapter.flags.names()}
+    args.update(getattr(log, "observed", {}))
+    fraction = adapter.knob("memory_fraction")
+    if "utilization" in f and fraction and fraction not in args and log.engine == "vllm":
+        args[fraction] = f["utilization"]
+    length = adapter.knob("max_model_len")
+    if length and length not in args and "concurrency_len" in f:
+        args[length] = int(f["concurrency_len"])
     plan = engine_serve(
-        target, gpu or "h100", engine=log.engine, args=args, gpu_memory=gpu_memory, name=name
+        target,
+        gpu or "h100",
+        engine=log.engine,
+        args=args,
+        gpu_memory=gpu_memory,
+        name=name,
+        version=rules_version,
     )
     rows = []
     for key, label, pred_key, unit in CHECK_ROWS:
@@ -396,6 +301,22 @@ def check_log(
         if logged is None and pred_key not in ("weights", "kv_cache", "tokens", "concurrency"):
             continue
         rows.append(CheckRow(key, label, logged, predicted, unit))
-    if log.v0:
-        rows = [r for r in rows if r.key in ("weights_gib",)]
     return CheckReport(log, plan, tuple(rows), tuple(problems))
+
+
+def _log_version(adapter: Any, log: Any, problems: list[str]) -> str | None:
+    """The version the log prints, if the adapter has rules for it (else a note, newest)."""
+    if not log.version:
+        if log.v0:
+            problems.append("a V0-engine log without a version: read with the last V0 rules (0.7)")
+            return "0.7.3"
+        problems.append(
+            f"the log prints no {adapter.title} version: the newest rules ({adapter.newest}) were"
+            " used (pass --engine-version)"
+        )
+        return None
+    try:
+        return str(adapter.resolve_version(log.version))
+    except GpuplanError as err:
+        problems.append(f"{err}; the newest rules were used")
+        return None

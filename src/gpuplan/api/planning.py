@@ -6,48 +6,130 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuplan.api.serving import ServingPlan, serve
+from gpuplan.api.serving import ServingPlan
 from gpuplan.api.training import TrainingPlan, train
-from gpuplan.catalog import load_architecture
 from gpuplan.engine.cost import DEFAULT_MFU
-from gpuplan.engine.serving import (
-    DEFAULT_HEADROOM,
-)
+from gpuplan.engine.serving import DEFAULT_HEADROOM, ServingSetup
 from gpuplan.errors import GpuplanError
+from gpuplan.planner.goals import DEFAULT_MAX_GPUS, ServingCandidate
 
 DEFAULT_PLAN_GPUS = ("h100", "h200", "b200", "a100-80gb", "l40s", "mi300x")
 
 
 @dataclass(frozen=True)
 class PlanOption:
-    """One ranked way to serve a model: a GPU type, a weight format, and the fewest GPUs for them."""
+    """One ranked way to serve a model: a GPU type, a weight format, a replica layout, how many
+    replicas, and how fast it serves (`candidate`)."""
 
     rank: int
-    plan: ServingPlan
+    plan: ServingPlan  # one replica's bill, at its share of the users
+    candidate: ServingCandidate
+
+    @property
+    def gpus(self) -> int:
+        return self.candidate.gpus
 
     def to_dict(self, units: str = "GB", engine: str | None = None) -> dict[str, Any]:
         from gpuplan.planner.export import launch_command
 
+        c = self.candidate
         s = self.plan.bill.setup
         out: dict[str, Any] = {
             "rank": self.rank,
             "gpu": s.gpu.id,
-            "gpus": s.gpus,
+            "gpus": c.gpus,
+            "replicas": c.replicas,
+            "gpus_per_replica": s.gpus,
             "tp": s.tp,
             "pp": s.pp,
+            "expert_parallel": c.expert_parallel,
             "dtype": s.weights.precision.id,
             "kv_dtype": s.kv.id,
+            "users_per_replica": c.concurrency,
+            "memory_limit_users": c.memory_limit,
+            "latency_limit_users": c.latency_limit,
             "per_gpu_total_bytes": self.plan.per_gpu_total_bytes,
             "budget_bytes": self.plan.budget_bytes,
             "kv_capacity_tokens": self.plan.kv_capacity_tokens,
             "max_concurrent_sequences": self.plan.max_concurrent_sequences,
-            "total_memory_bytes": s.gpus * s.gpu.memory_bytes,
+            "total_memory_bytes": c.gpus * s.gpu.memory_bytes,
+            "speed": c.perf.to_dict(),
+            "usd_per_gpu_hour": c.usd_per_gpu_hour,
+            "usd_per_hour": c.usd_per_hour,
+            "usd_per_million_tokens": c.usd_per_million_tokens,
         }
         if engine:
             out["launch"] = launch_command(
                 self.plan.bill, self.plan.hf_id or self.plan.model_id, engine
             )
         return out
+
+
+def parse_duration(value: str | float | None, name: str) -> float | None:
+    """'33ms', '2s', '1.5 s', '250us' or a number of seconds → seconds."""
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        text = str(value).strip().lower().replace(" ", "")
+        for suffix, scale in (("ms", 1e-3), ("us", 1e-6), ("µs", 1e-6), ("s", 1.0)):
+            if text.endswith(suffix):
+                text, factor = text[: -len(suffix)], scale
+                break
+        else:
+            factor = 1.0
+        try:
+            seconds = float(text) * factor
+        except ValueError:
+            raise GpuplanError(f"--{name} takes a time like 33ms or 2s, got {value!r}") from None
+    if not 0 < seconds < float("inf"):
+        raise GpuplanError(f"--{name} must be a positive time, got {value!r}")
+    return seconds
+
+
+def parse_tokens(value: str | int | float) -> int:
+    """'2T', '500B', '1.5e12', '300M' tokens → an integer count."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        n = float(value)
+    else:
+        text = str(value).strip().upper().replace(",", "").replace("_", "")
+        scale = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}.get(text[-1:], 1.0)
+        if scale != 1.0:
+            text = text[:-1]
+        try:
+            n = float(text) * scale
+        except ValueError:
+            raise GpuplanError(f"--tokens takes a count like 2T or 500B, got {value!r}") from None
+    if not 1 <= n < float("inf"):
+        raise GpuplanError(f"--tokens must be at least 1, got {value!r}")
+    return int(round(n))
+
+
+def _serving_setups(
+    model: str | dict[str, Any],
+    gpus: tuple[str, ...] | list[str],
+    dtypes: tuple[str, ...] | list[str] | None,
+    kv_dtype: str | None,
+    context: int,
+    headroom: float,
+) -> list[ServingSetup]:
+    from gpuplan.api.common import _model, resolve_gpu, resolve_kv, resolve_weight_format
+
+    arch, _, _ = _model(model)
+    if not dtypes:
+        dtypes = ("auto",) if arch.quantization is not None else ("auto", "fp8-tensor")
+    setups = []
+    for gpu in gpus:
+        spec = resolve_gpu(gpu)
+        for dtype in dtypes:
+            fmt = resolve_weight_format(arch, dtype)
+            setups.append(
+                ServingSetup(
+                    arch, fmt, resolve_kv(fmt, kv_dtype), spec, context=context, headroom=headroom
+                )
+            )
+    return setups
 
 
 def plan(
@@ -59,42 +141,62 @@ def plan(
     context: int = 4096,
     users: int = 1,
     headroom: float = DEFAULT_HEADROOM,
+    tpot: str | float | None = None,
+    ttft: str | float | None = None,
+    prompt_tokens: int | None = None,
+    output_tokens: int | None = None,
+    objective: str = "gpus",
+    prices: Any = None,
+    max_gpus: int = DEFAULT_MAX_GPUS,
 ) -> list[PlanOption]:
-    """Rank the ways to serve `model`: for each GPU type and weight format, the fewest GPUs that
-    fit. Ranked by GPU count, then by total GPU memory bought, then by KV capacity (more is better).
+    """Rank the ways to serve `model` to `users` concurrent sequences of `context` tokens: for
+    each GPU type and weight format, the best replica layout (tp, pp, expert parallelism) and
+    replica count that fit in memory and meet the TPOT / TTFT targets (planner/goals.py), ranked
+    by `objective` (gpus, cost, throughput or latency).
 
     dtypes default: the checkpoint's own format, plus fp8 weights (as vLLM's `--quantization fp8`
-    stores them: linear layers in fp8, the rest in 16-bit) unless the checkpoint is already quantised.
+    stores them: linear layers in fp8, the rest in 16-bit) unless the checkpoint is already
+    quantised. prompt/output tokens (for the speed model) default to 3/4 and 1/4 of `context`.
+    prices: {gpu: $/GPU-hour} or ["H100=2.5"] over the catalog's table (catalog/data/prices.toml).
     """
-    if not dtypes:
-        quantised = load_architecture(model).quantization is not None
-        dtypes = ("auto",) if quantised else ("auto", "fp8-tensor")
-    found: list[ServingPlan] = []
-    seen: set[tuple[str, str]] = set()
-    for gpu in gpus:
-        for dtype in dtypes:
-            try:
-                option = serve(
-                    model,
-                    gpu,
-                    dtype=dtype,
-                    kv_dtype=kv_dtype,
-                    context=context,
-                    users=users,
-                    headroom=headroom,
-                )
-            except GpuplanError as err:
-                if "does not fit on up to" in str(err):
-                    continue
-                raise
-            key = (option.bill.setup.gpu.id, option.bill.setup.weights.precision.id)
-            if key not in seen:
-                seen.add(key)
-                found.append(option)
-    found.sort(
-        key=lambda p: (p.gpus, p.gpus * p.bill.setup.gpu.memory_bytes, -p.kv_capacity_tokens)
+    from gpuplan.api.common import _positive
+    from gpuplan.catalog.prices import gpu_price, parse_prices
+    from gpuplan.planner.goals import ServingGoal, plan_to_goal
+
+    for name, value in (("context", context), ("users", users), ("max_gpus", max_gpus)):
+        _positive(name, value)
+    prompt = prompt_tokens or max(1, context * 3 // 4)
+    output = output_tokens or max(1, context - prompt)
+    _positive("prompt tokens", prompt)
+    _positive("output tokens", output)
+    if prompt + output > context:
+        raise GpuplanError(
+            f"prompt ({prompt:,}) + output ({output:,}) tokens exceed the context ({context:,})"
+        )
+    setups = _serving_setups(model, gpus, dtypes, kv_dtype, context, headroom)
+    overrides = parse_prices(prices)
+    table = {s.gpu.id: gpu_price(s.gpu.id, overrides) for s in setups}
+    goal = ServingGoal(
+        users=int(users),
+        prompt_tokens=int(prompt),
+        output_tokens=int(output),
+        tpot_s=parse_duration(tpot, "tpot"),
+        ttft_s=parse_duration(ttft, "ttft"),
+        objective=objective,
+        prices={k: v for k, v in table.items() if v is not None},
+        max_gpus=int(max_gpus),
     )
-    return [PlanOption(i + 1, p) for i, p in enumerate(found)]
+    found, _ = plan_to_goal(setups, goal)
+    from gpuplan.api.common import _model
+
+    _, model_id, hf_id = _model(model)
+    best: dict[tuple[str, str], ServingCandidate] = {}
+    for c in found:  # best first: keep the best layout per GPU type and format
+        best.setdefault((c.bill.setup.gpu.id, c.bill.setup.weights.precision.id), c)
+    return [
+        PlanOption(i + 1, ServingPlan(c.bill, model_id, hf_id), c)
+        for i, c in enumerate(best.values())
+    ]
 
 
 PLAN_TRAIN_SCHEMA_VERSION = "gpuplan.plan-train/1"
@@ -211,3 +313,341 @@ def plan_training(
         TrainOption(i + 1, replace(start, bill=bill))
         for i, bill in enumerate(found.options[: int(top)])
     ]
+
+
+PLAN_TRAIN_GOAL_SCHEMA_VERSION = "gpuplan.plan-train-goal/1"
+
+
+@dataclass(frozen=True)
+class TrainGoalOption:
+    """One GPU type and count that trains the tokens within the deadline, with its fastest
+    layout (a full training plan) and the time, GPU-hours and cost."""
+
+    rank: int
+    plan: TrainingPlan
+    time: Any  # engine.train_time.TrainingTime
+
+    def to_dict(self, units: str = "GB") -> dict[str, Any]:
+        row = TrainOption(self.rank, self.plan).to_dict(units)
+        row["gpu"] = self.plan.bill.setup.gpu.id
+        row["time"] = self.time.to_dict()
+        return row
+
+
+def plan_training_goal(
+    model: str | dict[str, Any],
+    *,
+    tokens: str | int,
+    days: float | None = None,
+    gpus: tuple[str, ...] | list[str] = ("h100",),
+    seq: int = 4096,
+    global_batch_tokens: int | None = None,
+    recipe: str = "adamw-bf16",
+    lora_rank: int | None = None,
+    qlora: bool = False,
+    headroom: float = DEFAULT_HEADROOM,
+    attention: str = "flash",
+    mfu: float = DEFAULT_MFU,
+    objective: str = "gpus",
+    prices: Any = None,
+    max_gpus: int = 4096,
+) -> list[TrainGoalOption]:
+    """For each GPU type, the fewest GPUs (or the cheapest count, `objective="cost"`) whose
+    fastest layout trains `tokens` tokens within `days`, with GPU-hours and cost; ranked by
+    `objective`. The layouts searched are planner/training_search.py's (tp, pp, cp, ep, dp,
+    ZeRO/FSDP, recompute, micro-batch); `mfu` is the utilisation the step time assumes."""
+    from gpuplan.catalog.prices import gpu_price, parse_prices
+    from gpuplan.planner.goals import TrainingGoal, train_to_goal
+
+    n_tokens = parse_tokens(tokens)
+    if days is not None and (isinstance(days, bool) or not 0 < float(days) < float("inf")):
+        raise GpuplanError(f"--days must be a positive number, got {days!r}")
+    overrides = parse_prices(prices)
+    starts = []
+    for gpu in gpus:
+        starts.append(
+            train(
+                model,
+                gpu,
+                gpus=8,
+                recipe=recipe,
+                seq=int(seq),
+                lora_rank=lora_rank,
+                qlora=qlora,
+                headroom=headroom,
+                attention=attention,
+                mfu=mfu,
+            )
+        )
+    table = {p.bill.setup.gpu.id: gpu_price(p.bill.setup.gpu.id, overrides) for p in starts}
+    goal = TrainingGoal(
+        tokens=n_tokens,
+        days=None if days is None else float(days),
+        objective=objective,
+        prices={k: v for k, v in table.items() if v is not None},
+        max_gpus=int(max_gpus),
+        global_batch_tokens=global_batch_tokens,
+    )
+    found, rejected = train_to_goal([p.bill.setup for p in starts], goal)
+    if not found:
+        last = rejected[-1][1] if rejected else "no layout fits"
+        raise GpuplanError(
+            f"no layout of up to {max_gpus} GPUs trains {n_tokens:,} tokens"
+            + (f" within {days:g} days" if days is not None else "")
+            + f" ({last})"
+        )
+    by_gpu = {p.bill.setup.gpu.id: p for p in starts}
+    return [
+        TrainGoalOption(i + 1, replace(by_gpu[c.bill.setup.gpu.id], bill=c.bill, search=()), c.time)
+        for i, c in enumerate(found)
+    ]
+
+
+PLAN_MATRIX_SCHEMA_VERSION = "gpuplan.plan-matrix/1"
+
+
+def _cell_dict(c: Any) -> dict[str, Any]:
+    return {
+        "per_gpu_total_bytes": c.per_gpu_total_bytes,
+        "budget_bytes": c.budget_bytes,
+        "fits": c.fits,
+        "note": c.note,
+    }
+
+
+def serving_budget_matrix(
+    model: str | dict[str, Any],
+    gpu: str = "h100",
+    *,
+    gpus: int | None = None,
+    dtype: str | None = None,
+    kv_dtype: str | None = None,
+    contexts: tuple[int, ...] | list[int] | None = None,
+    users: tuple[int, ...] | list[int] | None = None,
+    headroom: float = DEFAULT_HEADROOM,
+    gpu_memory: str | int | None = None,
+) -> dict[str, Any]:
+    """`gpuplan.plan-matrix/1` for serving: context × concurrency on `gpus` × `gpu` (default:
+    the fewest that fit one sequence of the smallest context), and the largest context that fits
+    for each concurrency."""
+    from gpuplan.api.serving import serve
+    from gpuplan.planner.matrix import (
+        DEFAULT_CONTEXTS,
+        DEFAULT_USERS,
+        largest_context,
+        serving_matrix,
+    )
+
+    ctx = tuple(sorted(set(contexts or DEFAULT_CONTEXTS)))
+    us = tuple(sorted(set(users or DEFAULT_USERS)))
+    if not ctx or not us or min(ctx) < 1 or min(us) < 1:
+        raise GpuplanError("contexts and users must be positive whole numbers")
+    base = serve(
+        model,
+        gpu,
+        gpus=gpus if gpus is not None else "auto",
+        dtype=dtype,
+        kv_dtype=kv_dtype,
+        context=ctx[0],
+        headroom=headroom,
+        gpu_memory=gpu_memory,
+    )
+    setup = base.bill.setup
+    cells = serving_matrix(setup, ctx, us)
+    return {
+        "schema": PLAN_MATRIX_SCHEMA_VERSION,
+        "mode": "serve",
+        "model": base.model_id,
+        "gpu": setup.gpu.id,
+        "gpus": setup.gpus,
+        "tp": setup.tp,
+        "pp": setup.pp,
+        "dtype": setup.weights.precision.id,
+        "kv_dtype": setup.kv.id,
+        "rows": "context",
+        "cols": "users",
+        "row_values": list(ctx),
+        "col_values": list(us),
+        "cells": [{"context": c.rows, "users": c.cols, **_cell_dict(c)} for c in cells],
+        "largest_context": {str(u): largest_context(setup, u) for u in us},
+    }
+
+
+def training_budget_matrix(
+    model: str | dict[str, Any],
+    gpu: str = "h100",
+    *,
+    gpu_counts: tuple[int, ...] | list[int] | None = None,
+    seq: int = 4096,
+    recipe: str = "adamw-bf16",
+    checkpointing: str = "none",
+    lora_rank: int | None = None,
+    qlora: bool = False,
+    headroom: float = DEFAULT_HEADROOM,
+    gpu_memory: str | int | None = None,
+) -> dict[str, Any]:
+    """`gpuplan.plan-matrix/1` for training: memory per GPU vs GPU count for ZeRO 0-3."""
+    from gpuplan.planner.matrix import DEFAULT_TRAIN_GPUS, training_matrix
+
+    counts = tuple(sorted(set(gpu_counts or DEFAULT_TRAIN_GPUS)))
+    if not counts or min(counts) < 1:
+        raise GpuplanError("GPU counts must be positive whole numbers")
+    base = train(
+        model,
+        gpu,
+        gpus=1,
+        seq=int(seq),
+        recipe=recipe,
+        checkpointing=checkpointing,
+        lora_rank=lora_rank,
+        qlora=qlora,
+        headroom=headroom,
+        gpu_memory=gpu_memory,
+    )
+    cells = training_matrix(base.bill.setup, counts)
+    return {
+        "schema": PLAN_MATRIX_SCHEMA_VERSION,
+        "mode": "train",
+        "model": base.model_id,
+        "gpu": base.bill.setup.gpu.id,
+        "seq": base.bill.setup.seq,
+        "recipe": base.bill.setup.recipe.id,
+        "checkpointing": checkpointing,
+        "rows": "gpus",
+        "cols": "zero",
+        "row_values": list(counts),
+        "col_values": [0, 1, 2, 3],
+        "cells": [{"gpus": c.rows, "zero": c.cols, **_cell_dict(c)} for c in cells],
+    }
+
+
+def _bigger_gpus(current: str, gpus: tuple[str, ...] | list[str]) -> list[str]:
+    from gpuplan.catalog import get_gpu
+
+    mem = get_gpu(current).memory_bytes
+    bigger = [g for g in gpus if get_gpu(g).memory_bytes > mem]
+    return sorted(bigger, key=lambda g: get_gpu(g).memory_bytes)
+
+
+def three_answers(
+    model: str | dict[str, Any],
+    gpu: str = "h100",
+    *,
+    gpus: int | None = None,
+    context: int = 4096,
+    users: int = 1,
+    dtype: str | None = None,
+    headroom: float = DEFAULT_HEADROOM,
+) -> list[dict[str, Any]]:
+    """What to change when a serving plan does not fit, each asked of the engine: fewer bytes
+    (fp8 KV cache / weights, planner/fixes.py's order), a bigger GPU (the smallest catalog GPU
+    with more memory on which the same count fits), more GPUs (the fewest that fit)."""
+    from gpuplan.api.serving import serve
+    from gpuplan.catalog import get_gpu
+    from gpuplan.planner.fixes import serving_alternatives
+
+    count: int | str = gpus if gpus is not None else 1
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "gpu": gpu,
+        "gpus": count,
+        "context": context,
+        "users": users,
+        "dtype": dtype,
+        "headroom": headroom,
+    }
+    try:
+        current = serve(**kwargs)
+    except GpuplanError:
+        return []
+    if current.fits:
+        return []
+
+    def ask(**kw: Any) -> Any:
+        return serve(**{k: v for k, v in kw.items() if k not in ("tp", "pp")})
+
+    found: list[dict[str, Any]] = []
+    alternatives = serving_alternatives(kwargs, current.to_dict(), ask)
+    cheaper = [a for a in alternatives if "fp8" in a["label"]]
+    if cheaper:
+        found.append({"answer": "fewer bytes", **cheaper[0]})
+    for name in _bigger_gpus(get_gpu(gpu).id, DEFAULT_PLAN_GPUS):
+        try:
+            p = serve(**{**kwargs, "gpu": name})
+        except GpuplanError:
+            continue
+        if p.fits:
+            found.append(
+                {
+                    "answer": "bigger GPU",
+                    "label": f"Use {p.gpus} × {p.bill.setup.gpu.name}",
+                    "change": {"gpu": name},
+                    "gpus": p.gpus,
+                    "tp": p.tp,
+                    "pp": p.pp,
+                    "per_gpu_total_bytes": p.per_gpu_total_bytes,
+                    "budget_bytes": p.budget_bytes,
+                    "max_concurrent_sequences": p.max_concurrent_sequences,
+                }
+            )
+            break
+    more = [a for a in alternatives if "gpus" in a["change"]]
+    if more:
+        found.append({"answer": "more GPUs", **more[0]})
+    return found
+
+
+def training_three_answers(
+    model: str | dict[str, Any],
+    gpu: str = "h100",
+    *,
+    gpus: int = 8,
+    seq: int = 4096,
+    recipe: str = "adamw-bf16",
+    headroom: float = DEFAULT_HEADROOM,
+) -> list[dict[str, Any]]:
+    """The same three answers for training: fewer bytes (LoRA adapters on a frozen base, with
+    full recompute), a bigger GPU at the same count, more GPUs (`train --gpus auto`)."""
+    common: dict[str, Any] = {"seq": int(seq), "recipe": recipe, "headroom": headroom}
+    found: list[dict[str, Any]] = []
+
+    def first_fit(label: str, answer: str, **kw: Any) -> bool:
+        try:
+            options = plan_training(model, **{**common, **kw}, top=1)
+        except GpuplanError:
+            return False
+        b = options[0].plan.bill
+        found.append(
+            {
+                "answer": answer,
+                "label": label.format(n=b.setup.layout.gpus),
+                "change": kw,
+                "gpus": b.setup.layout.gpus,
+                "layout": b.setup.layout.describe(),
+                "per_gpu_total_bytes": b.per_gpu_total_bytes,
+                "budget_bytes": b.budget_bytes,
+            }
+        )
+        return True
+
+    first_fit("LoRA r=16 on a frozen base", "fewer bytes", gpu=gpu, gpus=gpus, lora_rank=16)
+    for name in _bigger_gpus(gpu, DEFAULT_PLAN_GPUS):
+        if first_fit("Use {n} × " + name, "bigger GPU", gpu=name, gpus=gpus):
+            break
+    try:
+        auto = train(model, gpu, gpus="auto", checkpointing="full", **common)
+        lo = auto.bill.setup.layout
+        found.append(
+            {
+                "answer": "more GPUs",
+                "label": f"Use {lo.gpus} GPUs ({lo.describe()}, full recompute)",
+                "change": {"gpus": lo.gpus},
+                "gpus": lo.gpus,
+                "layout": lo.describe(),
+                "per_gpu_total_bytes": auto.bill.per_gpu_total_bytes,
+                "budget_bytes": auto.bill.budget_bytes,
+            }
+        )
+    except GpuplanError:
+        pass
+    return found

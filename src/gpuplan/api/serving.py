@@ -9,10 +9,10 @@ from typing import Any
 from gpuplan.api.common import (
     PlanHeadline,
     _bytes,
-    _model,
     _positive,
     gpu_dict,
     model_dict,
+    resolve,
     resolve_gpu,
     resolve_kv,
     resolve_weight_format,
@@ -164,20 +164,24 @@ def serve(
     gpu_memory: str | int | None = None,
     workspace: str | int | None = None,
     cuda_context: str | int | None = None,
+    revision: str | None = None,
 ) -> ServingPlan:
     """Size serving `model` on `gpu`: the per-GPU bill, whether it fits, and on how many GPUs.
 
     gpus: a count, "auto" (fewest that fit), or None: one GPU if it fits, else "auto".
     tp/pp: an explicit layout (then gpus = tp × pp). dtype: weight format (default: the
     checkpoint's). kv_dtype: KV-cache format (default: the weights' 16-bit or fp8 dtype).
+    revision: the branch, tag or commit of a Hugging Face model (cache or Hub).
+    When the checkpoint's headers were read, the weights line is their exact stored bytes.
     """
     for name, value in (("tp", tp), ("pp", pp), ("context", context), ("users", users)):
         _positive(name, value)
     if isinstance(gpus, int):
         _positive("gpus", gpus)
-    arch, model_id, hf_id = _model(model)
+    ref = resolve(model, revision)
+    arch, model_id, hf_id = ref.arch, ref.model_id, ref.hf_id
     spec = resolve_gpu(gpu, gpu_memory)
-    fmt = resolve_weight_format(arch, dtype)
+    fmt = resolve_weight_format(arch, dtype, ref.stored)
     setup = ServingSetup(
         arch=arch,
         weights=fmt,

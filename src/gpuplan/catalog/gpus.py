@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import tomllib
 from functools import cache
-from importlib import resources
 from typing import Any
 
+from gpuplan.catalog.compiled import load_data
 from gpuplan.catalog.lookup import did_you_mean, normalise
 from gpuplan.engine.gpu import GpuSpec
 
@@ -25,8 +24,7 @@ _SPEC_FIELDS = (
 
 @cache
 def _table() -> tuple[dict[str, GpuSpec], dict[str, str], dict[str, dict[str, Any]]]:
-    text = resources.files("gpuplan.catalog").joinpath("data/gpus.toml").read_text("utf-8")
-    data = tomllib.loads(text)
+    data = load_data("gpus.toml")
     by_id: dict[str, GpuSpec] = {}
     names: dict[str, str] = {}
     rows: dict[str, dict[str, Any]] = {}

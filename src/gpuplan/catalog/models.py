@@ -1,24 +1,35 @@
-"""The model catalog (data/models.toml + data/models/*.json) and reading a user's config.json.
+"""The model catalog (data/models.toml + data/models/*.json) and resolving any model name.
 
-MODEL on the command line is a catalog name ('llama-3.1-8b'), a Hugging Face id in the catalog
-('meta-llama/Llama-3.1-8B'), a path to a config.json, or a path to a directory holding one.
+MODEL on the command line is, in the order tried: a catalog name ('llama-3.1-8b') or a Hugging
+Face id in the catalog; a local path (config.json, model folder, .safetensors or .gguf file); a
+Hugging Face repo id in the local HF cache; the same id on the Hub (config.json and
+safetensors headers only). catalog/sources/ holds the readers.
 """
 
 from __future__ import annotations
 
-import json
-import tomllib
-from dataclasses import dataclass
-from functools import cache
-from importlib import resources
+import os
+from dataclasses import dataclass, replace
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
+from gpuplan.catalog.compiled import load_data
 from gpuplan.catalog.lookup import did_you_mean, normalise
+from gpuplan.catalog.sources import (
+    MAX_CONFIG_BYTES,
+    ModelSource,
+    from_cache,
+    from_hub,
+    from_path,
+    parse_config_text,
+    read_config_file,
+)
+from gpuplan.catalog.sources.hf_cache import looks_like_repo_id
 from gpuplan.engine.architecture import Architecture, architecture_from_config
 from gpuplan.errors import GpuplanError
 
-MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; refuse anything absurd
+__all__ = ["MAX_CONFIG_BYTES", "ModelEntry", "parse_config_text", "resolve_model", "resolve_source"]
 
 
 @dataclass(frozen=True)
@@ -32,10 +43,10 @@ class ModelEntry:
 
 @cache
 def _table() -> tuple[dict[str, ModelEntry], dict[str, str]]:
-    text = resources.files("gpuplan.catalog").joinpath("data/models.toml").read_text("utf-8")
+    data = load_data("models.toml")
     by_id: dict[str, ModelEntry] = {}
     names: dict[str, str] = {}
-    for row in tomllib.loads(text)["model"]:
+    for row in data["model"]:
         entry = ModelEntry(
             row["id"],
             row["hf_id"],
@@ -53,26 +64,13 @@ def list_models() -> list[ModelEntry]:
     return list(_table()[0].values())
 
 
-def parse_config_text(text: str, name: str) -> dict[str, Any]:
-    """Parse config.json text, with a one-line error for anything that is not a JSON object."""
-    if len(text) > MAX_CONFIG_BYTES:
-        raise GpuplanError(f"{name}: config.json is larger than {MAX_CONFIG_BYTES // 1024} KiB")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise GpuplanError(
-            f"{name}: not valid JSON ({err.msg} at line {err.lineno} column {err.colno})"
-        ) from None
-    if not isinstance(data, dict):
-        raise GpuplanError(f"{name}: config.json must be a JSON object")
-    return data
-
-
 @cache
 def _catalog_config(model_id: str) -> dict[str, Any]:
     entry = _table()[0][model_id]
-    text = resources.files("gpuplan.catalog").joinpath(f"data/{entry.config}").read_text("utf-8")
-    return parse_config_text(text, entry.id)
+    data = load_data(entry.config)
+    if not isinstance(data, dict):
+        raise GpuplanError(f"{entry.id}: config.json must be a JSON object")
+    return data
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
@@ -82,46 +80,115 @@ def read_config(path: str | Path) -> dict[str, Any]:
         p = p / "config.json"
         if not p.is_file():
             raise GpuplanError(f"{path}: directory has no config.json")
-    if not p.is_file():
-        raise GpuplanError(f"{path}: no such file")
-    if p.stat().st_size > MAX_CONFIG_BYTES:
-        raise GpuplanError(f"{path}: larger than {MAX_CONFIG_BYTES // 1024} KiB; not a config.json")
-    try:
-        text = p.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise GpuplanError(f"{path}: cannot read ({err.__class__.__name__})") from None
-    return parse_config_text(text, str(path))
+    return read_config_file(p, str(path))
 
 
-def resolve_model(model: str) -> tuple[dict[str, Any], str, ModelEntry | None]:
-    """The config dict, display name and catalog entry (if any) for what the user typed.
-
-    Catalog names and HF ids are looked up first; then an existing path is read; anything else
-    fails with the closest catalog names.
-    """
+def resolve_source(model: str, revision: str | None = None) -> ModelSource:
+    """Find `model`, trying in order: the catalog, a local path (config.json, model folder,
+    .safetensors or .gguf file), the local Hugging Face cache, the Hub (unless HF_HUB_OFFLINE);
+    fails in one line naming everything it tried. `revision` (branch, tag or commit) applies
+    to the cache and the Hub."""
+    if not isinstance(model, str) or not model.strip():
+        raise GpuplanError("model name is empty")
+    if len(model) > 4096 or "\x00" in model:
+        raise GpuplanError("model name is not a name or a path (too long or a NUL byte)")
     by_id, names = _table()
     key = names.get(normalise(model))
-    if key is not None:
-        return _catalog_config(key), key, by_id[key]
-    path = Path(model).expanduser()
-    if path.exists():
-        return read_config(path), _display_name(path), None
-    if model.endswith(".json") or model.startswith((".", "/", "~")):
-        raise GpuplanError(f"{model}: no such file or directory")
-    error = did_you_mean("model", model, names)
-    if model.count("/") == 1:  # a Hugging Face id we do not ship
-        raise GpuplanError(
-            f"{error}; for a model outside the catalog pass the path to its config.json"
+    if key is not None and revision is None:
+        entry = by_id[key]
+        return ModelSource(
+            "catalog", key, _catalog_config(key), f"data/{entry.config}", entry=entry
         )
-    raise error
+    tried = ["catalog"]
+    path = Path(model).expanduser()
+    if _exists(path):
+        return replace(_path_lookup(str(path.resolve()), _mtime(path), model), tried=("catalog",))
+    if model.endswith((".json", ".gguf", ".safetensors")) or model.startswith((".", "/", "~")):
+        raise GpuplanError(f"{model}: no such file or directory")
+    repo_id = by_id[key].hf_id if key is not None else model
+    if not looks_like_repo_id(repo_id):
+        raise did_you_mean("model", model, names)
+    tried.append("local path")
+    return _from_hf(repo_id, revision, tried, model, names)
 
 
-def _display_name(path: Path) -> str:
-    """'Llama-3.1-8B' for .../Llama-3.1-8B/config.json or that directory; 'my-model' for my-model.json."""
-    path = path.resolve()
-    if path.is_file() and path.name != "config.json":
-        return path.stem
-    return (path.parent if path.is_file() else path).name or "config.json"
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
+
+
+def _mtime(path: Path) -> tuple[int, int]:
+    """The path's and its folder's modification times: a changed file, or a file added to or
+    removed from its folder (a shard, a split GGUF part), is read again."""
+    try:
+        return path.stat().st_mtime_ns, path.resolve().parent.stat().st_mtime_ns
+    except OSError:
+        return 0, 0
+
+
+@lru_cache(maxsize=32)
+def _path_lookup(resolved: str, _mtime_ns: tuple[int, int], shown: str) -> ModelSource:
+    """A local path is read once per change (serve resolves a model more than once)."""
+    return from_path(Path(resolved), shown)
+
+
+def _env_key() -> tuple[str, ...]:
+    keys = (
+        "HF_HOME",
+        "HF_HUB_CACHE",
+        "XDG_CACHE_HOME",
+        "HF_HUB_OFFLINE",
+        "HF_ENDPOINT",
+        "HF_TOKEN",
+    )
+    return tuple(os.environ.get(k, "") for k in keys)
+
+
+def _from_hf(
+    repo_id: str, revision: str | None, tried: list[str], model: str, names: dict[str, str]
+) -> ModelSource:
+    from gpuplan.catalog.sources import hub
+    from gpuplan.catalog.sources.hf_cache import cache_root
+
+    found = _cached_lookup(repo_id, revision, _env_key())
+    if found is not None:
+        return replace(found, tried=tuple(tried))
+    at = f" at revision {revision}" if revision else ""
+    tried.append(f"Hugging Face cache {cache_root()}{at}")
+    if hub.offline():
+        tried.append("Hub skipped (HF_HUB_OFFLINE is set)")
+        raise GpuplanError(_not_found(model, names, tried))
+    try:
+        src = _hub_lookup(repo_id, revision, _env_key())
+    except GpuplanError as err:
+        tried.append(f"Hub {hub.endpoint()}: {str(err).removeprefix(repo_id + ': ')}")
+        raise GpuplanError(_not_found(model, names, tried)) from None
+    return replace(src, tried=tuple(tried))
+
+
+def _not_found(model: str, names: dict[str, str], tried: list[str]) -> str:
+    close = str(did_you_mean("model", model, names))
+    return f"{close}; tried: {'; '.join(tried)}"
+
+
+@lru_cache(maxsize=32)
+def _cached_lookup(repo_id: str, revision: str | None, _env: tuple[str, ...]) -> ModelSource | None:
+    return from_cache(repo_id, revision)
+
+
+@lru_cache(maxsize=32)
+def _hub_lookup(repo_id: str, revision: str | None, _env: tuple[str, ...]) -> ModelSource:
+    return from_hub(repo_id, revision)
+
+
+def resolve_model(
+    model: str, revision: str | None = None
+) -> tuple[dict[str, Any], str, ModelEntry | None]:
+    """The config dict, display name and catalog entry (if any) for what the user typed."""
+    src = resolve_source(model, revision)
+    return src.config, src.name, src.entry
 
 
 @cache
@@ -141,3 +208,10 @@ def load_architecture(model: str | dict[str, Any], name: str | None = None) -> A
         return _catalog_architecture(key)
     config, display, _ = resolve_model(model)
     return architecture_from_config(config, name or display)
+
+
+def source_architecture(src: ModelSource, name: str | None = None) -> Architecture:
+    """The architecture of a resolved source (catalog ones are cached)."""
+    if src.kind == "catalog":
+        return _catalog_architecture(src.name)
+    return architecture_from_config(src.config, name or src.name)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import tomllib
 from functools import cache
-from importlib import resources
 
+from gpuplan.catalog.compiled import load_data
 from gpuplan.catalog.lookup import did_you_mean, normalise
 from gpuplan.engine.precision import Precision
 
@@ -16,6 +15,8 @@ _FIELDS = (
     "zero_bits",
     "scale_group",
     "scale_scale_bits",
+    "block_size",
+    "block_bytes",
     "scope",
     "kv",
     "source",
@@ -24,8 +25,7 @@ _FIELDS = (
 
 @cache
 def _table() -> tuple[dict[str, Precision], dict[str, str]]:
-    text = resources.files("gpuplan.catalog").joinpath("data/precisions.toml").read_text("utf-8")
-    data = tomllib.loads(text)
+    data = load_data("precisions.toml")
     by_id: dict[str, Precision] = {}
     names: dict[str, str] = {}
     for row in data["precision"]:

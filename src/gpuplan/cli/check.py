@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
+from gpuplan.catalog.engine_logs import clean_text
 from gpuplan.cli.options import units_option
 from gpuplan.cli.render import console, print_json
 from gpuplan.errors import GpuplanError
@@ -34,9 +36,12 @@ def check_command(
     import sys
 
     from gpuplan.api import check_log
-    from gpuplan.catalog.engine_logs import parse_log, read_log
+    from gpuplan.catalog.engine_logs import MAX_LOG_BYTES, parse_log_bytes, read_log
 
-    log = parse_log(sys.stdin.read()) if logfile == "-" else read_log(logfile)
+    if logfile == "-":
+        log = parse_log_bytes(sys.stdin.buffer.read(MAX_LOG_BYTES + 1), "stdin")
+    else:
+        log = read_log(logfile)
     try:
         report = check_log(log, model, gpu, gpu_memory)
     except GpuplanError as err:
@@ -48,7 +53,7 @@ def check_command(
         return
     out = console()
     version = log.version or "version not printed"
-    out.print(f"[bold]{log.model or model}[/bold] · {log.engine} ({version})")
+    out.print(f"[bold]{escape(log.model or str(model))}[/bold] · {log.engine} ({escape(version)})")
     table = Table(show_edge=False, pad_edge=False)
     for col, just in (
         ("figure", "left"),
@@ -72,7 +77,7 @@ def check_command(
         out.print(f"gpuplan KV tokens range {r.low:,}–{r.high:,} (moved by {r.moved_by})")
     logged = "failed" if log.failed else "started"
     predicted = f"fails: {bill.failure}" if bill.failure else "starts"
-    out.print(f"log: {logged}" + (f" ({', '.join(log.errors)})" if log.errors else ""))
-    out.print(f"gpuplan: {predicted}")
+    out.print(escape(f"log: {logged}" + (f" ({', '.join(log.errors)})" if log.errors else "")))
+    out.print(escape(f"gpuplan: {predicted}"))
     for p in report.problems:
-        out.print(f"[yellow]note: {p}[/yellow]")
+        out.print(f"[yellow]note: {escape(clean_text(p))}[/yellow]")

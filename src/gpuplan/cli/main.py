@@ -2,36 +2,51 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
 import click
 
-from gpuplan.cli.catalog import gpus_command, models_command
-from gpuplan.cli.check import check_command
-from gpuplan.cli.plan import plan_command
-from gpuplan.cli.serve import serve_command
-from gpuplan.cli.train import recipes_command, train_command
-from gpuplan.cli.web import web_command
 from gpuplan.errors import GpuplanError
 
 EXIT_USER_ERROR = 2
 
+# command name → (module, attribute): a command's module is imported only when it runs, so
+# `gpuplan serve` never loads the training or planning code (cold start, issue 14)
+COMMANDS = {
+    "serve": ("gpuplan.cli.serve", "serve_command"),
+    "train": ("gpuplan.cli.train", "train_command"),
+    "recipes": ("gpuplan.cli.train", "recipes_command"),
+    "models": ("gpuplan.cli.catalog", "models_command"),
+    "gpus": ("gpuplan.cli.catalog", "gpus_command"),
+    "check": ("gpuplan.cli.check", "check_command"),
+    "inspect": ("gpuplan.cli.inspect", "inspect_command"),
+    "plan": ("gpuplan.cli.plan", "plan_command"),
+    "web": ("gpuplan.cli.web", "web_command"),
+    "mcp": ("gpuplan.cli.mcp", "mcp_command"),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, attr = COMMANDS[cmd_name]
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gpuplan")
 def cli() -> None:
     """Will this model fit, and on how many GPUs? Itemised GPU memory for serving and training."""
-
-
-cli.add_command(serve_command)
-cli.add_command(train_command)
-cli.add_command(recipes_command)
-cli.add_command(models_command)
-cli.add_command(gpus_command)
-cli.add_command(check_command)
-cli.add_command(plan_command)
-cli.add_command(web_command)
 
 
 def main(argv: list[str] | None = None) -> int:

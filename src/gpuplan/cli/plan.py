@@ -11,9 +11,8 @@ from typing import Any
 import click
 
 from gpuplan.cli.options import headroom_option, units_option
-from gpuplan.cli.render import console, print_json
+from gpuplan.cli.render import print_json
 from gpuplan.errors import GpuplanError
-from gpuplan.units import format_bytes
 
 SERVING_ENGINES = ("vllm", "sglang")
 TRAINING_ENGINES = ("deepspeed", "fsdp", "megatron")
@@ -35,7 +34,43 @@ TRAINING_ENGINES = ("deepspeed", "fsdp", "megatron")
 )
 @click.option("--kv-dtype", default=None, help="KV-cache dtype.")
 @click.option("--context", type=int, default=4096, show_default=True)
-@click.option("--users", type=int, default=1, show_default=True)
+@click.option("--users", type=int, default=1, show_default=True, help="Concurrent users.")
+@click.option("--tpot", default=None, help="Time per output token target, e.g. 33ms.")
+@click.option("--ttft", default=None, help="Time to first token target, e.g. 2s.")
+@click.option(
+    "--prompt",
+    "prompt_tokens",
+    type=int,
+    default=None,
+    help="Prompt tokens per request for the speed model. [default: 3/4 of --context]",
+)
+@click.option(
+    "--output",
+    "output_tokens",
+    type=int,
+    default=None,
+    help="Output tokens per request. [default: the rest of --context]",
+)
+@click.option(
+    "--objective",
+    type=click.Choice(["gpus", "cost", "throughput", "latency"]),
+    default="gpus",
+    show_default=True,
+    help="What to rank plans by.",
+)
+@click.option(
+    "--price",
+    "prices",
+    multiple=True,
+    help="GPU price per GPU-hour, e.g. H100=2.5 (repeat); overrides the price table.",
+)
+@click.option("--max-gpus", type=int, default=None, help="Most GPUs a plan may use.")
+@click.option(
+    "--matrix",
+    is_flag=True,
+    help="Budget table: context × users (serving) or memory vs GPUs per ZeRO stage (--train).",
+)
+@click.option("--csv", "as_csv", is_flag=True, help="With --matrix or a ranking: CSV output.")
 @headroom_option
 @click.option(
     "--export",
@@ -64,7 +99,10 @@ TRAINING_ENGINES = ("deepspeed", "fsdp", "megatron")
 @click.option("--recipe", default=None, help="--train: training recipe. [default: adamw-bf16]")
 @click.option("--lora-rank", type=int, default=None, help="--train: LoRA adapters of this rank.")
 @click.option("--qlora", is_flag=True, default=None, help="--train: QLoRA (NF4 base).")
-@click.option("--gpu-memory", default=None, help="--train: override the GPU's memory, e.g. 80GB.")
+@click.option("--gpu-memory", default=None, help="Override the GPU's memory, e.g. 80GB.")
+@click.option("--tokens", default=None, help="--train: tokens to train, e.g. 2T.")
+@click.option("--days", type=float, default=None, help="--train: deadline in days.")
+@click.option("--mfu", type=float, default=None, help="--train: assumed MFU. [default: 0.4]")
 @units_option
 @click.option("--json", "as_json", is_flag=True)
 def plan_command(
@@ -74,6 +112,15 @@ def plan_command(
     kv_dtype: str | None,
     context: int,
     users: int,
+    tpot: str | None,
+    ttft: str | None,
+    prompt_tokens: int | None,
+    output_tokens: int | None,
+    objective: str,
+    prices: tuple[str, ...],
+    max_gpus: int | None,
+    matrix: bool,
+    as_csv: bool,
     headroom: float,
     engine: str | None,
     top: int,
@@ -82,76 +129,89 @@ def plan_command(
     as_json: bool,
     **training: Any,
 ) -> None:
-    """Rank the ways to serve MODEL: per GPU type and weight format, the fewest GPUs that fit.
+    """Rank the ways to serve MODEL to --users users within --tpot and --ttft: per GPU type and
+    weight format, the best layout (tp, pp, expert parallelism) and number of replicas.
 
-    With --train: rank the training layouts of --gpus GPUs that fit, fastest first.
+    With --train: rank the training layouts of --gpus GPUs that fit, fastest first; with
+    --tokens (and --days), the fewest GPUs per GPU type that train that many tokens in time.
     """
-    from rich.table import Table
-
-    from gpuplan.api import DEFAULT_PLAN_GPUS, plan
+    from gpuplan.cli.plan_render import (
+        render_matrix,
+        render_serving_plans,
+        serving_plan_data,
+    )
 
     given = {k: v for k, v in training.items() if v is not None}
+    goal = {"objective": objective, "prices": prices, "max_gpus": max_gpus}
     if train:
-        _plan_training(model, gpus, dtypes, kv_dtype, headroom, engine, top, units, as_json, given)
+        for flag, value in (
+            ("--tpot", tpot),
+            ("--ttft", ttft),
+            ("--prompt", prompt_tokens),
+            ("--output", output_tokens),
+        ):
+            if value is not None:
+                raise GpuplanError(f"{flag} is a serving target; --train plans to --tokens/--days")
+        _plan_training(
+            model,
+            gpus,
+            dtypes,
+            kv_dtype,
+            headroom,
+            engine,
+            top,
+            units,
+            as_json,
+            given,
+            goal,
+            matrix,
+            as_csv,
+        )
         return
     if engine in TRAINING_ENGINES:
         raise GpuplanError(f"--export {engine} is a training engine; add --train")
+    gpu_memory = given.pop("gpu_memory", None)
     if given:
         flags = ", ".join("--" + k.replace("_", "-").replace("gpu-count", "gpus") for k in given)
         raise GpuplanError(f"{flags}: only with --train")
+    if matrix:
+        from gpuplan.api.planning import serving_budget_matrix
 
-    options = plan(
+        if len(gpus) > 1 or len(dtypes) > 1:
+            raise GpuplanError("--matrix takes one --gpu and one --dtype")
+        data = serving_budget_matrix(
+            model,
+            gpus[0] if gpus else "h100",
+            dtype=dtypes[0] if dtypes else None,
+            kv_dtype=kv_dtype,
+            headroom=headroom,
+            gpu_memory=gpu_memory,
+        )
+        render_matrix(data, units, as_json, as_csv)
+        return
+    if gpu_memory is not None:
+        raise GpuplanError("--gpu-memory: with --train or --matrix (a ranking compares GPU types)")
+    data = serving_plan_data(
         model,
-        gpus=gpus or DEFAULT_PLAN_GPUS,
-        dtypes=dtypes or None,
-        kv_dtype=kv_dtype,
-        context=context,
-        users=users,
-        headroom=headroom,
-    )[: max(1, top)]
-    rows = [o.to_dict(units, engine) for o in options]
+        gpus,
+        dtypes,
+        kv_dtype,
+        context,
+        users,
+        headroom,
+        tpot,
+        ttft,
+        prompt_tokens,
+        output_tokens,
+        goal,
+        top,
+        units,
+        engine,
+    )
     if as_json:
-        print_json(
-            {
-                "schema": "gpuplan.plan/1",
-                "model": model,
-                "context": context,
-                "users": users,
-                "options": rows,
-            }
-        )
+        print_json(data)
         return
-    out = console()
-    if not rows:
-        out.print("nothing fits: try more GPU types (--gpu) or lower precision (--dtype)")
-        return
-    table = Table(box=None, header_style="bold")
-    for col in (
-        "#",
-        "GPUs",
-        "layout",
-        "weights",
-        "KV",
-        "per GPU",
-        "KV capacity",
-        f"users × {context:,}",
-    ):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(
-            str(r["rank"]),
-            f"{r['gpus']} × {r['gpu']}",
-            f"tp={r['tp']} pp={r['pp']}",
-            r["dtype"],
-            r["kv_dtype"],
-            format_bytes(r["per_gpu_total_bytes"], units),
-            f"{r['kv_capacity_tokens']:,} tokens",
-            f"{r['max_concurrent_sequences']:,}",
-        )
-    out.print(table)
-    if engine:
-        out.print(f"\nLaunch the top plan with {engine}:")
-        click.echo(rows[0]["launch"])
+    render_serving_plans(data, units, as_csv)
 
 
 def _plan_training(
@@ -165,19 +225,31 @@ def _plan_training(
     units: str,
     as_json: bool,
     given: dict[str, Any],
+    goal: dict[str, Any],
+    matrix: bool,
+    as_csv: bool,
 ) -> None:
-    from gpuplan.cli.plan_train import run_plan_training
+    from gpuplan.cli.plan_train import run_plan_training, run_training_goal, run_training_matrix
 
     if engine in SERVING_ENGINES:
         raise GpuplanError(
             f"--export {engine} is a serving engine; with --train export to"
             f" {', '.join(TRAINING_ENGINES)}"
         )
-    if len(gpus) > 1:
-        raise GpuplanError("--train plans one GPU type: give a single --gpu")
+    if len(gpus) > 1 and "tokens" not in given:
+        raise GpuplanError("--train plans one GPU type: give a single --gpu (or plan to --tokens)")
     if dtypes or kv_dtype:
         raise GpuplanError("--dtype and --kv-dtype are serving options; --train uses --recipe")
     options: dict[str, Any] = {"headroom": headroom}
     for key, value in given.items():
         options["gpus" if key == "gpu_count" else key] = value
+    if matrix:
+        run_training_matrix(model, gpus[0] if gpus else "h100", options, units, as_json, as_csv)
+        return
+    if "tokens" in options or "days" in options:
+        if "tokens" not in options:
+            raise GpuplanError("--days needs --tokens: how many tokens to train")
+        run_training_goal(model, gpus or ("h100",), options, goal, top, units, as_json, as_csv)
+        return
+    options.pop("mfu", None) if options.get("mfu") is None else None
     run_plan_training(model, gpus[0] if gpus else "h100", options, engine, top, units, as_json)

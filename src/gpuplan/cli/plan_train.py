@@ -7,8 +7,15 @@ from typing import Any
 
 import click
 
-from gpuplan.cli.render import console, print_json
+from gpuplan.cli.jsonout import print_json
+from gpuplan.errors import GpuplanError
 from gpuplan.units import format_bytes
+
+
+def console() -> Any:
+    from gpuplan.cli.render import console as make
+
+    return make()
 
 
 def run_plan_training(
@@ -24,7 +31,12 @@ def run_plan_training(
     from gpuplan.api import PLAN_TRAIN_SCHEMA_VERSION, plan_training
     from gpuplan.api.common import gpu_dict
 
-    ranked = plan_training(model, gpu=gpu, engine=engine, top=top, **options)
+    try:
+        ranked = plan_training(model, gpu=gpu, engine=engine, top=top, **options)
+    except GpuplanError:
+        if not as_json:
+            _print_answers(model, gpu, options)
+        raise
     rows = [o.to_dict(units, engine) for o in ranked]
     first = ranked[0].plan
     s = first.bill.setup
@@ -47,6 +59,17 @@ def run_plan_training(
         print_json(data)
         return
     render_plan_training(data, units)
+
+
+def _print_answers(model: str, gpu: str, options: dict[str, Any]) -> None:
+    from gpuplan.api.planning import training_three_answers
+
+    kw = {k: options[k] for k in ("gpus", "seq", "recipe", "headroom") if k in options}
+    answers = training_three_answers(model, gpu, **kw)
+    if answers:
+        click.echo("Nothing fits. Three ways out:")
+        for a in answers:
+            click.echo(f"  {a['answer']}: {a['label']}")
 
 
 def render_plan_training(data: dict[str, Any], units: str) -> None:
@@ -97,3 +120,135 @@ def render_plan_training(data: dict[str, Any], units: str) -> None:
     click.echo(export["command"])
     for note in export["notes"]:
         out.print(f"[dim]note: {note}[/dim]")
+
+
+def run_training_goal(
+    model: str,
+    gpus: tuple[str, ...],
+    options: dict[str, Any],
+    goal: dict[str, Any],
+    top: int,
+    units: str,
+    as_json: bool,
+    as_csv: bool,
+) -> None:
+    """`plan --train --tokens 2T --days 7`: per GPU type, the fewest GPUs that make it."""
+    from gpuplan.api.planning import PLAN_TRAIN_GOAL_SCHEMA_VERSION, plan_training_goal
+
+    allowed = {
+        "tokens",
+        "days",
+        "seq",
+        "global_batch_tokens",
+        "recipe",
+        "lora_rank",
+        "qlora",
+        "headroom",
+        "mfu",
+    }
+    extra = sorted(set(options) - allowed)
+    if extra:
+        raise click.UsageError(
+            f"--{extra[0].replace('_', '-').replace('gpus', 'gpus')} does not apply with --tokens"
+        )
+    kw = {k: v for k, v in options.items() if k in allowed}
+    if goal["max_gpus"]:
+        kw["max_gpus"] = goal["max_gpus"]
+    ranked = plan_training_goal(
+        model, gpus=list(gpus), objective=goal["objective"], prices=list(goal["prices"]), **kw
+    )[: max(1, top)]
+    rows = [o.to_dict(units) for o in ranked]
+    data = {
+        "schema": PLAN_TRAIN_GOAL_SCHEMA_VERSION,
+        "model": ranked[0].plan.model_id,
+        "tokens": ranked[0].time.tokens,
+        "days": options.get("days"),
+        "objective": goal["objective"],
+        "options": rows,
+    }
+    if as_json:
+        print_json(data)
+        return
+    if as_csv:
+        import csv
+        import sys
+
+        writer = csv.writer(sys.stdout)
+        cols = [
+            "rank",
+            "gpu",
+            "gpus",
+            "layout",
+            "micro_batch",
+            "grad_accum",
+            "checkpointing",
+            "per_gpu_total_bytes",
+            "tokens_per_second",
+        ]
+        writer.writerow([*cols, "days", "gpu_hours", "cost_usd", "mfu_achieved"])
+        for r in rows:
+            t = r["time"]
+            writer.writerow(
+                [*(r[c] for c in cols), t["days"], t["gpu_hours"], t["cost_usd"], t["mfu_achieved"]]
+            )
+        return
+    from rich.table import Table
+
+    out = console()
+    when = f" within {data['days']:g} days" if data["days"] else ""
+    out.print(
+        f"[bold]{data['model']}[/bold]  train {data['tokens']:,} tokens{when}"
+        f" · ranked by {data['objective']}"
+    )
+    table = Table(box=None, header_style="bold")
+    for col in (
+        "#",
+        "GPUs",
+        "layout",
+        "micro × accum",
+        "recompute",
+        "per GPU",
+        "tokens/s",
+        "days",
+        "GPU-hours",
+        "MFU",
+        "cost",
+    ):
+        table.add_column(col, justify="left" if col in ("GPUs", "layout", "recompute") else "right")
+    for r in rows:
+        t = r["time"]
+        table.add_row(
+            str(r["rank"]),
+            f"{r['gpus']} × {r['gpu']}",
+            r["layout"],
+            f"{r['micro_batch']} × {r['grad_accum']}",
+            r["checkpointing"],
+            format_bytes(r["per_gpu_total_bytes"], units),
+            f"{t['tokens_per_second']:,.0f}",
+            f"{t['days']:,.2f}",
+            f"{t['gpu_hours']:,.0f}",
+            f"{t['mfu_achieved']:.0%} (of {t['mfu_assumed']:.0%})",
+            "-" if t["cost_usd"] is None else f"${t['cost_usd']:,.0f}",
+        )
+    out.print(table)
+    out.print(
+        "[dim]time = steps × step time (engine/cost.py at --mfu of peak bf16, pipeline"
+        " bubble, exposed communication); MFU achieved = model FLOPs ÷ (GPUs × peak ×"
+        " time); cost from catalog/data/prices.toml or --price[/dim]"
+    )
+
+
+def run_training_matrix(
+    model: str, gpu: str, options: dict[str, Any], units: str, as_json: bool, as_csv: bool
+) -> None:
+    """`plan --train --matrix`: memory per GPU vs GPU count for ZeRO 0-3."""
+    from gpuplan.api.planning import training_budget_matrix
+    from gpuplan.cli.plan_render import render_matrix
+
+    kw = {
+        k: options[k]
+        for k in ("seq", "recipe", "lora_rank", "qlora", "headroom", "gpu_memory")
+        if k in options
+    }
+    data = training_budget_matrix(model, gpu, **kw)
+    render_matrix(data, units, as_json, as_csv)

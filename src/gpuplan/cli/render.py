@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gpuplan.cli.jsonout import print_json
 from gpuplan.units import format_bytes
+
+__all__ = ["COLOURS", "bill_table", "console", "memory_bar", "print_bill", "print_json"]
 
 # one colour per bill category, shared with the web app's legend
 COLOURS = {
@@ -32,10 +33,6 @@ def console() -> Console:
     if not out.is_terminal:
         out = Console(highlight=False, width=160)
     return out
-
-
-def print_json(data: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 
 def memory_bar(

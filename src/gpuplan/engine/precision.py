@@ -8,6 +8,9 @@ is derived here from the payload bits and the per-group scales, never typed in:
 
 e.g. GPTQ int4 g128: 4 + (16 + 4)/128 = 4.156 bits = 0.520 bytes; MXFP4: 4 + 8/32 = 4.25 bits;
 NF4 with double quantisation (QLoRA §3): 4 + 8/64 + 32/(64·256) = 4.127 bits.
+
+GGML block types (GGUF) are given as whole blocks instead: block_bytes per block_size elements
+(Q4_K: 144 bytes per 256 = 4.5 bits), as ggml-common.h lays them out.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ class Precision:
     zero_bits: int = 0
     scale_group: int = 0
     scale_scale_bits: int = 0
+    block_size: int = 0  # GGML block types: elements per block ...
+    block_bytes: int = 0  # ... and the bytes one block takes
     scope: str = "all"  # "all": every parameter; "linear": only linear weights are packed
     kv: bool = False
     source: str = ""
@@ -38,6 +43,8 @@ class Precision:
     @property
     def bits_per_param(self) -> Fraction:
         """Average bits per element, scales and zero points included."""
+        if self.block_size:
+            return Fraction(self.block_bytes * 8, self.block_size)
         bits = Fraction(self.bits)
         if self.group_size:
             bits += Fraction(self.scale_bits + self.zero_bits, self.group_size)
@@ -53,6 +60,8 @@ class Precision:
         """Bytes to store `n` elements, scales included, rounded up to a whole byte."""
         if n <= 0:
             return 0
+        if self.block_size:
+            return _ceil_div(n, self.block_size) * self.block_bytes
         bits = n * self.bits
         if self.group_size:
             groups = _ceil_div(n, self.group_size)

@@ -1,9 +1,16 @@
 """A checkpoint's `quantization_config`, reduced to what sizes its weights.
 
-`quantization_from_config` maps each method's keys onto a precision of the catalog
-(catalog/data/precisions.toml) and the module kinds the method leaves unconverted. The key names
-mirror the quantizer configs of `transformers` (utils/quantization_config.py): GPTQConfig,
-AwqConfig, FineGrainedFP8Config, CompressedTensorsConfig, Mxfp4Config, BitsAndBytesConfig.
+`quantization_from_config` maps each method's keys onto a storage layout (a `Precision`: payload
+bits, group size, scale and zero-point bits, engine/precision.py) and the module kinds the
+method leaves unconverted. Key names mirror the quantizer configs of `transformers`
+(utils/quantization_config.py: GPTQConfig, AwqConfig, FineGrainedFP8Config, FbgemmFp8Config,
+CompressedTensorsConfig, Mxfp4Config, BitsAndBytesConfig, TorchAoConfig) and ModelOpt's
+hf_quant_config.json (catalog/sources/modelopt.py). Named catalog formats (nvfp4, mxfp4, nf4,
+bnb-*) are left to the precision catalog (`layout` None); every other layout is derived here
+from the config's own bits and group sizes.
+
+`standard_layout` is what an engine's `--quantization METHOD` means for a checkpoint without
+a `quantization_config`: the method's usual layout, said so in a note.
 """
 
 from __future__ import annotations
@@ -12,116 +19,451 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuplan.engine.precision import Precision
 from gpuplan.errors import GpuplanError
+
+ALWAYS_KEPT = ("bias", "embedding", "lm_head", "norm", "router")
+LINEAR = ("attention", "mlp", "experts", "shared_experts")
+METHODS = (
+    "gptq",
+    "awq",
+    "fp8",
+    "fbgemm_fp8",
+    "compressed-tensors",
+    "bitsandbytes",
+    "mxfp4",
+    "modelopt",
+    "torchao",
+)
 
 
 @dataclass(frozen=True)
 class QuantizationSpec:
     """A checkpoint's `quantization_config`, reduced to what sizes the weights.
 
-    `precision` names an entry of the precision catalog; `unquantized` lists the module
-    kinds kept at the checkpoint's own dtype (embedding, lm_head, attention, router, ...).
-    """
+    `precision` names the layout (a catalog id, or a derived one in `layout`); `unquantized`
+    lists the module kinds kept at the checkpoint's own dtype (embedding, lm_head, attention,
+    router, ...); `kind_precisions` gives kinds a layout of their own (compressed-tensors
+    config groups that target different modules)."""
 
     method: str
     precision: str
-    unquantized: tuple[str, ...] = ("embedding", "lm_head", "norm", "router", "bias")
+    unquantized: tuple[str, ...] = ALWAYS_KEPT
     source: str = ""
+    layout: Precision | None = None
+    kind_precisions: tuple[tuple[str, Precision], ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def _int(qc: Mapping[str, Any], name: str, key: str, default: int, lo: int, hi: int) -> int:
+    value = qc.get(key, default)
+    if value is None:
+        value = default
+    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+        raise GpuplanError(f"{name}: quantization_config {key!r} must be a whole number")
+    value = int(value)
+    if not lo <= value <= hi:
+        raise GpuplanError(f"{name}: quantization_config {key!r} = {value} is out of range")
+    return value
+
+
+def int_layout(
+    method: str, bits: int, group: int, scale_bits: int = 16, zero_bits: int = 0, source: str = ""
+) -> Precision:
+    """Packed integer weights with one scale (and zero point) per group of `group` inputs;
+    group ≤ 0 means one per output channel (negligible beside the weights)."""
+    if group > 0:
+        pid = f"{method}-int{bits}-g{group}"
+        return Precision(pid, bits, group, scale_bits, zero_bits, scope="linear", source=source)
+    return Precision(f"{method}-int{bits}-channel", bits, scope="linear", source=source)
+
+
+def fp8_layout(block: Any = None, source: str = "") -> Precision:
+    """fp8 e4m3 weights: per-tensor / per-channel scales (negligible), or one fp32 scale per
+    block (DeepSeek-V3 §3.3.2: 128 × 128)."""
+    if block:
+        if (
+            not isinstance(block, list | tuple)
+            or not block
+            or not all(
+                isinstance(b, int) and not isinstance(b, bool) and 0 < b <= 65536 for b in block
+            )
+        ):
+            raise GpuplanError(
+                f"fp8 weight_block_size must be a list of positive sizes, got {block!r}"
+            )
+        size = 1
+        for b in block:
+            size *= int(b)
+        pid = (
+            "fp8-block128" if list(block) == [128, 128] else f"fp8-block{'x'.join(map(str, block))}"
+        )
+        return Precision(pid, 8, size, 32, scope="linear", source=source)
+    return Precision("fp8-tensor", 8, scope="linear", source=source)
 
 
 def quantization_from_config(qc: Any, name: str = "model") -> QuantizationSpec | None:
-    """Map a checkpoint's `quantization_config` onto a precision of the catalog.
+    """Map a checkpoint's `quantization_config` onto a storage layout.
 
-    Methods read: gptq and awq (bits, group_size), fp8 (per-tensor or `weight_block_size`),
-    compressed-tensors (the weights' num_bits/group strategy), mxfp4 (gpt-oss), bitsandbytes
-    (4-bit NF4/FP4 with or without double quantisation, 8-bit LLM.int8).
+    gptq / awq (bits, group_size; AWQ's w_bit / q_group_size), fp8 (per-tensor or
+    `weight_block_size`), fbgemm_fp8 (per-channel, `modules_to_not_convert`),
+    compressed-tensors (config groups: targets, ignore, num_bits, type, strategy, group size,
+    symmetric), bitsandbytes (4-bit NF4/FP4 with or without double quantisation, 8-bit),
+    mxfp4 (gpt-oss), modelopt (FP8, NVFP4, W4A16/W4A8 AWQ), torchao (int4/int8/float8).
     """
     if not qc:
         return None
     if not isinstance(qc, Mapping):
         raise GpuplanError(f"{name}: quantization_config must be a JSON object")
-    method = str(qc.get("quant_method", "")).lower()
-    skip = _unquantized_modules(qc)
+    method = str(qc.get("quant_method", "")).lower().replace("_", "-")
+    skip = unquantized_kinds(_listed(qc))
     if method in ("gptq", "awq"):
-        bits = int(qc.get("bits", qc.get("w_bit", 4)))
-        group = int(qc.get("group_size", qc.get("q_group_size", 128)))
+        bits = _int(qc, name, "bits" if "bits" in qc else "w_bit", 4, 2, 8)
+        group = _int(
+            qc, name, "group_size" if "group_size" in qc else "q_group_size", 128, -1, 2**20
+        )
         if bits not in (2, 3, 4, 8):
             raise GpuplanError(f"{name}: {method} with {bits} bits is not supported (2, 3, 4 or 8)")
-        precision = f"{method}-int{bits}-g{group}" if group > 0 else f"{method}-int{bits}"
-        return QuantizationSpec(method, precision, skip, f"{method} bits={bits} group_size={group}")
+        # both pack zero points at the weight width (AutoGPTQ qzeros, AutoAWQ qzeros)
+        layout = int_layout(
+            method,
+            bits,
+            group,
+            16,
+            bits,
+            f"{method} {bits}-bit, fp16 scales and packed zeros per group of {group}",
+        )
+        return QuantizationSpec(
+            method, layout.id, skip, f"{method} bits={bits} group_size={group}", layout
+        )
     if method == "fp8":
         block = qc.get("weight_block_size")
-        precision = "fp8-block128" if block else "fp8-tensor"
-        return QuantizationSpec(method, precision, skip, f"fp8 weight_block_size={block}")
+        layout = fp8_layout(
+            block,
+            "fp8 e4m3 weights"
+            + (f", fp32 scale per {block} block" if block else ", per-tensor scale"),
+        )
+        return QuantizationSpec(method, layout.id, skip, f"fp8 weight_block_size={block}", layout)
+    if method == "fbgemm-fp8":
+        layout = Precision(
+            "fp8-channel",
+            8,
+            scope="linear",
+            source="FBGEMM fp8: e4m3 weights, one fp32 scale per output channel",
+        )
+        notes: tuple[str, ...] = ()
+        per_layer = [m for m in _listed(qc) if any(ch.isdigit() for ch in str(m))]
+        if per_layer:
+            notes = (
+                f"fbgemm_fp8 keeps {len(per_layer)} listed modules (e.g. {per_layer[0]}) in 16-bit;"
+                " the architecture math keeps only whole kinds, the checkpoint headers give the exact bytes",
+            )
+        return QuantizationSpec(
+            "fbgemm_fp8", layout.id, skip, "fbgemm_fp8 per-channel", layout, notes=notes
+        )
     if method == "mxfp4":
         return QuantizationSpec(method, "mxfp4", skip, "mxfp4 (32-element blocks, e8m0 scales)")
     if method == "bitsandbytes":
-        if qc.get("load_in_4bit"):
-            kind = str(qc.get("bnb_4bit_quant_type", "fp4")).lower()
-            double = bool(qc.get("bnb_4bit_use_double_quant", False))
-            precision = f"{'nf4' if kind == 'nf4' else 'bnb-fp4'}{'-dq' if double else ''}"
-            return QuantizationSpec(
-                method, precision, skip, f"bitsandbytes 4-bit {kind} double_quant={double}"
-            )
-        if qc.get("load_in_8bit"):
-            return QuantizationSpec(method, "bnb-int8", skip, "bitsandbytes LLM.int8")
-    if method in ("compressed-tensors", "compressed_tensors"):
-        return _compressed_tensors(qc, skip, name)
-    if method in ("nvfp4", "modelopt"):
-        algo = str(qc.get("quant_algo", "nvfp4")).lower()
-        precision = "nvfp4" if "fp4" in algo else "fp8-tensor"
-        return QuantizationSpec(method, precision, skip, f"modelopt {algo}")
+        return _bitsandbytes(qc, skip, name)
+    if method == "compressed-tensors":
+        return _compressed_tensors(qc, name)
+    if method in ("nvfp4", "modelopt", "modelopt-fp4"):
+        return _modelopt(qc, skip, name)
+    if method == "torchao":
+        return _torchao(qc, skip, name)
     raise GpuplanError(
         f"{name}: quantization method {method or '(none)'!r} is not supported"
-        " (gptq, awq, fp8, compressed-tensors, mxfp4, bitsandbytes, modelopt)"
+        f" ({', '.join(METHODS)})"
     )
 
 
-def _unquantized_modules(qc: Mapping[str, Any]) -> tuple[str, ...]:
-    """Module kinds the checkpoint keeps at full precision.
+def _listed(qc: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+    for key in ("modules_to_not_convert", "ignore", "exclude_modules", "llm_int8_skip_modules"):
+        value = qc.get(key)
+        if isinstance(value, list):
+            out.extend(str(v) for v in value)
+    return out
 
-    Embeddings, LM head, norms, routers and biases are never quantised by these methods;
-    `modules_to_not_convert` / `ignore` may add attention or the LM head explicitly.
-    """
-    kinds = {"embedding", "lm_head", "norm", "router", "bias"}
-    listed = list(qc.get("modules_to_not_convert") or []) + list(qc.get("ignore") or [])
+
+def kinds_of(pattern: str) -> set[str]:
+    """The module kinds a module name or pattern ('model.layers.*.self_attn', 're:.*mlp.gate$',
+    'lm_head', 'Linear') names."""
+    text = pattern.removeprefix("re:").lower()
+    if text in ("linear", "nn.linear", "torch.nn.linear"):
+        return set(LINEAR)
+    kinds: set[str] = set()
+    if "lm_head" in text:
+        kinds.add("lm_head")
+    if "embed" in text:
+        kinds.add("embedding")
+    if "vision" in text or "visual" in text or "multi_modal" in text:
+        kinds.add("vision")
+    if (
+        "attn" in text
+        or "attention" in text
+        or any(p in text for p in ("q_proj", "k_proj", "v_proj", "o_proj", "qkv"))
+    ):
+        kinds.add("attention")
+    if "shared_expert" in text:
+        kinds.add("shared_experts")
+    elif "expert" in text:
+        kinds.add("experts")
+    if text.endswith(("gate", "gate$", "router", "router$")) or ".gate." in text:
+        kinds.add("router")
+    if (
+        "mlp" in text
+        or "feed_forward" in text
+        or "ffn" in text
+        or any(p in text for p in ("gate_proj", "up_proj", "down_proj"))
+    ) and not kinds & {"experts", "shared_experts", "router"}:
+        kinds.add("mlp")
+    return kinds
+
+
+def unquantized_kinds(listed: list[str]) -> tuple[str, ...]:
+    """Module kinds a checkpoint keeps at full precision: embeddings, LM head, norms, routers
+    and biases always; attention, MLP or (shared) experts when the list names them whole (not
+    one layer's module, which only the headers can size)."""
+    kinds = set(ALWAYS_KEPT)
     for module in listed:
         text = str(module)
-        if "self_attn" in text or "attn" in text.split(".")[-1]:
-            kinds.add("attention")
-        if "shared_expert" in text:
-            kinds.add("shared_experts")
-        if text.endswith("mlp") or text.endswith("mlp.*"):
-            kinds.add("mlp")
+        if any(ch.isdigit() for ch in text.split("*")[0].replace("re:", "")) and "*" not in text:
+            continue  # one layer's module: e.g. model.layers.0.mlp.down_proj
+        kinds |= kinds_of(text) & set(LINEAR)
     return tuple(sorted(kinds))
 
 
-def _compressed_tensors(
-    qc: Mapping[str, Any], skip: tuple[str, ...], name: str
-) -> QuantizationSpec:
-    groups = qc.get("config_groups") or {}
-    weights: Mapping[str, Any] = {}
-    for group in groups.values():
-        if isinstance(group, Mapping) and isinstance(group.get("weights"), Mapping):
-            weights = group["weights"]
-            break
-    bits = int(weights.get("num_bits", 8))
+def _bitsandbytes(qc: Mapping[str, Any], skip: tuple[str, ...], name: str) -> QuantizationSpec:
+    if qc.get("load_in_4bit"):
+        kind = str(qc.get("bnb_4bit_quant_type", "fp4")).lower()
+        double = bool(qc.get("bnb_4bit_use_double_quant", False))
+        precision = f"{'nf4' if kind == 'nf4' else 'bnb-fp4'}{'-dq' if double else ''}"
+        return QuantizationSpec(
+            "bitsandbytes", precision, skip, f"bitsandbytes 4-bit {kind} double_quant={double}"
+        )
+    if qc.get("load_in_8bit"):
+        return QuantizationSpec("bitsandbytes", "bnb-int8", skip, "bitsandbytes LLM.int8")
+    raise GpuplanError(f"{name}: bitsandbytes config sets neither load_in_4bit nor load_in_8bit")
+
+
+def _ct_layout(weights: Mapping[str, Any], fmt: str, name: str) -> Precision:
+    """One compressed-tensors weight scheme as a layout (compressed_tensors.quantization
+    QuantizationArgs: num_bits, type int|float, strategy tensor|channel|group|block|
+    tensor_group, group_size, block_structure, symmetric)."""
+    bits = _int(weights, name, "num_bits", 8, 1, 16)
     kind = str(weights.get("type", "int")).lower()
     strategy = str(weights.get("strategy", "tensor")).lower()
-    group_size = weights.get("group_size")
-    fmt = str(qc.get("format", "")).lower()
-    if "nvfp4" in fmt or (kind == "float" and bits == 4):
-        precision = "nvfp4"
-    elif kind == "float" and bits == 8:
-        precision = "fp8-block128" if strategy == "block" else "fp8-tensor"
-    elif bits == 8:
-        precision = "int8-channel"
-    elif bits == 4:
-        precision = f"int4-g{group_size}" if group_size else "int4-channel"
-    else:
+    group = weights.get("group_size")
+    symmetric = bool(weights.get("symmetric", True))
+    if kind == "float" and bits == 4 or "nvfp4" in fmt:
+        return Precision(
+            "nvfp4",
+            4,
+            16,
+            8,
+            scope="linear",
+            source="compressed-tensors nvfp4: e2m1 values, fp8 e4m3 scale per 16, fp32 global scale",
+        )
+    if kind == "float" and bits == 8:
+        if strategy == "block":
+            return fp8_layout(
+                weights.get("block_structure") or [128, 128], "compressed-tensors fp8 block"
+            )
+        pid = "fp8-tensor" if strategy == "tensor" else "fp8-channel"
+        return Precision(pid, 8, scope="linear", source=f"compressed-tensors fp8 {strategy}")
+    if kind != "int" or bits not in (2, 3, 4, 8):
         raise GpuplanError(
             f"{name}: compressed-tensors with {bits}-bit {kind} weights is not supported"
         )
+    if strategy == "group" and isinstance(group, int) and group > 0:
+        zero = 0 if symmetric else 8  # asymmetric schemes store an int8 zero point per group
+        return int_layout(
+            "ct", bits, group, 16, zero, f"compressed-tensors int{bits} group {group}"
+        )
+    return Precision(
+        f"int{bits}-channel",
+        bits,
+        scope="linear",
+        source=f"compressed-tensors int{bits} {strategy}",
+    )
+
+
+def _compressed_tensors(qc: Mapping[str, Any], name: str) -> QuantizationSpec:
+    groups = qc.get("config_groups") or {}
+    if not isinstance(groups, Mapping) or not groups:
+        raise GpuplanError(f"{name}: compressed-tensors config has no config_groups")
+    fmt = str(qc.get("format", "")).lower()
+    ignore = [str(x) for x in (qc.get("ignore") or []) if isinstance(x, str)]
+    skip = unquantized_kinds(ignore)
+    by_kind: dict[str, Precision] = {}
+    first: Precision | None = None
+    described = []
+    for group in groups.values():
+        if not isinstance(group, Mapping) or not isinstance(group.get("weights"), Mapping):
+            continue
+        layout = _ct_layout(group["weights"], str(group.get("format") or fmt), name)
+        first = first or layout
+        targets = group.get("targets") or ["Linear"]
+        kinds: set[str] = set()
+        for target in targets if isinstance(targets, list) else [targets]:
+            kinds |= kinds_of(str(target)) & set(LINEAR)
+        for kind in kinds:
+            by_kind.setdefault(kind, layout)
+        described.append(f"{layout.id} → {'/'.join(sorted(kinds)) or 'none'}")
+    if first is None:
+        raise GpuplanError(f"{name}: compressed-tensors config_groups declare no weights")
+    overrides = tuple(sorted((k, p) for k, p in by_kind.items() if p != first))
+    untargeted = [k for k in LINEAR if k not in by_kind]
+    if untargeted and by_kind:
+        skip = tuple(sorted(set(skip) | set(untargeted)))
     return QuantizationSpec(
-        "compressed-tensors", precision, skip, f"compressed-tensors {kind}{bits} {strategy}"
+        "compressed-tensors",
+        first.id,
+        skip,
+        "compressed-tensors " + "; ".join(described),
+        first,
+        overrides,
+    )
+
+
+def _modelopt(qc: Mapping[str, Any], skip: tuple[str, ...], name: str) -> QuantizationSpec:
+    """ModelOpt (hf_quant_config.json): FP8 per-tensor, NVFP4 (group 16, e4m3 scales),
+    W4A16_AWQ / W4A8_AWQ (int4, fp16 scales per group, default 128)."""
+    algo = str(qc.get("quant_algo", "nvfp4")).upper()
+    notes: tuple[str, ...] = ()
+    if str(qc.get("kv_cache_quant_algo") or "").upper() == "FP8":
+        notes = ("ModelOpt checkpoint carries fp8 KV-cache scales (kv_cache_quant_algo FP8)",)
+    if "FP4" in algo:
+        return QuantizationSpec("modelopt", "nvfp4", skip, f"modelopt {algo}", notes=notes)
+    if algo in ("FP8", "FP8_PER_CHANNEL_PER_TOKEN"):
+        layout = Precision(
+            "fp8-tensor", 8, scope="linear", source="ModelOpt FP8: e4m3, per-tensor scales"
+        )
+        return QuantizationSpec(
+            "modelopt", layout.id, skip, f"modelopt {algo}", layout, notes=notes
+        )
+    if "W4A16" in algo or "W4A8" in algo or "INT4" in algo:
+        group = _int(qc, name, "group_size", 128, 1, 2**20)
+        layout = int_layout(
+            "modelopt", 4, group, 16, 0, f"ModelOpt {algo}: int4, fp16 scale per {group}"
+        )
+        return QuantizationSpec(
+            "modelopt", layout.id, skip, f"modelopt {algo}", layout, notes=notes
+        )
+    if "INT8" in algo or "W8A8" in algo:
+        layout = Precision("int8-channel", 8, scope="linear", source=f"ModelOpt {algo}")
+        return QuantizationSpec(
+            "modelopt", layout.id, skip, f"modelopt {algo}", layout, notes=notes
+        )
+    raise GpuplanError(
+        f"{name}: ModelOpt quant_algo {algo!r} is not supported (FP8, NVFP4, W4A16_AWQ, W4A8_AWQ, INT8)"
+    )
+
+
+def _torchao(qc: Mapping[str, Any], skip: tuple[str, ...], name: str) -> QuantizationSpec:
+    """torchao (TorchAoConfig.quant_type: a string or {"default": {"_type": ..., "_data":
+    {"group_size": ...}}}): int4 weight-only keeps a bf16 scale and zero per group
+    (torchao/quantization/quant_api.py Int4WeightOnlyConfig), int8 weight-only and the fp8
+    configs one scale per row."""
+    qt = qc.get("quant_type")
+    kind, group = "", 128
+    if isinstance(qt, str):
+        kind = qt.lower()
+        kwargs = qc.get("quant_type_kwargs") or {}
+        if isinstance(kwargs, Mapping) and isinstance(kwargs.get("group_size"), int):
+            group = int(kwargs["group_size"])
+    elif isinstance(qt, Mapping):
+        inner = qt.get("default", qt)
+        if isinstance(inner, Mapping):
+            kind = str(inner.get("_type", "")).lower()
+            data = inner.get("_data") or {}
+            if isinstance(data, Mapping) and isinstance(data.get("group_size"), int):
+                group = int(data["group_size"])
+    if "int4" in kind:
+        layout = int_layout(
+            "torchao",
+            4,
+            group,
+            16,
+            16,
+            f"torchao int4 weight-only, bf16 scale and zero per {group}",
+        )
+    elif "float8" in kind or "fp8" in kind:
+        layout = Precision("fp8-channel", 8, scope="linear", source=f"torchao {kind}")
+    elif "int8" in kind:
+        layout = Precision("int8-channel", 8, scope="linear", source=f"torchao {kind}")
+    else:
+        raise GpuplanError(
+            f"{name}: torchao quant_type {kind or qt!r} is not supported (int4, int8, float8)"
+        )
+    return QuantizationSpec("torchao", layout.id, skip, f"torchao {kind}", layout)
+
+
+# --------------------------------------------------------------------------------------
+# An engine flag without a quantization_config
+# --------------------------------------------------------------------------------------
+
+_STANDARD = {
+    # engine --quantization name -> (method, layout builder, what it assumes)
+    "awq": ("awq", "4-bit, group 128"),
+    "awq_marlin": ("awq", "4-bit, group 128"),
+    "gptq": ("gptq", "4-bit, group 128"),
+    "gptq_marlin": ("gptq", "4-bit, group 128"),
+    "marlin": ("gptq", "4-bit, group 128"),
+    "compressed_tensors": ("compressed-tensors", "W4A16: int4, group 128, symmetric"),
+    "fbgemm_fp8": ("fbgemm_fp8", "fp8 e4m3 per output channel"),
+    "modelopt": ("modelopt", "FP8 per tensor"),
+    "modelopt_fp4": ("modelopt", "NVFP4: e2m1, e4m3 scale per 16"),
+    "mxfp4": ("mxfp4", "e2m1, e8m0 scale per 32"),
+    "torchao": ("torchao", "int4 weight-only, group 128"),
+}
+
+
+def standard_layout(flag: str) -> QuantizationSpec | None:
+    """The usual layout of an engine's `--quantization` method, for a checkpoint whose
+    config.json has no quantization_config (None: not a method with one standard layout)."""
+    key = flag.lower().replace("-", "_")
+    if key not in _STANDARD:
+        return None
+    method, what = _STANDARD[key]
+    configs: dict[str, dict[str, Any]] = {
+        "awq": {"quant_method": "awq", "bits": 4, "group_size": 128},
+        "gptq": {"quant_method": "gptq", "bits": 4, "group_size": 128},
+        "compressed-tensors": {
+            "quant_method": "compressed-tensors",
+            "config_groups": {
+                "group_0": {
+                    "targets": ["Linear"],
+                    "weights": {
+                        "num_bits": 4,
+                        "type": "int",
+                        "strategy": "group",
+                        "group_size": 128,
+                    },
+                }
+            },
+        },
+        "fbgemm_fp8": {"quant_method": "fbgemm_fp8"},
+        "modelopt": {
+            "quant_method": "modelopt",
+            "quant_algo": "NVFP4" if key == "modelopt_fp4" else "FP8",
+        },
+        "mxfp4": {"quant_method": "mxfp4"},
+        "torchao": {"quant_method": "torchao", "quant_type": "int4_weight_only"},
+    }
+    spec = quantization_from_config(configs[method], flag)
+    assert spec is not None
+    note = (
+        f"--quantization {flag} without a quantization_config in config.json: sized as the"
+        f" method's standard layout ({what}); a checkpoint quantised otherwise will differ"
+    )
+    return QuantizationSpec(
+        spec.method,
+        spec.precision,
+        spec.unquantized,
+        spec.source,
+        spec.layout,
+        spec.kind_precisions,
+        (*spec.notes, note),
     )

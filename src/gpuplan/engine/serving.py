@@ -132,7 +132,7 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
     kv_gpu = per_seq_gpu * setup.users
 
     bpp = total_weights / counts.total  # effective: mixed formats keep some parts at 16-bit
-    weights_item = LineItem(
+    weights_item = _stored_weights_item(setup, w, total_weights) or LineItem(
         key="weights",
         label="Weights",
         bytes=w.bytes,
@@ -204,7 +204,7 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
         capacity = free * setup.context // per_seq_gpu
     else:
         max_seqs, capacity = 0, 0
-    notes = list(arch.notes)
+    notes = list(arch.notes) + list(setup.weights.notes)
     a = arch.attention
     if not a.is_mla and tp > a.num_kv_heads:
         notes.append(
@@ -242,6 +242,42 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
         kv_capacity_tokens=int(capacity),
         max_concurrent_sequences=int(max_seqs),
         notes=tuple(notes),
+    )
+
+
+def _stored_weights_item(setup: ServingSetup, w: WeightsPerGpu, total: int) -> LineItem | None:
+    """The weights line from the checkpoint's headers: the exact stored bytes this GPU holds,
+    with the architecture math beside it (engine/weights.py, engine/checkpoint.py)."""
+    stored = setup.weights.stored
+    if stored is None:
+        return None
+    arch, tp, pp = setup.arch, setup.tp, setup.pp
+    math = _weights_per_gpu(arch, setup.weights.architecture_only(), tp, pp)
+    split = " ÷ (tp {tp} × pp {pp}) placement" if tp * pp > 1 else ""
+    return LineItem(
+        key="weights",
+        label="Weights",
+        bytes=w.bytes,
+        formula="Σ stored tensor bytes (checkpoint headers) on this GPU",
+        template=(
+            "{tensors} tensors, {total_weights_bytes} stored"
+            + split
+            + " = {bytes} (architecture math {architecture_bytes})"
+        ),
+        inputs={
+            "source": "checkpoint headers",
+            "tensors": len(stored.tensors),
+            "total_weights_bytes": total,
+            "architecture_bytes": math.bytes,
+            "precision": setup.weights.describe(),
+            "tp": tp,
+            "pp": pp,
+            "stage": w.stage,
+            "stage_layers": len(w.layers),
+            "embedding_bytes": w.embedding_bytes,
+            "lm_head_bytes": w.lm_head_bytes,
+        },
+        category="weights",
     )
 
 

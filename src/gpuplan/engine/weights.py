@@ -14,16 +14,25 @@ down-projections (q_a, kv_a) are replicated (vLLM's ReplicatedLinear in deepseek
 Layers are split evenly over pp stages (the first stages take the remainder); the token
 embedding (and a vision-language model's image encoder) sits on the first stage and the final norm + LM head on the last, so the heaviest
 stage sets the per-GPU figure.
+
+When the checkpoint's headers were read (engine/checkpoint.py), `WeightFormat.stored` carries
+them and every function here answers with the exact stored bytes instead: the same placement
+rules applied tensor by tensor. Callers show the architecture math beside it
+(`architecture_weights`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.params import LINEAR_KINDS, ParamCounts, count_params, layer_params
 from gpuplan.engine.precision import Precision
+
+if TYPE_CHECKING:
+    from gpuplan.engine.checkpoint import Checkpoint
 
 
 @dataclass(frozen=True)
@@ -35,24 +44,49 @@ class WeightFormat:
     unquantized: tuple[
         str, ...
     ] = ()  # linear kinds a checkpoint leaves unpacked ("attention", ...)
+    overrides: tuple[tuple[str, Precision], ...] = ()  # kinds with a layout of their own
+    notes: tuple[str, ...] = ()  # what the format assumed (an engine flag's standard layout)
+    stored: Checkpoint | None = None  # the checkpoint's headers: exact stored bytes
 
     def for_kind(self, kind: str) -> Precision:
         if self.precision.scope == "all":
             return self.precision
         if kind in LINEAR_KINDS and kind not in self.unquantized:
+            for k, p in self.overrides:
+                if k == kind:
+                    return p
             return self.precision
         return self.base
+
+    def architecture_only(self) -> WeightFormat:
+        """The same format without the headers: the architecture math."""
+        return replace(self, stored=None) if self.stored is not None else self
 
     def describe(self) -> str:
         if self.precision.scope == "all":
             return self.precision.describe()
         kept = ", ".join(k for k in self.unquantized if k in LINEAR_KINDS)
         extra = f"; {kept} kept at {self.base.id}" if kept else ""
-        return f"{self.precision.describe()} linear weights, others {self.base.id}{extra}"
+        own = "".join(f"; {k} {p.id}" for k, p in self.overrides)
+        return f"{self.precision.describe()} linear weights, others {self.base.id}{extra}{own}"
+
+
+def as_stored(stored: Checkpoint | None, base: Precision) -> Checkpoint | None:
+    """The headers, if the engine keeps the weights as stored: a 16-bit checkpoint served in
+    16-bit (not an fp32 one cast down), or any GGUF (llama.cpp loads its blocks as they are)."""
+    if stored is None or stored.format == "gguf":
+        return stored
+    floats = {"F32": 32, "F16": 16, "BF16": 16}
+    by_dtype = stored.bytes_by_dtype
+    dominant = max(by_dtype, key=lambda d: by_dtype[d], default="")
+    return stored if floats.get(dominant, 0) == base.bits else None
 
 
 def weights_bytes(counts: ParamCounts, fmt: WeightFormat) -> int:
-    """Bytes of all weights: Σ over kinds of params(kind) × bytes per param of its format."""
+    """Bytes of all weights: Σ over kinds of params(kind) × bytes per param of its format;
+    with headers, the stored bytes of every tensor the decoder loads."""
+    if fmt.stored is not None:
+        return fmt.stored.loaded_bytes(len(counts.per_layer))
     return sum(fmt.for_kind(kind).bytes_for(n) for kind, n in counts.by_kind.items())
 
 
@@ -72,6 +106,8 @@ def _attention_rank_counts(arch: Architecture, c: Counter[str], tp: int) -> dict
 
 def layer_bytes_per_rank(arch: Architecture, layer_index: int, fmt: WeightFormat, tp: int) -> int:
     """Bytes of one decoder layer on one tensor-parallel rank."""
+    if fmt.stored is not None:
+        return fmt.stored.layer_bytes(arch, layer_index, tp)
     c = layer_params(arch, arch.layers[layer_index])
     per_rank: dict[str, float] = {}
     per_rank.update(_attention_rank_counts(arch, c, tp))
@@ -110,6 +146,9 @@ def weights_per_gpu(
     arch: Architecture, fmt: WeightFormat, tp: int = 1, pp: int = 1
 ) -> WeightsPerGpu:
     """Weight bytes on the most loaded GPU: its stage's layers ÷ tp, plus embedding / LM head."""
+    if fmt.stored is not None:
+        p = fmt.stored.placement(arch, tp, pp)
+        return WeightsPerGpu(p.bytes, p.stage, p.layers, p.embedding_bytes, p.lm_head_bytes)
     counts = count_params(arch)
     h = arch.hidden_size
     emb = fmt.for_kind("embedding").bytes_for(round(counts.embedding / tp))

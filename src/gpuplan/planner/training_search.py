@@ -6,7 +6,11 @@ For N GPUs and a global batch of B tokens the search walks, for every layout:
             sequence parallelism on whenever tp > 1 (it divides activations at no extra traffic,
             Korthikanti et al. 2022 §4.2.2)
     pp      divisors of N ÷ tp up to min(layers, 16)
-    dp      N ÷ (tp × pp); ZeRO 0-3 over it (1-3 only when dp > 1: one rank has nothing to shard),
+    cp      context parallelism of 2, 4, 8 for sequences of 8,192 tokens or more (ring attention
+            splits the sequence; at shorter sequences it only adds K/V traffic)
+    ep      expert parallelism for MoE models: powers of two up to 64 dividing the experts and
+            dp × cp (Megatron-core carves the expert groups out of the data-parallel ranks)
+    dp      N ÷ (tp × pp × cp); ZeRO 0-3 over it (1-3 only when dp > 1: one rank has nothing to shard),
             plus FSDP HYBRID_SHARD (ZeRO-3 within a node, replicated across) when N spans nodes
     micro   micro-batches of 1, 2, 4, ... sequences with micro × grad-accum × dp × seq = B
     recompute  none and full (selective too with eager attention; under flash/SDPA it frees no
@@ -33,6 +37,9 @@ from gpuplan.engine.training import TrainingBill, TrainingSetup, training_bill
 from gpuplan.errors import GpuplanError
 
 PP_MAX = 16
+CP_MIN_SEQ = 8192  # context parallelism is tried from this sequence length up
+CP_DEGREES = (2, 4, 8)
+EP_MAX = 64
 SEQUENCES_PER_GPU = 8  # the default global batch: 8 sequences of `seq` tokens per GPU
 
 
@@ -60,11 +67,33 @@ def _tps(setup: TrainingSetup, gpus: int) -> list[int]:
     ]
 
 
+def _cps(setup: TrainingSetup, ranks: int) -> list[int]:
+    """Context-parallel degrees for `ranks` = N ÷ (tp × pp): 1, and 2/4/8 for long sequences
+    (each rank takes 2·cp chunks of the sequence for load balance, Megatron-core's CP)."""
+    if setup.seq < CP_MIN_SEQ:
+        return [1]
+    return [1, *(c for c in CP_DEGREES if ranks % c == 0 and setup.seq % (2 * c) == 0)]
+
+
+def _eps(setup: TrainingSetup, dp_cp: int) -> list[int]:
+    """Expert-parallel degrees: 1, and for MoE models the powers of two ≤ 64 that divide the
+    experts and the dp × cp ranks."""
+    moe = setup.arch.moe
+    if moe is None:
+        return [1]
+    out, e = [1], 2
+    while e <= min(EP_MAX, dp_cp):
+        if moe.num_experts % e == 0 and dp_cp % e == 0:
+            out.append(e)
+        e *= 2
+    return out
+
+
 def candidate_layouts(
     setup: TrainingSetup, gpus: int, offloading: bool = False
 ) -> Iterator[Layout]:
-    """Every (tp, pp, dp, ZeRO/FSDP) layout of `gpus` GPUs the search considers. With one
-    data-parallel rank ZeRO shards nothing, so stages 1 and 3 appear only when `offloading`
+    """Every (tp, pp, cp, ep, dp, ZeRO/FSDP) layout of `gpus` GPUs the search considers. With
+    one data-parallel rank ZeRO shards nothing, so stages 1 and 3 appear only when `offloading`
     (ZeRO-Offload runs on a single rank, Ren et al. 2021 §5)."""
     base = setup.layout
     node = setup.gpu.gpus_per_node
@@ -73,15 +102,18 @@ def candidate_layouts(
         for pp in range(1, min(layers, PP_MAX, gpus // tp) + 1):
             if (gpus // tp) % pp:
                 continue
-            dp = gpus // (tp * pp)
-            common = replace(
-                base, dp=dp, tp=tp, pp=pp, cp=1, ep=1, sp=tp > 1, fsdp=None, hybrid=False
-            )
-            single = (0, 1, 3) if offloading else (0,)
-            for zero in range(4) if dp > 1 else single:
-                yield replace(common, zero=zero)
-            if dp > 1 and gpus > node and (node // (tp * pp)) > 1:
-                yield replace(common, zero=3, fsdp="hybrid_shard", hybrid=True)
+            ranks = gpus // (tp * pp)
+            for cp in _cps(setup, ranks):
+                dp = ranks // cp
+                for ep in _eps(setup, dp * cp):
+                    common = replace(
+                        base, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, sp=tp > 1, fsdp=None, hybrid=False
+                    )
+                    single = (0, 1, 3) if offloading else (0,)
+                    for zero in range(4) if dp * cp > 1 else single:
+                        yield replace(common, zero=zero)
+                    if dp > 1 and gpus > node and (node // (tp * pp * cp)) > 1 and ep == 1:
+                        yield replace(common, zero=3, fsdp="hybrid_shard", hybrid=True)
 
 
 def _recomputes(setup: TrainingSetup) -> tuple[str, ...]:

@@ -14,11 +14,10 @@ wider range.
 from __future__ import annotations
 
 from gpuplan.engine.profiles import EngineBill, EngineLaunch, Range, budget_item, gib
-from gpuplan.engine.profiles.vllm import (
-    activation_features,
-    activation_peak_bytes,
+from gpuplan.engine.profiles.common import (
+    ProfileBatch,
     cuda_total_bytes,
-    non_torch_bytes,
+    peak_terms,
     pp_layers,
     stage_weights,
 )
@@ -27,16 +26,20 @@ VERSION = "TensorRT-LLM 0.2x–1.x (PyTorch backend, _util.py KvCacheCreator)"
 DEFAULT_FRACTION = 0.9
 DEFAULT_TOKENS_PER_BLOCK = 32
 DEFAULT_MAX_NUM_TOKENS = 8192
+LOGIT_BYTES = 4.0  # one fp32 row of logits per dummy request
+ACT_CONSTANT = gib(0.12)  # allocator rounding and workspaces, as for vLLM's profile run
+CUDA_CONTEXT = gib(0.45)  # device memory in use before any tensor (H100 logs: 79.19 − 78.68 GiB)
+TP_BUFFERS = gib(0.41)  # NCCL at TP > 1 (H100 SXM, vLLM 0.11 logs: 0.54 vs 0.13 GiB)
 
 
 def trtllm_bill(launch: EngineLaunch) -> EngineBill:
     """The TensorRT-LLM startup bill: the KV cache gets free_gpu_memory_fraction of the memory
     still free after weights and the runtime's peak (KvCacheConfig; see this module's docstring)."""
     arch, tp, pp = launch.arch, launch.tp, launch.pp
-    total = cuda_total_bytes(launch)
-    frac = launch.free_gpu_memory_fraction or DEFAULT_FRACTION
-    block = launch.tokens_per_block or DEFAULT_TOKENS_PER_BLOCK
-    max_tokens = launch.max_num_tokens or DEFAULT_MAX_NUM_TOKENS
+    total = cuda_total_bytes(launch.gpu)
+    frac = float(launch.arg("free_gpu_memory_fraction", DEFAULT_FRACTION))
+    block = int(launch.arg("tokens_per_block", DEFAULT_TOKENS_PER_BLOCK))
+    max_tokens = int(launch.arg("max_num_tokens", DEFAULT_MAX_NUM_TOKENS))
     stages = pp_layers(arch.num_layers, pp)
     weights = stage_weights(arch, launch.weights, tp, stages, launch.extra_params)
     a = arch.attention
@@ -46,11 +49,13 @@ def trtllm_bill(launch: EngineLaunch) -> EngineBill:
         per_layer = (a.kv_lora_rank + a.qk_rope_head_dim) * kv_elem
     else:
         per_layer = max(1, a.num_kv_heads // tp) * (a.head_dim + a.v_head_dim) * kv_elem
+    max_len = int(launch.arg("max_seq_len", arch.max_position_embeddings or 4096))
     best = None
     for s, layers in enumerate(stages):
-        feats = activation_features(arch, launch.weights, tp, 1, max_tokens, sampler=False)
-        act = activation_peak_bytes(feats)
-        nt = non_torch_bytes(tp, pp)
+        requests = max(1, max_tokens // max(1, max_len))
+        batch = ProfileBatch(max_tokens, requests, sampler=s == len(stages) - 1)
+        act = peak_terms(arch, launch.weights, tp, batch, LOGIT_BYTES, ACT_CONSTANT).peak
+        nt = CUDA_CONTEXT + (TP_BUFFERS if tp > 1 else 0)
         w = weights[s].total
         free = total - (w + act + nt)
         available = int(free * frac)
@@ -60,7 +65,6 @@ def trtllm_bill(launch: EngineLaunch) -> EngineBill:
             best = (tokens, s, w, act, nt, available, per_token)
     assert best is not None
     tokens, s, w, act, nt, available, per_token = best
-    max_len = launch.max_model_len or arch.max_position_embeddings or 4096
     failure = (
         None if available > 0 else "no memory left for the KV cache after weights and activations"
     )
@@ -72,7 +76,7 @@ def trtllm_bill(launch: EngineLaunch) -> EngineBill:
             "activation_peak",
             "Activation peak",
             act,
-            "dummy context of max_num_tokens (vLLM-calibrated model, no sampler)",
+            "dummy context batch of max_num_tokens: 2 hidden + widest layer transient, fp32 logits",
             {"max_num_tokens": max_tokens},
             "activations",
         ),
@@ -80,7 +84,7 @@ def trtllm_bill(launch: EngineLaunch) -> EngineBill:
             "non_torch",
             "Non-torch memory",
             nt,
-            "CUDA context / NCCL (calibrated)",
+            "CUDA context + NCCL / all-reduce buffers (the peak is total − free)",
             {"tp": tp},
             "overhead",
         ),
@@ -97,7 +101,7 @@ def trtllm_bill(launch: EngineLaunch) -> EngineBill:
     return EngineBill(
         launch=launch,
         engine="trtllm",
-        version=VERSION,
+        version=launch.version,
         total_bytes=total,
         budget_bytes=total,
         items=items,

@@ -1,0 +1,296 @@
+"""Where a model comes from: a local path, the Hugging Face cache, the Hub (and GGUF files).
+
+Each reader returns a `ModelSource`: the config dict engine/architecture.py reads, the name to
+display (the repo id, never a snapshot hash), where it was found, and the checkpoint's tensors
+from its headers when it has weight files. catalog/models.py tries them in order after the
+built-in catalog. Nothing here imports huggingface_hub or gguf until a source needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from gpuplan.engine.checkpoint import Checkpoint, StoredTensor
+from gpuplan.errors import GpuplanError
+
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; refuse anything absurd
+_SPLIT_GGUF = re.compile(r"^(?P<stem>.+)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A resolved model: its config, how to name it, where it was found, its stored tensors."""
+
+    kind: str  # "catalog", "path", "hf-cache", "hub"
+    name: str  # catalog id, repo id, or the file/folder name
+    config: dict[str, Any]
+    location: str  # package data path, local path, cache snapshot or Hub URL
+    repo_id: str | None = None
+    revision: str | None = None  # commit hash when known
+    entry: Any = None  # catalog.models.ModelEntry for a catalog model
+    checkpoint: Checkpoint | None = None
+    gguf: dict[str, Any] | None = None  # GGUF metadata (llama.cpp files)
+    tried: tuple[str, ...] = ()  # sources looked at before this one answered
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def hf_id(self) -> str | None:
+        return self.entry.hf_id if self.entry is not None else self.repo_id
+
+    def describe(self) -> str:
+        where = {
+            "catalog": "gpuplan's catalog",
+            "path": "local path",
+            "hf-cache": "Hugging Face cache",
+            "hub": "Hugging Face Hub",
+        }[self.kind]
+        rev = f" @ {self.revision[:12]}" if self.revision else ""
+        return f"{where}: {self.location}{rev}"
+
+
+def parse_config_text(text: str, name: str) -> dict[str, Any]:
+    """Parse config.json text, with a one-line error for anything that is not a JSON object."""
+    if len(text) > MAX_CONFIG_BYTES:
+        raise GpuplanError(f"{name}: config.json is larger than {MAX_CONFIG_BYTES // 1024} KiB")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise GpuplanError(
+            f"{name}: not valid JSON ({err.msg} at line {err.lineno} column {err.colno})"
+        ) from None
+    except RecursionError:
+        raise GpuplanError(f"{name}: not valid JSON (nested too deeply)") from None
+    if not isinstance(data, dict):
+        raise GpuplanError(f"{name}: config.json must be a JSON object")
+    return data
+
+
+def read_config_file(p: Path, shown: str) -> dict[str, Any]:
+    if not p.is_file():
+        raise GpuplanError(f"{shown}: no such file")
+    if p.stat().st_size > MAX_CONFIG_BYTES:
+        raise GpuplanError(
+            f"{shown}: larger than {MAX_CONFIG_BYTES // 1024} KiB; not a config.json"
+        )
+    try:
+        text = p.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise GpuplanError(f"{shown}: cannot read ({err.__class__.__name__})") from None
+    return parse_config_text(text, shown)
+
+
+def weight_bits(config: dict[str, Any]) -> int | None:
+    """Bits of packed integer weights the quantisation config declares (GPTQ/AWQ `bits`,
+    compressed-tensors `num_bits`), to unpack `qweight` / `weight_packed` element counts."""
+    qc = config.get("quantization_config")
+    if not isinstance(qc, dict):
+        inner = config.get("text_config")
+        qc = inner.get("quantization_config") if isinstance(inner, dict) else None
+    if not isinstance(qc, dict):
+        return None
+    for key in ("bits", "w_bit"):
+        if isinstance(qc.get(key), int):
+            return int(qc[key])
+    if str(qc.get("quant_method", "")).lower() in ("bitsandbytes",) and qc.get("load_in_4bit"):
+        return 4
+    algo = str(qc.get("quant_algo", "")).upper()
+    if "FP4" in algo or "W4" in algo:
+        return 4
+    groups = qc.get("config_groups")
+    if isinstance(groups, dict):
+        for group in groups.values():
+            w = group.get("weights") if isinstance(group, dict) else None
+            if isinstance(w, dict) and isinstance(w.get("num_bits"), int):
+                return int(w["num_bits"])
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# Local files and folders
+# --------------------------------------------------------------------------------------
+
+
+def display_name(path: Path) -> str:
+    """The repo id for a path inside the HF cache; else the folder (or file stem) name."""
+    from gpuplan.catalog.sources.hf_cache import repo_of_snapshot
+
+    found = repo_of_snapshot(path)
+    if found:
+        return found[0]
+    path = path.resolve()
+    if path.is_file() and path.name != "config.json":
+        return path.stem
+    return (path.parent if path.is_file() else path).name or "config.json"
+
+
+def from_path(path: Path, shown: str) -> ModelSource:
+    """A config.json, a model folder, a .safetensors file or a .gguf file on disk."""
+    if path.is_dir():
+        return _from_folder(path, shown, display_name(path))
+    if not path.is_file():
+        raise GpuplanError(f"{shown}: no such file or directory")
+    if path.suffix == ".gguf":
+        return from_gguf(path, shown)
+    if path.suffix == ".safetensors":
+        config_path = path.parent / "config.json"
+        if not config_path.is_file():
+            raise GpuplanError(f"{shown}: no config.json beside this safetensors file")
+        config = read_config_file(config_path, str(config_path))
+        from gpuplan.catalog.sources import safetensors_header as st
+
+        ckpt = Checkpoint(
+            "safetensors", tuple(st.read_file_header(path)), 1, weight_bits(config), str(path)
+        )
+        return _source("path", display_name(path.parent), config, path, ckpt)
+    config = read_config_file(path, shown)
+    if path.name == "config.json":  # a checkpoint folder's config: read its weights too
+        return replace(_from_folder(path.parent, shown, display_name(path)), location=str(path))
+    return ModelSource("path", display_name(path), config, str(path))
+
+
+def _source(
+    kind: str, name: str, config: dict[str, Any], path: Path, ckpt: Checkpoint | None
+) -> ModelSource:
+    found = _repo(path)
+    return ModelSource(
+        kind,
+        name,
+        config,
+        str(path),
+        repo_id=found[0] if found else None,
+        revision=found[1] if found else None,
+        checkpoint=ckpt,
+    )
+
+
+def _repo(path: Path) -> tuple[str, str] | None:
+    from gpuplan.catalog.sources.hf_cache import repo_of_snapshot
+
+    return repo_of_snapshot(path)
+
+
+def _from_folder(folder: Path, shown: str, name: str, kind: str = "path") -> ModelSource:
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        ggufs = sorted(folder.glob("*.gguf"))
+        if ggufs:
+            first = [g for g in ggufs if not _SPLIT_GGUF.match(g.name) or "-00001-of-" in g.name]
+            if len(first) == 1:
+                src = from_gguf(first[0], str(first[0]))
+                return replace(src, kind=kind, name=name)
+            listed = ", ".join(g.name for g in first[:6])
+            raise GpuplanError(f"{shown}: several GGUF files ({listed}); name one of them")
+        raise GpuplanError(f"{shown}: directory has no config.json")
+    from gpuplan.catalog.sources import safetensors_header as st
+    from gpuplan.catalog.sources.modelopt import read_modelopt, with_modelopt
+
+    config = with_modelopt(read_config_file(config_path, str(config_path)), read_modelopt(folder))
+    shards = st.local_shards(folder)
+    ckpt = None
+    if shards:
+        missing = [s.name for s in shards if not s.is_file()]
+        if missing:
+            raise GpuplanError(f"{shown}: the safetensors index names missing shard {missing[0]}")
+        tensors = st.read_headers([str(s) for s in shards], lambda f: st.read_file_header(Path(f)))
+        ckpt = Checkpoint(
+            "safetensors", tuple(tensors), len(shards), weight_bits(config), str(folder)
+        )
+    return _source(kind, name, config, folder, ckpt)
+
+
+def from_gguf(path: Path, shown: str) -> ModelSource:
+    """A GGUF file (all parts of a split GGUF: model-00001-of-00003.gguf …)."""
+    from gpuplan.catalog.sources.gguf_header import config_from_gguf, read_gguf
+
+    meta, tensors = read_gguf(path)
+    files = [path]
+    split = _SPLIT_GGUF.match(path.name)
+    if split:
+        n = int(split.group("n"))
+        for i in range(1, n + 1):
+            part = path.parent / f"{split.group('stem')}-{i:05d}-of-{n:05d}.gguf"
+            if part == path:
+                continue
+            if not part.is_file():
+                raise GpuplanError(f"{shown}: split GGUF part {part.name} is missing")
+            tensors = tensors + read_gguf(part)[1]
+            files.append(part)
+    config = config_from_gguf(meta, tensors, shown)
+    name = str(meta.get("general.name") or "") or display_name(path)
+    ckpt = Checkpoint(
+        "gguf",
+        tuple(tensors),
+        len(files),
+        None,
+        str(path),
+        {"file_type": meta.get("general.file_type")},
+    )
+    found = _repo(path)
+    return ModelSource(
+        "path",
+        found[0] if found else name,
+        config,
+        str(path),
+        repo_id=found[0] if found else None,
+        revision=found[1] if found else None,
+        checkpoint=ckpt,
+        gguf=meta,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# The Hugging Face cache and the Hub
+# --------------------------------------------------------------------------------------
+
+
+def from_cache(repo_id: str, revision: str | None) -> ModelSource | None:
+    from gpuplan.catalog.sources.hf_cache import snapshot
+
+    folder = snapshot(repo_id, revision)
+    if folder is None:
+        return None
+    src = _from_folder(folder, repo_id, repo_id, kind="hf-cache")
+    return replace(src, repo_id=repo_id, revision=folder.name)
+
+
+def from_hub(repo_id: str, revision: str | None) -> ModelSource:
+    from gpuplan.catalog.sources import hub
+    from gpuplan.catalog.sources.modelopt import quantization_config_from_modelopt, with_modelopt
+
+    repo = hub.repo_listing(repo_id, revision)
+    if "config.json" not in repo.files:
+        ggufs = [f for f in repo.files if f.endswith(".gguf")]
+        if ggufs:
+            raise GpuplanError(
+                f"{repo_id}: a GGUF repository on the Hub ({len(ggufs)} .gguf files);"
+                " download the file you will run and pass its path"
+            )
+        raise GpuplanError(f"{repo_id}: the Hub repository has no config.json")
+    config = hub.read_json(repo, "config.json")
+    if "hf_quant_config.json" in repo.files:
+        modelopt = quantization_config_from_modelopt(
+            hub.read_json(repo, "hf_quant_config.json"), f"{repo_id}/hf_quant_config.json"
+        )
+        config = with_modelopt(config, modelopt)
+    tensors: list[StoredTensor]
+    tensors, files = hub.read_headers(repo)
+    ckpt = (
+        Checkpoint(
+            "safetensors", tuple(tensors), files, weight_bits(config), f"{hub.endpoint()}/{repo_id}"
+        )
+        if files
+        else None
+    )
+    return ModelSource(
+        "hub",
+        repo_id,
+        config,
+        f"{hub.endpoint()}/{repo_id}",
+        repo_id=repo_id,
+        revision=repo.revision,
+        checkpoint=ckpt,
+    )

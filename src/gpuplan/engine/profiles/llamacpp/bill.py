@@ -1,0 +1,547 @@
+"""llama.cpp (`llama-server`) memory accounting for a GGUF model: which layers and bytes sit on
+each GPU, which stay in host RAM, and the KV cache every device holds.
+
+Rules, each from the llama.cpp source (read at the 2025-2026 b6xxx-b7xxx releases):
+
+    layers on GPU   i_gpu_start = max(n_layer + 1 − n_gpu_layers, 0); layer il (il = n_layer is
+                    the output layer: output norm + LM head) is offloaded when il ≥ i_gpu_start;
+                    the input layer (token embedding) always stays on the CPU
+                    (src/llama-model.cpp, load_tensors / get_layer_buft_list)
+    which GPU       split points = cumulative --tensor-split (default: equal for equal GPUs, by
+                    free memory); layer → first GPU whose split point exceeds
+                    (il − i_gpu_start) / act_gpu_layers (the same function)
+    --split-mode    layer: whole layers per GPU (above); row: every offloaded matrix split
+                    across GPUs by --tensor-split rows, KV cache and small tensors on --main-gpu;
+                    none: one GPU
+    tied LM head    a GGUF without output.weight duplicates token_embd as the output tensor on
+                    the output layer's device (TENSOR_DUPLICATED)
+    context         n_ctx = --ctx-size or, at 0, the model's training context, padded to a
+                    multiple of 256 (src/llama-context.cpp, GGML_PAD(n_ctx, 256)); the server's
+                    parallel slots share those cells (unified KV cache)
+    KV per layer    n_ctx × (row_size(type_k, n_embd_k_gqa) + row_size(type_v, n_embd_v_gqa)),
+                    sliding-window layers min(n_ctx, pad(n_swa × slots + n_ubatch, 256)) cells
+                    unless --swa-full (src/llama-kv-cache.cpp, llama-kv-cache-iswa.cpp); on the
+                    device of its layer, or in host RAM with --no-kv-offload
+    row sizes       ggml block types: q8_0 = 34 bytes per 32 values, q4_0 = 18 per 32
+                    (catalog/data/precisions.toml)
+
+Weights are the GGUF's exact tensor bytes (catalog/sources/gguf_header.py). The compute
+buffers llama.cpp reserves for one n_ubatch graph are estimated, not derived (a range is given):
+the output device holds n_ubatch × vocab f32 logits; without flash attention each device holds
+n_head × n_ctx × n_ubatch f32 attention scores; plus a few hidden-size activations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.checkpoint import Checkpoint
+from gpuplan.engine.precision import Precision
+from gpuplan.engine.profiles import EngineBill, EngineLaunch, Range, budget_item, gib
+from gpuplan.errors import GpuplanError
+
+VERSION = "llama.cpp llama-server (rules read at releases b6xxx-b7xxx, 2025-2026)"
+CTX_PAD = 256  # llama-context.cpp: cparams.n_ctx = GGML_PAD(cparams.n_ctx, 256)
+DEFAULT_PARALLEL = 4  # llama-server: -np -1 (auto) → 4 slots with a unified KV cache
+KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+SPLIT_MODES = ("none", "layer", "row")
+DEFAULT_UBATCH = 512  # common.h: n_ubatch
+FIT_MARGIN = gib(1.0)  # common.h: fit_params_target, 1 GiB free per device
+FIT_MIN_CTX = 4096  # common.h: fit_params_min_ctx
+CUDA_CONTEXT = gib(0.35)  # CUDA context + cuBLAS handles per device (allowance, not measured here)
+
+
+# --------------------------------------------------------------------------------------
+# Settings
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LlamaCppOptions:
+    """The llama-server settings that decide memory (llama.cpp's defaults where not given)."""
+
+    ctx_size: int = 0
+    n_parallel: int = DEFAULT_PARALLEL
+    n_gpu_layers: int | None = None  # None: auto (fit to free memory)
+    split_mode: str = "layer"
+    tensor_split: tuple[float, ...] = ()
+    main_gpu: int = 0
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    ubatch_size: int = DEFAULT_UBATCH
+    flash_attn: bool = True  # auto: on where the backend supports it (CUDA does)
+    no_kv_offload: bool = False
+    swa_full: bool = False
+    gpus: int = 1
+
+
+def options_from_args(args: Mapping[str, Any], gpus: int | None = None) -> LlamaCppOptions:
+    """llama-server's arguments (its own names) as settings, validated, defaults filled in."""
+    o = LlamaCppOptions()
+    changes: dict[str, Any] = {}
+    for key in ("ctx_size", "n_parallel", "main_gpu", "ubatch_size"):
+        if args.get(key) is not None:
+            value = _whole(key, args[key])
+            if value < (0 if key in ("ctx_size", "main_gpu") else -1):
+                raise GpuplanError(f"llama.cpp {key} must not be negative, got {value}")
+            changes[key] = value
+    if changes.get("n_parallel") == -1:
+        changes["n_parallel"] = DEFAULT_PARALLEL
+    if changes.get("n_parallel") == 0 or changes.get("ubatch_size") in (0, -1):
+        raise GpuplanError("llama.cpp --parallel and --ubatch-size must be at least 1")
+    ngl = args.get("n_gpu_layers")
+    if ngl is not None and str(ngl).lower() not in ("auto", "-1"):
+        text = str(ngl).lower()
+        changes["n_gpu_layers"] = 10**6 if text == "all" else _whole("n_gpu_layers", ngl)
+        if changes["n_gpu_layers"] < -1:
+            changes["n_gpu_layers"] = 10**6  # <= -2: all layers
+    for key in ("cache_type_k", "cache_type_v"):
+        if args.get(key) is not None:
+            cache_type = str(args[key]).lower()
+            if cache_type not in KV_TYPES:
+                raise GpuplanError(
+                    f"llama.cpp --{key.replace('_', '-')} {cache_type!r}:"
+                    f" not one of {', '.join(KV_TYPES)}"
+                )
+            changes[key] = cache_type
+    if args.get("split_mode") is not None:
+        mode = str(args["split_mode"]).lower()
+        if mode not in SPLIT_MODES:
+            raise GpuplanError(f"llama.cpp --split-mode {mode!r}: not one of none, layer, row")
+        changes["split_mode"] = mode
+    split: tuple[float, ...] = ()
+    if args.get("tensor_split"):
+        try:
+            split = tuple(float(x) for x in str(args["tensor_split"]).replace("/", ",").split(","))
+        except ValueError:
+            raise GpuplanError(
+                f"llama.cpp --tensor-split {args['tensor_split']!r}: numbers, e.g. 3,1"
+            ) from None
+        if len(split) > 128 or any(not 0 <= x < 1e9 for x in split) or not sum(split) > 0:
+            raise GpuplanError(
+                "llama.cpp --tensor-split needs non-negative shares with a positive sum"
+            )
+        changes["tensor_split"] = split
+    if args.get("flash_attn") is not None:
+        changes["flash_attn"] = str(args["flash_attn"]).lower() not in (
+            "off",
+            "0",
+            "false",
+            "disabled",
+        )
+    for key in ("no_kv_offload", "swa_full"):
+        if args.get(key):
+            changes[key] = True
+    count = gpus or args.get("gpus")
+    if args.get("device"):
+        devices = [d for d in str(args["device"]).split(",") if d and d.lower() != "none"]
+        count = count or max(1, len(devices))
+        if not devices:
+            changes["n_gpu_layers"] = 0
+    count = count or (len(split) if split else 1)
+    changes["gpus"] = _whole("gpus", count)
+    if not 1 <= changes["gpus"] <= 64:
+        raise GpuplanError(f"llama.cpp: {changes['gpus']} GPUs is out of range (1-64)")
+    if changes.get("split_mode") == "none":
+        changes["gpus"] = 1
+    return replace(o, **changes)
+
+
+def _whole(name: str, value: Any) -> int:
+    try:
+        number = int(str(value))
+    except ValueError:
+        raise GpuplanError(f"llama.cpp {name} must be a whole number, got {value!r}") from None
+    if abs(number) > 10**9:
+        raise GpuplanError(f"llama.cpp {name} {number} is out of range")
+    return number
+
+
+# --------------------------------------------------------------------------------------
+# Placement
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Device:
+    """What one device (a GPU, or the host) holds."""
+
+    name: str
+    layers: list[int] = field(default_factory=list)
+    weights: int = 0
+    kv: int = 0
+    compute: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.name,
+            "layers": _ranges(self.layers),
+            "weights_bytes": self.weights,
+            "kv_bytes": self.kv,
+            "compute_bytes": self.compute,
+            "total_bytes": self.weights + self.kv + self.compute,
+        }
+
+
+def _ranges(layers: list[int]) -> str:
+    """[0, 1, 2, 5] → '0-2, 5' (the output layer, index n_layer, shown as 'output')."""
+    if not layers:
+        return ""
+    out, start, prev = [], layers[0], layers[0]
+    for i in [*layers[1:], None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        out.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    return ", ".join(out)
+
+
+def layer_device(il: int, n_layer: int, ngl: int, splits: list[float]) -> int | None:
+    """The GPU index of layer `il` (n_layer = the output layer), None for the CPU."""
+    i_gpu_start = max(n_layer + 1 - ngl, 0)
+    act = min(ngl, n_layer + 1)
+    if il < i_gpu_start or il - i_gpu_start >= act or not splits:
+        return None
+    x = (il - i_gpu_start) / act
+    for g, point in enumerate(splits):
+        if x < point:
+            return g
+    return len(splits) - 1
+
+
+def split_points(shares: tuple[float, ...], gpus: int) -> list[float]:
+    """Cumulative, normalised --tensor-split (equal shares by default)."""
+    values = list(shares[:gpus]) + [0.0] * max(0, gpus - len(shares)) if shares else [1.0] * gpus
+    total = sum(values)
+    out, acc = [], 0.0
+    for v in values:
+        acc += v
+        out.append(acc / total)
+    return out
+
+
+def _tensor_groups(ckpt: Checkpoint, n_layer: int) -> tuple[dict[int, int], int, int, int]:
+    """(bytes per layer, token-embedding bytes, output bytes, output-norm bytes) from GGUF names."""
+    per_layer: dict[int, int] = {}
+    embd = out = norm = 0
+    for t, r in zip(ckpt.tensors, ckpt.roles, strict=True):
+        if r.kind == "vision":
+            continue
+        if r.layer is not None:
+            if r.layer < n_layer:
+                per_layer[r.layer] = per_layer.get(r.layer, 0) + t.nbytes
+        elif t.name.startswith("token_embd"):
+            embd += t.nbytes
+        elif t.name.startswith("output."):
+            out += t.nbytes
+        else:
+            norm += t.nbytes  # output_norm, rope_freqs and other small tensors of the output layer
+    return per_layer, embd, out, norm
+
+
+def _row_bytes(p: Precision, n: int) -> int:
+    return p.bytes_for(n)
+
+
+def kv_layer_bytes(arch: Architecture, k: Precision, v: Precision, cells: int, il: int) -> int:
+    """One layer's K and V for `cells` cells: row_size(type, n_embd_gqa) per cell each."""
+    a = arch.attention
+    if a.is_mla:  # llama.cpp caches the latent and the rope part as K, the latent as V
+        assert a.kv_lora_rank is not None
+        return cells * (
+            _row_bytes(k, a.kv_lora_rank + a.qk_rope_head_dim) + _row_bytes(v, a.kv_lora_rank)
+        )
+    return cells * (
+        _row_bytes(k, a.num_kv_heads * a.head_dim) + _row_bytes(v, a.num_kv_heads * a.v_head_dim)
+    )
+
+
+def _cells(arch: Architecture, o: LlamaCppOptions, n_ctx: int, il: int) -> int:
+    window = arch.layers[il].sliding_window
+    if window is None or o.swa_full:
+        return n_ctx
+    return min(n_ctx, _pad(window * o.n_parallel + o.ubatch_size))
+
+
+def _pad(n: int) -> int:
+    return -(-n // CTX_PAD) * CTX_PAD
+
+
+@dataclass(frozen=True)
+class Placement:
+    devices: tuple[Device, ...]  # GPUs, then the host last
+    n_ctx: int
+    ngl: int
+    notes: tuple[str, ...]
+
+
+def place(
+    launch: EngineLaunch,
+    o: LlamaCppOptions,
+    kv_types: tuple[Precision, Precision],
+    n_ctx: int,
+    ngl: int,
+) -> Placement:
+    arch, ckpt = launch.arch, launch.weights.stored
+    if ckpt is None or ckpt.format != "gguf":
+        raise GpuplanError(
+            f"{arch.name}: the llama.cpp engine sizes GGUF files; pass the path of a .gguf file"
+        )
+    n_layer = arch.num_layers
+    per_layer, embd, out, norm = _tensor_groups(ckpt, n_layer)
+    gpus = [Device(f"GPU{g}") for g in range(o.gpus)]
+    host = Device("host")
+    splits = split_points(o.tensor_split, o.gpus)
+    row = o.split_mode == "row" and o.gpus > 1
+    main = min(o.main_gpu, o.gpus - 1)
+    notes: list[str] = []
+    k, v = kv_types
+    host.weights += embd  # the input layer always stays on the CPU
+    for il in range(n_layer + 1):
+        g = layer_device(il, n_layer, ngl, splits)
+        if il < n_layer:
+            weights = per_layer.get(il, 0)
+            kv = kv_layer_bytes(arch, k, v, _cells(arch, o, n_ctx, il), il)
+        else:
+            weights = norm + (out if out else embd)  # a tied head duplicates token_embd
+            kv = 0
+        if g is None:
+            host.layers.append(il)
+            host.weights += weights
+            host.kv += kv
+            continue
+        if row:
+            for gi, dev in enumerate(gpus):
+                share = splits[gi] - (splits[gi - 1] if gi else 0.0)
+                dev.weights += round(weights * share)
+            gpus[main].layers.append(il)
+            target = gpus[main]
+        else:
+            gpus[g].layers.append(il)
+            gpus[g].weights += weights
+            target = gpus[g]
+        if o.no_kv_offload:
+            host.kv += kv
+        else:
+            target.kv += kv
+    if row:
+        notes.append(
+            "--split-mode row: matrices split across GPUs by --tensor-split; the KV cache and"
+            f" norms on GPU{main} (small tensors are counted in the row split: an approximation)"
+        )
+    if not out:
+        notes.append(
+            "no output.weight: llama.cpp duplicates token_embd as the LM head on the output layer's device"
+        )
+    _compute_buffers(arch, o, n_ctx, gpus, host, ngl)
+    return Placement((*gpus, host), n_ctx, ngl, tuple(notes))
+
+
+def _compute_buffers(
+    arch: Architecture, o: LlamaCppOptions, n_ctx: int, gpus: list[Device], host: Device, ngl: int
+) -> None:
+    """Estimated compute buffers of one n_ubatch graph (ggml-backend scheduler reserve)."""
+    ub, h = o.ubatch_size, arch.hidden_size
+    ff = (
+        arch.mlp.intermediate_size
+        if arch.mlp
+        else (arch.moe.expert_intermediate_size if arch.moe else 4 * h)
+    )
+    scores = 0 if o.flash_attn else arch.attention.num_heads * n_ctx * ub * 4
+    base = ub * 4 * (4 * h + 2 * ff)
+    logits = ub * arch.vocab_size * 4
+    for dev in gpus:
+        if dev.layers:
+            dev.compute = base + scores + (logits if arch.num_layers in dev.layers else 0)
+    host.compute = ub * h * 4 * 4 + (logits if arch.num_layers in host.layers else 0)
+    host.compute += arch.vocab_size * o.n_parallel * 4  # the logits output buffer (host)
+
+
+def _gpu_fits(p: Placement, memory: int, margin: int) -> bool:
+    return all(
+        d.weights + d.kv + d.compute + CUDA_CONTEXT + margin <= memory for d in p.devices[:-1]
+    )
+
+
+def fit(
+    launch: EngineLaunch, o: LlamaCppOptions, kv_types: tuple[Precision, Precision]
+) -> tuple[Placement, list[str]]:
+    """Context and offloaded layers as llama.cpp chooses them (common/fit.cpp, --fit on, the
+    default): what the user set is kept; an unset context falls from the training context
+    toward 4,096 until every layer fits with 1 GiB free per GPU, then unset GPU layers fall
+    until the rest fits."""
+    arch = launch.arch
+    n_layer = arch.num_layers
+    train_ctx = arch.max_position_embeddings or 4096
+    memory = launch.gpu.memory_bytes
+    notes: list[str] = []
+    ctx_set = o.ctx_size > 0
+    ngl_set = o.n_gpu_layers is not None
+    n_ctx = _pad(o.ctx_size if ctx_set else train_ctx)
+    ngl = o.n_gpu_layers if ngl_set else n_layer + 1
+    assert ngl is not None
+    p = place(launch, o, kv_types, n_ctx, ngl)
+    if _gpu_fits(p, memory, FIT_MARGIN):
+        return p, notes
+    if not ctx_set:
+        floor = _pad(min(FIT_MIN_CTX, n_ctx))
+        lo, hi = floor, n_ctx
+        if _gpu_fits(place(launch, o, kv_types, floor, ngl), memory, FIT_MARGIN):
+            while hi - lo > CTX_PAD:  # largest padded context that fits
+                mid = _pad((lo + hi) // 2)
+                mid = mid if mid < hi else hi - CTX_PAD
+                if _gpu_fits(place(launch, o, kv_types, mid, ngl), memory, FIT_MARGIN):
+                    lo = mid
+                else:
+                    hi = mid
+            notes.append(f"--fit: context reduced from {n_ctx:,} to {lo:,} to fit every layer")
+            return place(launch, o, kv_types, lo, ngl), notes
+        n_ctx = floor
+        notes.append(f"--fit: context reduced to {floor:,}")
+    if not ngl_set:
+        for layers in range(n_layer, -1, -1):
+            p = place(launch, o, kv_types, n_ctx, layers)
+            if _gpu_fits(p, memory, FIT_MARGIN):
+                notes.append(
+                    f"--fit: {layers} of {n_layer + 1} layers (incl. output) on GPU, the rest in host RAM"
+                )
+                return p, notes
+    return place(launch, o, kv_types, n_ctx, ngl), notes
+
+
+# --------------------------------------------------------------------------------------
+# The bill
+# --------------------------------------------------------------------------------------
+
+
+def llamacpp_bill(
+    launch: EngineLaunch, options: LlamaCppOptions, kv_types: tuple[Precision, Precision]
+) -> EngineBill:
+    """The bill of the most loaded GPU, with every device's share in `settings['devices']`."""
+    arch = launch.arch
+    p, fit_notes = fit(launch, options, kv_types)
+    gpus, host = list(p.devices[:-1]), p.devices[-1]
+    heaviest = max(gpus, key=lambda d: d.weights + d.kv + d.compute)
+    total = launch.gpu.memory_bytes
+    k, v = kv_types
+    items = (
+        budget_item(
+            "weights",
+            "Weights",
+            heaviest.weights,
+            f"GGUF tensor bytes of layers {_ranges(heaviest.layers) or 'none'} on {heaviest.name}",
+            {"layers": _ranges(heaviest.layers), "device": heaviest.name},
+            "weights",
+        ),
+        budget_item(
+            "kv_cache",
+            "KV cache",
+            heaviest.kv,
+            f"{p.n_ctx:,} cells × its layers × (K {k.id} + V {v.id}) rows",
+            {"n_ctx": p.n_ctx, "cache_type_k": k.id, "cache_type_v": v.id},
+            "kv_cache",
+        ),
+        budget_item(
+            "compute",
+            "Compute buffer",
+            heaviest.compute,
+            f"one {options.ubatch_size}-token graph: activations"
+            + (", attention scores" if not options.flash_attn else "")
+            + (", logits" if arch.num_layers in heaviest.layers else "")
+            + " (estimated)",
+            {"ubatch": options.ubatch_size},
+            "activations",
+        ),
+        budget_item(
+            "cuda_context",
+            "CUDA context",
+            CUDA_CONTEXT,
+            "CUDA context and cuBLAS handles (allowance)",
+            {},
+            "overhead",
+        ),
+    )
+    used = sum(i.bytes for i in items)
+    host_lines = (
+        budget_item(
+            "host_weights",
+            "Host RAM: weights",
+            host.weights,
+            f"token embedding + CPU layers {_ranges(host.layers) or 'none'}",
+            {},
+            "weights",
+        ),
+        budget_item(
+            "host_kv",
+            "Host RAM: KV cache",
+            host.kv,
+            "KV of CPU layers (all of it with --no-kv-offload)",
+            {},
+            "kv_cache",
+        ),
+        budget_item(
+            "host_compute",
+            "Host RAM: buffers",
+            host.compute,
+            "logits output buffer and CPU compute buffer (estimated)",
+            {},
+            "other",
+        ),
+    )
+    per_token = sum(kv_layer_bytes(arch, k, v, 1, i) for i in range(arch.num_layers))
+    failure = None
+    if used > total:
+        failure = f"{heaviest.name} needs {used / 2**30:.2f} GiB of {total / 2**30:.2f} GiB (cudaMalloc fails)"
+    slot_ctx = p.n_ctx  # unified cache: any slot may use every cell
+    notes = list(fit_notes) + list(p.notes)
+    notes.append(
+        f"{options.n_parallel} parallel slot(s) share one unified KV cache of {p.n_ctx:,} cells"
+    )
+    if any(layer.sliding_window for layer in arch.layers) and not options.swa_full:
+        notes.append(
+            "sliding-window layers keep min(n_ctx, window × slots + ubatch) cells (--swa-full keeps all)"
+        )
+    spread = max(gib(0.1), heaviest.compute // 2)
+    return EngineBill(
+        launch=launch,
+        engine="llamacpp",
+        version=VERSION,
+        total_bytes=total,
+        budget_bytes=total,
+        items=items,
+        kv_cache_bytes=sum(d.kv for d in p.devices),
+        kv_capacity_tokens=p.n_ctx,
+        max_concurrency=float(options.n_parallel),
+        max_model_len=slot_ctx,
+        kv_bytes_per_token=per_token,
+        block_size=CTX_PAD,
+        num_blocks=p.n_ctx // CTX_PAD,
+        fits=failure is None,
+        failure=failure,
+        outside_budget=host_lines,
+        ranges={
+            "compute": Range(
+                heaviest.compute,
+                max(0, heaviest.compute - spread),
+                heaviest.compute + spread,
+                "ggml graph allocation (ubatch, flash attention, backend)",
+            )
+        },
+        notes=tuple(notes),
+        settings={
+            "n_ctx": p.n_ctx,
+            "n_parallel": options.n_parallel,
+            "n_gpu_layers": p.ngl,
+            "split_mode": options.split_mode,
+            "cache_type_k": k.id,
+            "cache_type_v": v.id,
+            "flash_attn": options.flash_attn,
+            "gpus": options.gpus,
+            "devices": [d.to_dict() for d in p.devices],
+        },
+    )

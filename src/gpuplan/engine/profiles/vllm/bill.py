@@ -1,0 +1,564 @@
+"""vLLM's startup bill, step by step, with the rules of the version the launch names.
+
+What one worker does at startup (docs/engines-research.md §1 reads it line by line):
+
+    requested   = total × gpu_memory_utilization (ceil)        v1/worker/utils.py::request_memory
+                  (total as cudaMemGetInfo reports it; V0: worker.py, the same product)
+    non_kv      = weights + torch peak of the profile run + non-torch growth
+                  (+ the CUDA-graph estimate where the version deducts it)   utils/mem_utils.py
+    available   = requested − non_kv                            v1/worker/gpu_worker.py::determine_available_memory
+    num_blocks  = min over workers(available // page // layer slots)        v1/core/kv_cache_utils.py
+    tokens      = num_blocks // groups × block_size             kv_cache_utils.py::_report_kv_cache_config
+    concurrency = num_blocks / blocks one max_model_len request needs
+
+Each term has its own module: profile_run.py (torch peak), non_torch.py, kv_layout.py,
+features.py (LoRA, drafts, offload, expert parallel), backends.py (MXFP4 padding); the
+version's rules come from versions.toml (rules.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from gpuplan.engine.profiles import (
+    GIB,
+    EngineBill,
+    EngineLaunch,
+    Range,
+    budget_item,
+    gib,
+)
+from gpuplan.engine.profiles.common import (
+    StageWeights,
+    cuda_total_bytes,
+    padded_vocab,
+    pp_layers,
+    rope_cache_bytes,
+    stage_weights,
+)
+from gpuplan.engine.profiles.vllm.backends import mxfp4_padding_bytes
+from gpuplan.engine.profiles.vllm.features import (
+    expert_parallel_saving,
+    lora_slot_bytes,
+    offloaded_bytes,
+    speculative_method,
+)
+from gpuplan.engine.profiles.vllm.kv_layout import (
+    KvLayout,
+    blocks_per_request,
+    kv_layout,
+    tokens_for,
+)
+from gpuplan.engine.profiles.vllm.non_torch import non_torch_bytes
+from gpuplan.engine.profiles.vllm.profile_run import PeakTerms, ProfileBatch, peak_terms
+from gpuplan.engine.profiles.vllm.rules import rules_for
+from gpuplan.errors import GpuplanError
+
+ACT_SPREAD = gib(0.5)  # about the worst activation error across the logs, either side
+CUDAGRAPH_LOW = gib(0.5)
+CUDAGRAPH_HIGH = gib(1.9)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage's worker: its lines and its KV blocks."""
+
+    index: int
+    weights: StageWeights
+    peak: PeakTerms
+    non_torch: int
+    non_torch_parts: dict[str, Any]
+    graphs: int  # CUDA-graph memory deducted before KV sizing (0 where the version does not)
+    available: int
+    layout: KvLayout
+    blocks: int
+
+    @property
+    def activation(self) -> int:
+        return self.peak.peak
+
+
+def batch_shape(
+    launch: EngineLaunch, rules: dict[str, Any], total: int, max_len: int
+) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) as the version picks them when not given.
+
+    V1 (engine/arg_utils.py::get_batch_defaults, API server): 8192 tokens / 1024 seqs on GPUs
+    of >= 70 GiB (not A100 from 0.9), else 2048 / 256; --no-enable-chunked-prefill makes the
+    batch a whole max_model_len. V0 (config.py SchedulerConfig): 256 seqs; max(max_model_len,
+    2048) tokens, or the chunked-prefill size when chunked prefill is on (by default only for
+    max_model_len > 32768 without sliding windows)."""
+    args = launch.args
+    if rules["engine"] == "v0":
+        seqs = int(args.get("max_num_seqs") or 256)
+        chunked = args.get("enable_chunked_prefill")
+        if chunked is None:
+            chunked = max_len > 32768 and not any(lay.sliding_window for lay in launch.arch.layers)
+        default = int(rules["v0.chunked_prefill_tokens"]) if chunked else max(max_len, 2048)
+        return seqs, int(args.get("max_num_batched_tokens") or default)
+    big = total >= 70 * GIB
+    if rules["v1.batch_defaults"] == "70gib_not_a100":
+        big = big and not launch.gpu.id.startswith("a100")
+    seqs = int(args.get("max_num_seqs") or (1024 if big else 256))
+    tokens = args.get("max_num_batched_tokens")
+    if tokens is None:
+        tokens = (
+            max(max_len, 2048)
+            if args.get("enable_chunked_prefill") is False
+            else (8192 if big else 2048)
+        )
+    return seqs, int(tokens)
+
+
+def stage_weight_lines(
+    launch: EngineLaunch, stages: list[range], notes: list[str], rules: dict[str, Any]
+) -> list[StageWeights]:
+    """Weights each stage's rank loads: layers, embeddings, encoder, RoPE tables, MXFP4
+    padding, LoRA slots and a draft model; less what --cpu-offload-gb keeps on the host."""
+    arch, fmt, tp = launch.arch, launch.weights, launch.tp
+    padding = mxfp4_padding_bytes(arch, fmt, tp, launch.gpu, rules)
+    weights = stage_weights(arch, fmt, tp, stages, launch.extra_params, padding)
+    rope = rope_cache_bytes(arch, fmt)
+    out = []
+    for s, w in enumerate(weights):
+        extra = rope
+        if launch.arg("enable_lora", False):
+            slots = int(launch.arg("max_loras", 1))
+            rank = int(launch.arg("max_lora_rank", 16))
+            extra += lora_slot_bytes(arch, fmt.base, tp, slots, rank, stages[s])
+        if launch.draft is not None:
+            draft_fmt = fmt.__class__(fmt.base, fmt.base)
+            draft = stage_weights(launch.draft, draft_fmt, tp, [range(launch.draft.num_layers)], 0)
+            extra += draft[0].total if s == 0 else 0
+        layers = w.layers
+        if launch.arg("enable_expert_parallel", False):
+            per_param = fmt.for_kind("experts").bytes_for(1024) / 1024
+            layers -= (
+                expert_parallel_saving(arch, per_param, tp, launch.dp)
+                * len(stages[s])
+                // arch.num_layers
+            )
+        offload = float(launch.arg("cpu_offload_gb", 0.0) or 0.0)
+        if offload:
+            moved = offloaded_bytes(offload, layers)
+            layers -= moved
+            if s == 0:
+                notes.append(
+                    f"--cpu-offload-gb {offload:g}: {moved / GIB:.2f} GiB of layer weights stay in host memory"
+                )
+        out.append(StageWeights(layers, w.embedding, w.lm_head, w.extra, extra))
+    return out
+
+
+def _max_model_len(launch: EngineLaunch, rules: dict[str, Any]) -> tuple[int, bool]:
+    """(max_model_len, auto): the given length, or the model's; auto = fit it to the KV memory."""
+    value = launch.args.get("max_model_len")
+    model_max = launch.arch.max_position_embeddings or 4096
+    if value == "auto":
+        if not rules["max_model_len_auto"]:
+            raise GpuplanError(
+                f"vLLM {launch.version} does not take --max-model-len auto / -1 (from 0.14)"
+            )
+        return model_max, True
+    if isinstance(value, int) and value > 0:
+        return value, False
+    return model_max, False
+
+
+def derived_max_len(arch: Any) -> int:
+    """The longest max_model_len vLLM accepts without VLLM_ALLOW_LONG_MAX_MODEL_LEN
+    (config/model.py::_get_and_verify_max_len): max_position_embeddings, times the RoPE scaling
+    factor for linear / dynamic / yarn scaling (yarn from its original length)."""
+    rope = arch.rope
+    derived = arch.max_position_embeddings or 0
+    if rope is not None and rope.kind in ("linear", "dynamic", "yarn") and rope.factor > 1:
+        base = (
+            rope.original_max_position
+            if rope.kind == "yarn" and rope.original_max_position
+            else derived
+        )
+        derived = int(base * rope.factor)
+    return derived
+
+
+def fit_max_model_len(
+    layout: KvLayout, num_blocks: int, block_size: int, batched: int, model_max: int
+) -> int:
+    """The longest max_model_len one request of which fits in `num_blocks` (what vLLM's auto
+    length finds: kv_cache_utils.py::_check_enough_kv_cache_memory's binary search)."""
+    lo, hi = 0, model_max
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if blocks_per_request(layout, mid, block_size, batched) <= num_blocks:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def vllm_bill(launch: EngineLaunch) -> EngineBill:
+    """The startup bill of the worker that sets the KV size (vLLM takes the minimum over workers)."""
+    arch, fmt, tp, pp = launch.arch, launch.weights, launch.tp, launch.pp
+    rules = rules_for(launch)
+    notes: list[str] = []
+    total = cuda_total_bytes(launch.gpu)
+    util = float(launch.arg("gpu_memory_utilization", rules["default_utilization"]))
+    requested = math.ceil(total * util)
+    max_len, auto_len = _max_model_len(launch, rules)
+    seqs, batched = batch_shape(launch, rules, total, max_len)
+    block_size = int(launch.arg("block_size", rules["block_size"]))
+    hybrid = rules["hybrid_kv"] and not (
+        launch.arg("disable_hybrid_kv_cache_manager", False)
+        or launch.arg("disable_sliding_window", False)
+    )
+    stages = pp_layers(arch.num_layers, pp)
+    weights = stage_weight_lines(launch, stages, notes, rules)
+    sampler_path = str(launch.arg("sampler_backend", rules["sampler_path"]))
+    sampler_bytes = float(rules["sampler_bytes"][sampler_path])
+    eager = bool(launch.arg("enforce_eager", False))
+    graphs_in = 0 if eager or not rules["cudagraph_in_budget"] else gib(rules["cudagraph_gib"])
+    per_stage: list[Stage] = []
+    for s, layers in enumerate(stages):
+        batch = ProfileBatch(batched, seqs, sampler=s == pp - 1)
+        encoder = gib(rules["encoder_gib"]) if launch.is_multimodal and s == 0 else 0
+        peak = peak_terms(
+            arch, fmt, tp, batch, sampler_bytes, gib(rules["activation_constant_gib"]), encoder
+        )
+        nt, nt_parts = non_torch_bytes(rules, launch.gpu, tp, pp, launch.interconnect)
+        w = weights[s].total
+        if launch.args.get("kv_cache_memory_bytes") is not None:
+            available = int(launch.args["kv_cache_memory_bytes"])
+        else:
+            available = requested - (w + peak.peak + nt + graphs_in)
+        layout = kv_layout(
+            arch, launch, block_size, layers, hybrid=hybrid, group_ratio=rules["hybrid_group_ratio"]
+        )
+        if launch.draft is not None and s == pp - 1:
+            layout = _with_draft_layers(layout, launch)
+        blocks = max(0, available) // layout.page_bytes // max(1, layout.slots)
+        if launch.args.get("num_gpu_blocks_override"):
+            blocks = int(launch.args["num_gpu_blocks_override"])
+        per_stage.append(
+            Stage(s, weights[s], peak, nt, nt_parts, graphs_in, available, layout, blocks)
+        )
+    limiting = min(per_stage, key=lambda st: st.blocks)
+    num_blocks = limiting.blocks
+    layout = limiting.layout
+    first = per_stage[0]  # the log prints rank 0's lines
+    tokens = num_blocks // layout.groups * block_size
+    if auto_len:
+        max_len = fit_max_model_len(layout, num_blocks, block_size, batched, max_len)
+        notes.append(f"--max-model-len auto: the longest request that fits is {max_len:,} tokens")
+    per_request = blocks_per_request(layout, max_len, block_size, batched) if max_len else 0
+    concurrency = num_blocks / per_request if per_request else 0.0
+    per_token = layout.page_bytes * layout.slots * layout.groups // block_size
+    failure = _failure(per_stage, concurrency, tokens, max_len, util, auto_len)
+    derived = derived_max_len(arch)
+    if derived and max_len > derived and not auto_len:
+        failure = (
+            f"max_model_len {max_len:,} is above the model's {derived:,} positions (vLLM refuses"
+            " it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)"
+        )
+    graph_after = 0 if eager or rules["cudagraph_in_budget"] else gib(rules["cudagraph_gib"])
+    items = _items(
+        launch, first, requested, block_size, num_blocks, seqs, batched, sampler_path, rules
+    )
+    outside = (
+        budget_item(
+            "cuda_graphs",
+            "CUDA graphs",
+            graph_after,
+            "graph pool captured after KV sizing (outside the budget before 0.21)",
+            {"enforce_eager": eager},
+            "overhead",
+        ),
+    )
+    notes = (
+        _notes(
+            launch,
+            rules,
+            util,
+            total,
+            requested,
+            seqs,
+            batched,
+            block_size,
+            limiting,
+            layout,
+            graph_after,
+            sampler_path,
+        )
+        + notes
+    )
+    return EngineBill(
+        launch=launch,
+        engine="vllm",
+        version=f"vLLM {launch.version} ({rules['engine'].upper()} engine)",
+        total_bytes=total,
+        budget_bytes=requested,
+        items=items,
+        kv_cache_bytes=first.available,
+        kv_capacity_tokens=tokens,
+        max_concurrency=concurrency,
+        max_model_len=max_len,
+        kv_bytes_per_token=per_token,
+        block_size=block_size,
+        num_blocks=num_blocks,
+        fits=failure is None,
+        failure=failure,
+        outside_budget=outside,
+        ranges=_ranges(first, layout, block_size, tokens, graph_after, eager, tp, pp),
+        notes=tuple(notes),
+        settings={
+            "gpu_memory_utilization": util,
+            "max_num_seqs": seqs,
+            "max_num_batched_tokens": batched,
+            "block_size": block_size,
+            "max_model_len": max_len,
+            "kv_cache_dtype": launch.kv.id,
+            "sampler": sampler_path,
+            "interconnect": first.non_torch_parts["interconnect"],
+        },
+        unmodelled=_unmodelled(launch),
+    )
+
+
+def _with_draft_layers(layout: KvLayout, launch: EngineLaunch) -> KvLayout:
+    """A draft model's attention layers share the KV pages (one more layer slot each) when their
+    page is the target's; otherwise they are left out (noted)."""
+    from dataclasses import replace
+
+    from gpuplan.engine.profiles.common import kv_bytes_per_token_layer
+
+    draft = launch.draft
+    assert draft is not None
+    per_layer = kv_bytes_per_token_layer(draft, launch.kv, launch.tp)
+    target = kv_bytes_per_token_layer(launch.arch, launch.kv, launch.tp)
+    if per_layer != target or layout.groups > 1:
+        return layout
+    return replace(layout, slots=layout.slots + draft.num_layers)
+
+
+def _failure(
+    stages: list[Stage], concurrency: float, tokens: int, max_len: int, util: float, auto: bool
+) -> str | None:
+    if min(st.available for st in stages) <= 0:
+        return (
+            "No available memory for the cache blocks: weights + activation peak + non-torch"
+            f" exceed gpu_memory_utilization {util} × total"
+        )
+    if auto and max_len < 1:
+        return "not enough KV cache for a request of any length"
+    if concurrency < 1:
+        return (
+            f"not enough KV cache for one request of max_model_len {max_len:,} tokens"
+            f" ({tokens:,} tokens available)"
+        )
+    return None
+
+
+def _items(
+    launch: EngineLaunch,
+    st: Stage,
+    requested: int,
+    block_size: int,
+    num_blocks: int,
+    seqs: int,
+    batched: int,
+    sampler_path: str,
+    rules: dict[str, Any],
+) -> tuple:
+    sw, p = st.weights, st.peak
+    items = [
+        budget_item(
+            "weights",
+            "Weights",
+            sw.total,
+            "layers ÷ tp + padded vocab ÷ tp (embedding, LM head) + encoder + RoPE tables"
+            " (+ LoRA slots, draft model)",
+            {
+                "layers_bytes": sw.layers,
+                "embedding_bytes": sw.embedding,
+                "lm_head_bytes": sw.lm_head,
+                "encoder_bytes": sw.extra,
+                "buffers_bytes": sw.buffers,
+                "precision": launch.weights.describe(),
+                "tp": launch.tp,
+                "pp": launch.pp,
+                "stage": st.index,
+                "padded_vocab": padded_vocab(launch.arch.vocab_size),
+            },
+            "weights",
+        ),
+        budget_item(
+            "activation_peak",
+            "Activation peak",
+            p.peak,
+            "max(forward: 2 hidden + widest layer transient; sampler: seqs × vocab × bytes"
+            " + hidden + MoE workspace) + constant",
+            {
+                "max_num_batched_tokens": batched,
+                "max_num_seqs": seqs,
+                "sampler": sampler_path,
+                "hidden_bytes": p.hidden,
+                "layer_transient_bytes": p.layer_transient,
+                "moe_workspace_bytes": p.moe_workspace,
+                "sampler_bytes": p.sampler,
+                "encoder_bytes": p.encoder,
+                "constant_bytes": p.constant,
+            },
+            "activations",
+        ),
+        budget_item(
+            "non_torch",
+            "Non-torch memory",
+            st.non_torch,
+            "CUDA/NCCL memory outside torch: base + all-reduce buffers by interconnect",
+            {"tp": launch.tp, "pp": launch.pp, **st.non_torch_parts},
+            "overhead",
+        ),
+    ]
+    if st.graphs:
+        items.append(
+            budget_item(
+                "cuda_graphs",
+                "CUDA graphs (estimated)",
+                st.graphs,
+                "graph pool estimate deducted before KV sizing (0.21+)",
+                {},
+                "overhead",
+            )
+        )
+    items.append(
+        budget_item(
+            "kv_cache",
+            "KV cache",
+            st.available,
+            "requested − weights − activation peak − non-torch"
+            + (" − CUDA graphs" if st.graphs else ""),
+            {
+                "requested_bytes": requested,
+                "page_bytes": st.layout.page_bytes,
+                "layer_slots": st.layout.slots,
+                "groups": st.layout.groups,
+                "block_size": block_size,
+                "num_blocks": num_blocks,
+            },
+            "kv_cache",
+        )
+    )
+    return tuple(items)
+
+
+def _notes(
+    launch: EngineLaunch,
+    rules: dict[str, Any],
+    util: float,
+    total: int,
+    requested: int,
+    seqs: int,
+    batched: int,
+    block_size: int,
+    limiting: Stage,
+    layout: KvLayout,
+    graph_after: int,
+    sampler_path: str,
+) -> list[str]:
+    arch = launch.arch
+    notes = [
+        f"budget = ceil({util} × {total / GIB:.2f} GiB) = {requested / GIB:.2f} GiB per GPU",
+        f"profile batch: max_num_seqs {seqs}, max_num_batched_tokens {batched};"
+        f" sampler path {sampler_path}; block_size {block_size}",
+    ]
+    if launch.pp > 1:
+        notes.append(
+            f"lines are rank 0's (stage 0, as the log prints them); stage {limiting.index} has the"
+            " fewest blocks and sets the KV size (vLLM takes the minimum over workers)"
+        )
+    if layout.groups > 1:
+        notes.append(
+            f"hybrid KV cache: {layout.groups} groups of {layout.slots} layer slots"
+            + (f" ({layout.padding_layers} padding layers)" if layout.padding_layers else "")
+            + "; the logged token figure charges every slot, sliding windows show in concurrency"
+        )
+    if launch.tp > arch.attention.num_kv_heads and not arch.attention.is_mla:
+        notes.append(
+            f"tp {launch.tp} > {arch.attention.num_kv_heads} KV heads: KV heads replicated"
+        )
+    if graph_after > total - requested:
+        notes.append(
+            "CUDA graphs may not fit in the 1 − utilization headroom: lower"
+            " --gpu-memory-utilization or use --enforce-eager"
+        )
+    spec = launch.args.get("speculative_config")
+    if isinstance(spec, dict):
+        method = speculative_method(spec)
+        if launch.draft is not None:
+            notes.append(
+                f"speculative decoding ({method}): the draft's weights and KV layers are counted"
+            )
+        elif method == "ngram":
+            notes.append("speculative decoding (ngram): no draft model, no extra memory")
+    if launch.arg("enable_lora", False) and arch.moe is not None:
+        notes.append(
+            "LoRA slots are counted for attention and dense layers, not for routed experts"
+        )
+    if launch.dp > 1:
+        notes.append(f"data parallel {launch.dp}: each replica's ranks hold the same bill")
+    return notes
+
+
+def _unmodelled(launch: EngineLaunch) -> tuple[str, ...]:
+    out = []
+    spec = launch.args.get("speculative_config")
+    if isinstance(spec, dict) and launch.draft is None and speculative_method(spec) != "ngram":
+        out.append(
+            f"--speculative-config ({speculative_method(spec) or 'draft'}: draft model not in the catalog)"
+        )
+    if launch.args.get("kv_transfer_config"):
+        out.append(
+            "--kv-transfer-config (connector buffers; the GPU KV pool is sized as without it)"
+        )
+    return tuple(out)
+
+
+def _ranges(
+    st: Stage,
+    layout: KvLayout,
+    block_size: int,
+    tokens: int,
+    graph: int,
+    eager: bool,
+    tp: int,
+    pp: int,
+) -> dict[str, Range]:
+    act = st.activation
+    spread_nt = gib(0.21) if tp == 1 and pp == 1 else gib(0.3)
+    return {
+        "activation_peak": Range(
+            act,
+            max(0, act - ACT_SPREAD),
+            act + ACT_SPREAD,
+            "--max-num-batched-tokens, --max-num-seqs",
+        ),
+        "non_torch": Range(
+            st.non_torch,
+            max(0, st.non_torch - gib(0.1)),
+            st.non_torch + spread_nt,
+            "interconnect, driver, NCCL version",
+        ),
+        "cuda_graphs": Range(
+            graph,
+            0 if eager or not graph else CUDAGRAPH_LOW,
+            0 if eager or not graph else CUDAGRAPH_HIGH,
+            "--max-num-seqs (capture sizes), --enforce-eager",
+        ),
+        "kv_capacity_tokens": Range(
+            tokens,
+            tokens_for(st.available - ACT_SPREAD - spread_nt, layout, block_size),
+            tokens_for(st.available + ACT_SPREAD, layout, block_size),
+            "activation peak and non-torch memory (allocator, driver version)",
+        ),
+    }

@@ -1,0 +1,31 @@
+"""vLLM's version rules (versions.toml beside this file), and the set that applies to a launch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpuplan.engine.profiles import EngineLaunch
+from gpuplan.engine.profiles.common import load_version_rules
+
+RULES = load_version_rules(Path(__file__).with_name("versions.toml"))
+
+
+def rules_at(version: str, engine: str | None = None) -> dict[str, Any]:
+    """Every rule's value at `version`; `engine` ("v0"/"v1", e.g. from a log banner) overrides
+    the version's default engine. Keys "v0.x" / "v1.x" are kept for the engine that runs."""
+    values = RULES.at(version)
+    if engine in ("v0", "v1"):
+        values["engine"] = engine
+        if engine == "v1" and "v1.non_torch_scope" not in values:
+            values.update({k: v for k, v in RULES.at("0.10.0").items() if k.startswith("v1.")})
+    prefix = values["engine"] + "."
+    for key in [k for k in values if k.startswith(prefix)]:
+        values[key[len(prefix) :]] = values[key]
+    if values["engine"] == "v0":
+        values["hybrid_kv"] = False
+    return values
+
+
+def rules_for(launch: EngineLaunch) -> dict[str, Any]:
+    return rules_at(launch.version, launch.args.get("vllm_engine"))

@@ -1,0 +1,298 @@
+"""Plans to a goal: serving layouts that hold N users within a TPOT and TTFT target, and
+training layouts that train N tokens within a deadline, ranked by an objective.
+
+For every GPU type, weight format and replica layout (tp within a node dividing the heads, pp in
+powers of two, expert parallelism on or off for MoE models) the search asks:
+
+    memory   does one sequence of `context` tokens fit (engine/serving.py), and how many do:
+             c_mem = the bill's max concurrent sequences
+    TTFT     one prompt's prefill (engine/perf.py) ≤ the target, else the layout cannot serve
+    TPOT     the most sequences whose TPOT ≤ the target: c_lat (TPOT grows with the batch, so a
+             binary search finds it)
+    replicas r = ⌈users ÷ min(c_mem, c_lat)⌉, each serving ⌈users ÷ r⌉ sequences
+
+and keeps every layout whose r × tp × pp GPUs stay within `max_gpus`. Objectives rank them:
+fewest GPUs (`gpus`), lowest price per hour (`cost`, GPUs × the price table or `--price`), most
+output tokens/s per GPU (`throughput`), lowest TPOT (`latency`); ties go to fewer GPUs, then the
+lower price, then the lower TPOT. Nothing returned misses a target it was given: each candidate's
+own figures are checked again before it is kept.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+
+from gpuplan.engine.perf import (
+    PerfKnobs,
+    PerfSetup,
+    ServingPerf,
+    max_concurrency_for_tpot,
+    prefill_seconds,
+    serving_perf,
+)
+from gpuplan.engine.serving import ServingBill, ServingSetup, serving_bill
+from gpuplan.engine.sharding import tp_problem
+from gpuplan.engine.train_time import TrainingTime, training_time
+from gpuplan.engine.training import TrainingBill, TrainingSetup
+from gpuplan.errors import GpuplanError
+
+OBJECTIVES = ("gpus", "cost", "throughput", "latency")
+PP_DEGREES = (1, 2, 4, 8, 16)
+DEFAULT_MAX_GPUS = 256
+
+
+@dataclass(frozen=True)
+class ServingGoal:
+    """What the deployment must do."""
+
+    users: int = 1  # concurrent sequences in total
+    prompt_tokens: int = 1024
+    output_tokens: int = 256
+    tpot_s: float | None = None  # time per output token target
+    ttft_s: float | None = None  # time to first token target
+    objective: str = "gpus"
+    prices: Mapping[str, float] = field(default_factory=dict)  # gpu id → $/GPU-hour
+    max_gpus: int = DEFAULT_MAX_GPUS
+    knobs: PerfKnobs = field(default_factory=PerfKnobs)
+
+
+@dataclass(frozen=True)
+class ServingCandidate:
+    """One layout that meets the goal: its replica bill, how many replicas, and its speed."""
+
+    bill: ServingBill  # one replica, at `concurrency` sequences
+    replicas: int
+    concurrency: int  # sequences per replica
+    memory_limit: int  # sequences per replica the memory holds
+    latency_limit: int | None  # sequences per replica within the TPOT target
+    expert_parallel: bool
+    perf: ServingPerf
+    usd_per_gpu_hour: float | None
+
+    @property
+    def gpus(self) -> int:
+        return self.bill.setup.gpus * self.replicas
+
+    @property
+    def usd_per_hour(self) -> float | None:
+        return None if self.usd_per_gpu_hour is None else self.usd_per_gpu_hour * self.gpus
+
+    @property
+    def usd_per_million_tokens(self) -> float | None:
+        per_hour = self.usd_per_hour
+        tps = self.perf.tokens_per_s
+        return None if per_hour is None or tps <= 0 else per_hour / (tps * 3600) * 1e6
+
+
+def replica_layouts(setup: ServingSetup, max_gpus: int) -> Iterator[tuple[int, int, bool]]:
+    """(tp, pp, expert_parallel) of one replica: tp within a node dividing the heads, pp in
+    powers of two up to the layers, EP as an alternative to TP-sharded experts for MoE."""
+    arch = setup.arch
+    node = setup.gpu.gpus_per_node
+    for tp in range(1, node + 1):
+        if tp_problem(arch, tp) is not None:
+            continue
+        for pp in PP_DEGREES:
+            if pp > arch.num_layers or tp * pp > max_gpus:
+                continue
+            yield tp, pp, False
+            if arch.moe is not None and tp > 1 and arch.moe.num_experts % tp == 0:
+                yield tp, pp, True
+
+
+def _rank_key(objective: str):
+    inf = float("inf")
+
+    def key(c: ServingCandidate) -> tuple[float, ...]:
+        cost = c.usd_per_hour if c.usd_per_hour is not None else inf
+        base = (float(c.gpus), cost, c.perf.tpot_s)
+        if objective == "cost":
+            return (cost, float(c.gpus), c.perf.tpot_s)
+        if objective == "throughput":
+            return (-c.perf.tokens_per_s_per_gpu, *base)
+        if objective == "latency":
+            return (c.perf.tpot_s, c.perf.ttft_s, *base)
+        return base
+
+    return key
+
+
+def meets(c: ServingCandidate, goal: ServingGoal) -> bool:
+    """Does a candidate hold every target it was given (memory, users, TPOT, TTFT, GPUs)?"""
+    if not c.bill.fits or c.bill.max_concurrent_sequences < c.concurrency:
+        return False
+    if c.concurrency * c.replicas < goal.users or c.gpus > goal.max_gpus:
+        return False
+    if goal.tpot_s is not None and c.perf.tpot_s > goal.tpot_s:
+        return False
+    return not (goal.ttft_s is not None and c.perf.ttft_s > goal.ttft_s)
+
+
+def evaluate(
+    setup: ServingSetup, tp: int, pp: int, ep: bool, goal: ServingGoal
+) -> ServingCandidate | str:
+    """The candidate for one replica layout, or why it cannot meet the goal."""
+    one = replace(setup, tp=tp, pp=pp, users=1)
+    try:
+        bill = serving_bill(one)
+    except GpuplanError as err:
+        return str(err)
+    if not bill.fits:
+        return "does not fit one sequence"
+    mem_limit = bill.max_concurrent_sequences
+    perf_setup = PerfSetup(
+        one,
+        prompt_tokens=goal.prompt_tokens,
+        output_tokens=goal.output_tokens,
+        expert_parallel=ep,
+        knobs=goal.knobs,
+    )
+    try:
+        ttft = prefill_seconds(perf_setup, goal.prompt_tokens)
+    except GpuplanError as err:
+        return str(err)
+    if goal.ttft_s is not None and ttft > goal.ttft_s:
+        return f"TTFT {ttft * 1e3:,.0f} ms > {goal.ttft_s * 1e3:,.0f} ms"
+    lat_limit = None
+    limit = mem_limit
+    if goal.tpot_s is not None:
+        lat_limit = max_concurrency_for_tpot(perf_setup, goal.tpot_s, mem_limit)
+        if lat_limit < 1:
+            tpot = serving_perf(perf_setup).tpot_s
+            return f"TPOT {tpot * 1e3:,.1f} ms > {goal.tpot_s * 1e3:,.1f} ms even for one user"
+        limit = lat_limit
+    replicas = math.ceil(goal.users / limit)
+    if replicas * tp * pp > goal.max_gpus:
+        return f"needs {replicas} replicas = {replicas * tp * pp} GPUs > {goal.max_gpus}"
+    per_replica = math.ceil(goal.users / replicas)
+    bill = serving_bill(replace(one, users=per_replica))
+    perf = serving_perf(
+        replace(perf_setup, serving=bill.setup, concurrency=per_replica, replicas=replicas)
+    )
+    price = goal.prices.get(setup.gpu.id)
+    return ServingCandidate(bill, replicas, per_replica, mem_limit, lat_limit, ep, perf, price)
+
+
+def plan_to_goal(
+    setups: list[ServingSetup], goal: ServingGoal
+) -> tuple[list[ServingCandidate], list[tuple[str, str]]]:
+    """Every layout of every setup (one per GPU type × format) that meets `goal`, best first
+    by the goal's objective, and the (layout, reason) of the ones that could not."""
+    if goal.objective not in OBJECTIVES:
+        raise GpuplanError(
+            f"unknown objective {goal.objective!r}; use one of {', '.join(OBJECTIVES)}"
+        )
+    if goal.users < 1 or goal.prompt_tokens < 1 or goal.output_tokens < 1:
+        raise GpuplanError("users, prompt and output tokens must be at least 1")
+    found: list[ServingCandidate] = []
+    rejected: list[tuple[str, str]] = []
+    for setup in setups:
+        for tp, pp, ep in replica_layouts(setup, goal.max_gpus):
+            result = evaluate(setup, tp, pp, ep, goal)
+            if isinstance(result, str):
+                what = f"{setup.gpu.id} {setup.weights.precision.id} tp={tp} pp={pp}" + (
+                    " ep" if ep else ""
+                )
+                rejected.append((what, result))
+            elif meets(result, goal):
+                found.append(result)
+    found.sort(key=_rank_key(goal.objective))
+    return found, rejected
+
+
+# --- training to a deadline ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainingGoal:
+    """Train `tokens` tokens within `days` (None: no deadline, fewest GPUs that fit)."""
+
+    tokens: int
+    days: float | None = None
+    objective: str = "gpus"
+    prices: Mapping[str, float] = field(default_factory=dict)
+    max_gpus: int = 4096
+    global_batch_tokens: int | None = None  # None: gpus × seq × 8 at each count
+
+
+@dataclass(frozen=True)
+class TrainingCandidate:
+    bill: TrainingBill
+    time: TrainingTime
+    bills_tried: int
+
+
+def gpu_counts(node: int, max_gpus: int) -> Iterator[int]:
+    """1, 2, 4 ... within a node, then whole nodes doubling: 8, 16, 32, ... up to `max_gpus`."""
+    n = 1
+    while n <= max_gpus:
+        yield n
+        n *= 2
+    if node & (node - 1):  # a node that is not a power of two (e.g. 72): its own multiples
+        m = node
+        while m <= max_gpus:
+            yield m
+            m *= 2
+
+
+def train_to_goal(
+    setups: list[TrainingSetup], goal: TrainingGoal
+) -> tuple[list[TrainingCandidate], list[tuple[str, str]]]:
+    """For each GPU type, the fewest GPUs whose fastest layout (planner/training_search.py,
+    tp/pp/cp/ep/dp/ZeRO/recompute/micro-batch) trains `tokens` within `days` — and, for
+    `cost`, the counts up to 4× that — ranked by the objective."""
+    from gpuplan.planner.training_search import (
+        default_global_batch_tokens,
+        rank_training_layouts,
+    )
+
+    if goal.objective not in OBJECTIVES:
+        raise GpuplanError(
+            f"unknown objective {goal.objective!r}; use one of {', '.join(OBJECTIVES)}"
+        )
+    found: list[TrainingCandidate] = []
+    rejected: list[tuple[str, str]] = []
+    for setup in setups:
+        first: int | None = None
+        for n in sorted(set(gpu_counts(setup.gpu.gpus_per_node, goal.max_gpus))):
+            if first is not None and (goal.objective != "cost" or n > 4 * first):
+                break
+            batch = goal.global_batch_tokens or default_global_batch_tokens(n, setup.seq)
+            try:
+                search = rank_training_layouts(setup, n, batch)
+            except GpuplanError as err:
+                rejected.append((f"{n} × {setup.gpu.id}", str(err)))
+                continue
+            best = search.options[0]
+            price = goal.prices.get(setup.gpu.id)
+            try:
+                t = training_time(best, goal.tokens, price)
+            except GpuplanError as err:
+                rejected.append((f"{n} × {setup.gpu.id}", str(err)))
+                break
+            if goal.days is not None and t.days > goal.days:
+                rejected.append(
+                    (f"{n} × {setup.gpu.id}", f"{t.days:,.1f} days > {goal.days:g} days")
+                )
+                continue
+            found.append(TrainingCandidate(best, t, search.bills))
+            first = first or n
+            if goal.days is None:
+                break
+    inf = float("inf")
+
+    def key(c: TrainingCandidate) -> tuple[float, ...]:
+        cost = c.time.cost_usd if c.time.cost_usd is not None else inf
+        gpus = float(c.time.gpus)
+        if goal.objective == "cost":
+            return (cost, gpus, c.time.seconds)
+        if goal.objective == "throughput":
+            return (-c.time.tokens_per_s / gpus, gpus, cost)
+        if goal.objective == "latency":
+            return (c.time.seconds, gpus, cost)
+        return (gpus, cost, c.time.seconds)
+
+    found.sort(key=key)
+    return found, rejected

@@ -1,0 +1,271 @@
+"""The engine-log corpus (tests/data/engine_logs/*.json) as prediction cases, shared by
+tests/test_engine_logs.py and bench/engine_accuracy.py.
+
+Each case gives the engine, its version, the GPU, the model's config.json and the launch
+arguments its source states; gpuplan's adapter predicts the same launch and the logged figures
+are compared: weights, KV-cache memory and KV tokens (V0 logs: GPU blocks), and for failed
+starts whether a failure is predicted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuplan.api import engine_serve
+from gpuplan.catalog.engine_logs import parse_log
+from gpuplan.errors import GpuplanError
+
+DATA = Path(__file__).parent / "data"
+LOG_FILES = ("vllm-0.19-h100.json", "public-reports.json", "public-logs.json")
+GIB = 2**30
+
+# the GPU a case ran on, from its `gpu_model` text (older files), most specific first
+_GPU_TEXT = {
+    "3090": "rtx-3090",
+    "4090": "rtx-4090",
+    "5090": "rtx-5090",
+    "A100 40GB": "a100-40gb",
+    "A100": "a100-80gb",
+    "L40S": "l40s",
+    "L4": "l4",
+    "A10": "a10",
+    "H200": "h200",
+    "H100": "h100",
+    "B200": "b200",
+    "MI300X": "mi300x",
+}
+
+
+def config_for(model_id: str, name: str | None = None) -> dict[str, Any]:
+    want = (name or model_id.replace("/", "--") + ".json").lower()
+    for p in (DATA / "engine_configs").glob("*.json"):
+        if p.name.lower() == want:
+            return dict(json.loads(p.read_text()))
+    raise FileNotFoundError(f"no config.json for {model_id}")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One log (or log-derived measurement) ready to be predicted."""
+
+    case_id: str
+    file: str
+    engine: str
+    version: str | None
+    gpu: str
+    model_id: str
+    config: str | None
+    args: dict[str, Any]
+    logged: dict[str, float]
+    failed: bool
+    inputs_known: bool
+    record: dict[str, Any]
+
+    @property
+    def gpu_total_bytes(self) -> int | None:
+        total = self.logged.get("total_gib")
+        return round(total * GIB) if total else None
+
+
+def _version(text: str | None) -> str | None:
+    m = re.search(r"(\d+\.\d+\.\d+)", text or "")
+    return m.group(1) if m else None
+
+
+def _old_case(c: dict[str, Any], file: str) -> Case:
+    """A case of the first two files, whose fields predate `launch_args`."""
+    text = c.get("gpu_model") or ""
+    known_gpu = bool(text) and not text.startswith("unspecified")
+    gpu = next((v for k, v in _GPU_TEXT.items() if k in text), "h100")
+    args: dict[str, Any] = {}
+    log_args: dict[str, Any] = {}
+    observed: dict[str, str] = {}
+    try:
+        log = parse_log(c["verbatim_excerpt"])
+        log_args, observed = dict(log.args), dict(log.observed)
+        figures = dict(log.figures)
+    except GpuplanError:
+        figures = {}
+    engine = c["engine"]
+    names = {
+        "vllm": ("tensor_parallel_size", "pipeline_parallel_size", "max_model_len"),
+        "sglang": ("tp_size", "pp_size", "context_length"),
+        "trtllm": ("tp_size", "pp_size", "max_seq_len"),
+    }[engine]
+    for key, name in zip(
+        ("tensor_parallel_size", "pipeline_parallel_size", "max_model_len"), names, strict=True
+    ):
+        if c.get(key):
+            args[name] = c[key]
+    for key in ("gpu_memory_utilization", "mem_fraction_static", "quantization", "kv_cache_dtype"):
+        if c.get(key) not in (None, "auto"):
+            args[key] = c[key]
+    for key, value in log_args.items():
+        args.setdefault(key, value)
+    args.update(observed)
+    if "utilization" in figures and engine == "vllm":
+        args.setdefault("gpu_memory_utilization", figures["utilization"])
+    logged = {k: v for k, v in figures.items()}
+    for key in (
+        "weights_gib",
+        "kv_cache_gib",
+        "kv_cache_tokens",
+        "activation_peak_gib",
+        "non_torch_gib",
+    ):
+        if c.get(key) is not None:
+            logged[key] = c[key]
+    if c.get("gpu_blocks"):
+        logged["gpu_blocks"] = c["gpu_blocks"]
+    total = c.get("gpu_total_memory_reported")
+    if total and "GiB" in str(total):
+        logged["total_gib"] = float(str(total).split()[0])
+    version = _version(c.get("engine_version"))
+    if "V0" in (c.get("engine_version") or "") and engine == "vllm":
+        args["vllm_engine"] = "v0"
+        version = version if version and version.startswith("0.") else "0.6.4"
+    # a start that failed after the KV cache was sized (an OOM during graph capture) is
+    # compared on its KV figures; one that failed before is a predicted-failure case
+    outcome = str(c.get("outcome", "started"))
+    failed = outcome.startswith("failed") and "OutOfMemoryError" not in outcome
+    return Case(
+        c["case_id"],
+        file,
+        engine,
+        version if version and version.startswith("0.") or engine != "vllm" else None,
+        gpu,
+        c["model_id"],
+        None,
+        args,
+        logged,
+        failed,
+        known_gpu and version is not None,
+        c,
+    )
+
+
+def _new_case(c: dict[str, Any], file: str) -> Case:
+    args = dict(c.get("launch_args") or {})
+    return Case(
+        c["case_id"],
+        file,
+        c["engine"],
+        c.get("engine_version"),
+        c["gpu"],
+        c["model_id"],
+        c.get("config"),
+        args,
+        dict(c.get("logged") or {}),
+        str(c.get("outcome", "started")).startswith("failed"),
+        bool(c.get("inputs_known", True)),
+        c,
+    )
+
+
+def load_cases(files: tuple[str, ...] = LOG_FILES) -> list[Case]:
+    out = []
+    for name in files:
+        for c in json.loads((DATA / "engine_logs" / name).read_text())["cases"]:
+            if c["engine"] in ("trtllm", "tensorrt-llm"):
+                continue  # one TRT engine-path case; checked by its own test
+            out.append(_new_case(c, name) if "launch_args" in c else _old_case(c, name))
+    return out
+
+
+@dataclass(frozen=True)
+class Result:
+    case: Case
+    bill: Any  # EngineBill, or None when the launch is refused
+    refused: str | None
+    weights_err: float | None
+    kv_mem_err: float | None
+    tokens_err: float | None  # KV tokens (V0: GPU blocks; SGLang: pool tokens)
+
+    @property
+    def predicted_fail(self) -> bool:
+        return self.refused is not None or (self.bill is not None and not self.bill.fits)
+
+    @property
+    def weights_ok(self) -> bool | None:
+        return None if self.weights_err is None else abs(self.weights_err) <= 0.02
+
+    @property
+    def kv_ok(self) -> bool | None:
+        """KV tokens within 10 % (KV memory when no token figure is logged); a failed start
+        must be predicted as a failure."""
+        if self.case.failed:
+            return self.predicted_fail
+        if self.predicted_fail:
+            return False
+        err = self.tokens_err if self.tokens_err is not None else self.kv_mem_err
+        return None if err is None else abs(err) <= 0.10
+
+
+def _rel(pred: float, logged: float | None) -> float | None:
+    if logged is None or logged == 0:
+        return None
+    return pred / logged - 1
+
+
+def predict(case: Case) -> Result:
+    config = config_for(case.model_id, case.config)
+    try:
+        plan = engine_serve(
+            config,
+            case.gpu,
+            engine=case.engine,
+            args=case.args,
+            gpu_memory=case.gpu_total_bytes,
+            name=case.model_id,
+            version=case.version,
+        )
+    except GpuplanError as err:
+        return Result(case, None, str(err), None, None, None)
+    bill = plan.bill
+    lg = case.logged
+    weights = bill.item("weights").bytes / GIB
+    if case.engine == "sglang":
+        w_err = _rel(weights, lg.get("weights_gb"))
+        kv = bill.kv_capacity_tokens * bill.kv_bytes_per_token / GIB
+        kv_logged = (lg["k_size_gb"] + lg["v_size_gb"]) if "k_size_gb" in lg else None
+        return Result(
+            case,
+            bill,
+            None,
+            w_err,
+            _rel(kv, kv_logged),
+            _rel(bill.kv_capacity_tokens, lg.get("kv_cache_tokens")),
+        )
+    w_err = _rel(weights, lg.get("weights_gib"))
+    kv_err = (
+        _rel(bill.kv_cache_bytes / GIB, lg.get("kv_cache_gib"))
+        if lg.get("kv_cache_gib", 0) > 0
+        else None
+    )
+    if lg.get("kv_cache_tokens"):
+        t_err = _rel(bill.kv_capacity_tokens, lg["kv_cache_tokens"])
+    elif lg.get("gpu_blocks"):
+        t_err = _rel(bill.num_blocks, lg["gpu_blocks"])
+    else:
+        t_err = None
+    return Result(case, bill, None, w_err, kv_err, t_err)
+
+
+def summary_counts(results: list[Result]) -> dict[str, tuple[int, int]]:
+    """(passing, counted) for weights, KV (inputs known) and failed starts."""
+    w = [r.weights_ok for r in results if r.weights_ok is not None]
+    kv = [
+        r.kv_ok
+        for r in results
+        if r.case.inputs_known and r.kv_ok is not None and not r.case.failed
+    ]
+    fails = [r.kv_ok for r in results if r.case.failed]
+    return {
+        "weights": (sum(bool(x) for x in w), len(w)),
+        "kv": (sum(bool(x) for x in kv), len(kv)),
+        "failed_starts": (sum(bool(x) for x in fails), len(fails)),
+    }
