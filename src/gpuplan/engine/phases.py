@@ -56,6 +56,7 @@ class Amounts:
     recompute_last: int  # the last layer rebuilt in backward (0 if it is not checkpointed)
     recompute_first: int
     act_grads: int  # activation gradients inside one layer's backward
+    new_grad: int  # a weight gradient computed apart before it is added into a held one
     casts: int  # autocast bf16 weight casts saved for backward
     casts_first: int
     gather_forward: int  # all-gathered weights (FSDP2, engine/gathered.py) at the forward peak
@@ -91,6 +92,7 @@ def _parts(a: Amounts) -> dict[str, dict[str, int]]:
     bwd = {
         **states,
         "activation_grads": a.act_grads,
+        "new_gradient": a.new_grad,
         "deferred_grads": a.deferred_grads,
         **held,
         "dequant_buffer": a.dequant,

@@ -437,6 +437,7 @@ def _amounts(
         recompute_last=saved.rebuilt_last,
         recompute_first=saved.rebuilt_first,
         act_grads=backward_transient_bytes(arch, spec, st.layers),
+        new_grad=_accumulating(setup, st, states, states.gradients),
         casts=casts,
         casts_first=casts_first,
         gather_forward=gather.forward,
@@ -561,10 +562,21 @@ def _gradient_lifetime(
     if lo.zero >= 2:  # the layer's own gradients are unsharded until reduce-scattered
         last_down = first_down = 0
     if fw.grads == "persistent" or setup.micro_batches > 1:
-        return grads, grads + round(per_param * last_down), grads + round(per_param * first_down)
+        return grads, grads, grads
     built_last = st.lm_head + last_down
     built_first = st.total - st.embedding - first_layer + first_down
     return 0, round(per_param * built_last), round(per_param * built_first)
+
+
+def _accumulating(setup: TrainingSetup, st: StageParams, states: ModelStates, grads: int) -> int:
+    """Into existing gradients, autograd's AccumulateGrad computes each new gradient apart and
+    adds it in place: at a layer's peak, its MLP's last linear's new gradient."""
+    fw, lo = setup.framework, setup.layout
+    held = fw.grads == "persistent" or setup.micro_batches > 1
+    if not held or fw.optimizer_in_backward or lo.zero >= 2 or setup.lora or not st.layers:
+        return 0
+    _, down = layer_params_per_rank(setup.arch, st.layers[-1], lo.tp, lo.ep)
+    return round(grads / max(1, states.trainable) * down)
 
 
 def _largest_param(setup: TrainingSetup, st: StageParams) -> int:

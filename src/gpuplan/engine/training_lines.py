@@ -185,6 +185,13 @@ def step_lines(
             "gradients flowing through one layer's backward: its output's + the widest op's",
             "transient",
         ),
+        "new_gradient": _simple(
+            "new_gradient",
+            "New weight gradient (accumulating)",
+            a.new_grad,
+            "a layer's freshly computed weight gradient before AccumulateGrad adds it in place",
+            "transient",
+        ),
         "autocast_casts": _simple(
             "autocast_casts",
             "Autocast bf16 weight casts",
