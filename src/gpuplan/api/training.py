@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from gpuplan.api.common import (
@@ -19,6 +19,7 @@ from gpuplan.engine.activations import parse_recompute
 from gpuplan.engine.allocator import predicts
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.cost import DEFAULT_MFU, DEFAULT_NETWORK_BYTES_PER_S
+from gpuplan.engine.frameworks.overrides import TrainOverrides
 from gpuplan.engine.frameworks.profile import FrameworkProfile, validate_profile
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.lora import LoraSpec, default_targets
@@ -49,6 +50,7 @@ class TrainingPlan(PlanHeadline):
     hf_id: str | None
     search: tuple[TrainAttempt, ...] = field(default=())
     lower_bound_gpus: int | None = None
+    config_notes: tuple[str, ...] = field(default=())  # what `train_from` read but does not model
 
     @property
     def layout(self) -> Layout:
@@ -170,7 +172,7 @@ class TrainingPlan(PlanHeadline):
             "tokens_per_second": t.tokens_per_second if t else None,
             "lower_bound_gpus": self.lower_bound_gpus,
             "search": [attempt.to_dict() for attempt in self.search],
-            "notes": list(b.notes),
+            "notes": list(b.notes) + list(self.config_notes),
             "units": units,
         }
 
@@ -229,7 +231,12 @@ def train(
     reshard_after_forward: bool | None = None,
     optimizer_in_backward: bool | None = None,
     fp8: str | None = None,
+    fp8_all_gather: bool | None = None,
     dropout: float | None = None,
+    optimizer_kernel: str | None = None,
+    compile_loss: bool | None = None,
+    framework_overrides: dict[str, Any] | None = None,
+    global_batch: int | None = None,
     stage: int | str | None = None,
 ) -> TrainingPlan:
     """Size training (or LoRA/QLoRA fine-tuning) `model` on `gpu`: the per-GPU bill, on how many.
@@ -247,14 +254,25 @@ def train(
     hf-trainer, fsdp2, ddp; see `gpuplan frameworks`), and its knobs: loss (standard,
     chunked:N, linear_chunked:N, compiled, fused, vocab_parallel), compile, grads
     (set_to_none | persistent), reshard_after_forward, optimizer_in_backward, fp8 (none, te,
-    torchao), dropout. stage: bill this pipeline stage ("first", "last" or an index) instead
-    of the heaviest.
+    torchao), fp8_all_gather, dropout, optimizer_kernel (fused, foreach, for-loop),
+    compile_loss, and framework_overrides (any other profile field by name). global_batch:
+    sequences per optimizer step over all data-parallel ranks (sets grad_accum). stage: bill
+    this pipeline stage ("first", "last" or an index) instead of the heaviest.
     """
     from gpuplan.catalog.recipes import get_recipe
 
-    profile = resolve_framework(
-        framework, compile, grads, reshard_after_forward, optimizer_in_backward, fp8, dropout
-    )
+    knobs = {
+        "compile": compile,
+        "compile_loss": compile if compile_loss is None else compile_loss,
+        "grads": grads,
+        "reshard_after_forward": reshard_after_forward,
+        "optimizer_in_backward": optimizer_in_backward,
+        "fp8": fp8,
+        "fp8_all_gather": fp8_all_gather,
+        "dropout": dropout,
+        "optimizer_kernel": optimizer_kernel,
+    }
+    profile = resolve_framework(framework, framework_overrides, **knobs)
     if isinstance(fsdp, bool):
         fsdp = "full_shard" if fsdp else None
     if method is not None:
@@ -304,7 +322,7 @@ def train(
         pp=pp or 1,
         cp=int(cp),
         ep=int(ep),
-        sp=bool(sp),
+        sp=bool(sp) or (profile.sequence_parallel and (tp or 1) > 1),
         zero=stage_zero,
         fsdp=fsdp.lower().replace("-", "_") if fsdp else None,
         hybrid=hybrid,
@@ -349,6 +367,8 @@ def train(
         dp_ranks = gpus // per_replica
         sharding = profile.zero if implied and dp_ranks * layout.cp > 1 else stage_zero
         setup = replace(setup, layout=replace(layout, dp=dp_ranks, zero=sharding))
+        if global_batch is not None:
+            setup = replace(setup, grad_accum=_accumulation(global_batch, micro_batch, dp_ranks))
         return TrainingPlan(training_bill(setup), model_id, hf_id)
     if gpus not in (None, "auto"):
         raise GpuplanError(f"gpus must be a number or 'auto', got {gpus!r}")
@@ -364,14 +384,13 @@ def train(
 
 def resolve_framework(
     framework: str | FrameworkProfile | None,
-    compile: bool | None = None,
-    grads: str | None = None,
-    reshard_after_forward: bool | None = None,
-    optimizer_in_backward: bool | None = None,
-    fp8: str | None = None,
-    dropout: float | None = None,
+    overrides: dict[str, Any] | None = None,
+    **knobs: Any,
 ) -> FrameworkProfile:
-    """The framework's profile with the knobs the user set (None keeps the framework's own)."""
+    """The framework's profile with the knobs the user set (None keeps the framework's own):
+    compile, compile_loss, grads (set_to_none | persistent), reshard_after_forward (bool),
+    optimizer_in_backward, fp8, fp8_all_gather, dropout, optimizer_kernel (fused | foreach |
+    for-loop), and `overrides`, any profile field by name."""
     from gpuplan.catalog.frameworks import get_framework
 
     if isinstance(framework, FrameworkProfile):
@@ -379,18 +398,25 @@ def resolve_framework(
     else:
         profile = get_framework(framework or "generic")
     changes: dict[str, Any] = {}
-    if compile is not None:
-        changes["compile"] = bool(compile)
-    if grads is not None:
-        changes["grads"] = grads.strip().lower().replace("-", "_")
-    if reshard_after_forward is not None:
-        changes["reshard_after_forward"] = "always" if reshard_after_forward else "never"
-    if optimizer_in_backward is not None:
-        changes["optimizer_in_backward"] = bool(optimizer_in_backward)
-    if fp8 is not None:
-        changes["fp8"] = fp8.strip().lower()
-    if dropout is not None:
-        changes["dropout"] = float(dropout)
+    for name, value in knobs.items():
+        if value is None:
+            continue
+        if name == "reshard_after_forward":
+            value = "always" if value else "never"
+        elif name == "optimizer_kernel":
+            value = {"fused": "none"}.get(str(value).lower(), str(value).lower())
+        elif name in ("grads", "fp8"):
+            value = str(value).strip().lower().replace("-", "_")
+        elif name == "dropout":
+            value = float(value)
+        else:
+            value = bool(value)
+        changes[name] = value
+    known = {f.name for f in fields(FrameworkProfile)} - {"id", "name", "source", "sources"}
+    for name, value in (overrides or {}).items():
+        if name not in known:
+            raise GpuplanError(f"{name!r} is not a framework setting ({', '.join(sorted(known))})")
+        changes[name] = value
     profile = replace(profile, **changes)
     validate_profile(profile)
     return profile
@@ -421,6 +447,18 @@ def parse_checkpointing(value: str | bool | None, default: str = "none") -> str:
             text = "every:" + text[len(prefix) :]
     parse_recompute(text)
     return text
+
+
+def _accumulation(global_batch: int, micro_batch: int, dp: int) -> int:
+    """Micro-batches per step: global batch ÷ (micro-batch × data-parallel ranks)."""
+    _positive("global-batch", global_batch)
+    per_step = micro_batch * dp
+    if global_batch % per_step:
+        raise GpuplanError(
+            f"global batch {global_batch} is not a multiple of micro-batch {micro_batch} ×"
+            f" {dp} data-parallel ranks"
+        )
+    return global_batch // per_step
 
 
 def _stage(stage: int | str | None, pp: int) -> int | None:
@@ -459,3 +497,88 @@ def _lora(
 
 def _dedupe(targets: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(targets))
+
+
+READERS = ("torchtitan", "torchtune", "megatron", "deepspeed", "hf-trainer")
+
+
+def detect_format(text: str, name: str = "") -> str:
+    """Which framework a config is for: by its file name, else by what it contains."""
+    lower = name.lower()
+    stripped = text.lstrip()
+    if lower.endswith(".toml") or "[parallelism]" in text or "[activation_checkpoint]" in text:
+        return "torchtitan"
+    if "MODEL_ARGS" in text or "--num-layers" in text or "pretrain_gpt" in text:
+        return "megatron"
+    if lower.endswith(".json") or stripped.startswith("{"):
+        if "zero_optimization" in text or "train_micro_batch_size_per_gpu" in text:
+            return "deepspeed"
+        return "hf-trainer"
+    if lower.endswith((".yaml", ".yml")) or "_component_" in text:
+        return "torchtune"
+    raise GpuplanError(
+        f"cannot tell which framework this config is for; give --format ({', '.join(READERS)})"
+    )
+
+
+def read_framework_config(
+    text: str,
+    format: str | None = None,
+    *,
+    name: str = "",
+    gpus: int | None = None,
+    overrides: list[str] | None = None,
+) -> TrainOverrides:
+    """Read one framework config (its text) into gpuplan's terms (engine/frameworks)."""
+    from gpuplan.engine.frameworks import deepspeed, hf_trainer, megatron, torchtitan, torchtune
+
+    fmt = (format or detect_format(text, name)).lower().replace("_", "-")
+    if fmt == "torchtitan":
+        return torchtitan.read(text, gpus)
+    if fmt == "torchtune":
+        return torchtune.read(text, overrides)
+    if fmt in ("megatron", "megatron-lm"):
+        return megatron.read(text)
+    if fmt == "deepspeed":
+        return deepspeed.read(text, gpus)
+    if fmt in ("hf-trainer", "hf", "trainer"):
+        return hf_trainer.read(text)
+    raise GpuplanError(f"unknown config format {format!r}; use {', '.join(READERS)}")
+
+
+def train_from(
+    config: str,
+    model: str | dict[str, Any] | Architecture | None = None,
+    *,
+    format: str | None = None,
+    overrides: list[str] | None = None,
+    **kwargs: Any,
+) -> TrainingPlan:
+    """Size training as a framework config describes it. `config` is a path to the config
+    (torchtitan TOML, torchtune YAML, Megatron-LM flags or model_config.yaml, DeepSpeed or
+    TrainingArguments JSON) or its text; `model` is needed when the config does not name one;
+    `overrides` are torchtune's key=value; other keyword arguments (gpus, gpu, ...) go to
+    train() and win over the config's."""
+    from pathlib import Path
+
+    path = Path(config) if "\n" not in config and len(config) < 4096 else None
+    if path is not None and path.is_file():
+        text, name = path.read_text(encoding="utf-8"), path.name
+    elif (
+        path is not None
+        and "\n" not in config
+        and path.suffix in (".toml", ".yaml", ".yml", ".json")
+    ):
+        raise GpuplanError(f"no such config file: {config}")
+    else:
+        text, name = config, ""
+    gpus = kwargs.get("gpus")
+    read = read_framework_config(
+        text, format, name=name, gpus=gpus if isinstance(gpus, int) else None, overrides=overrides
+    )
+    chosen = model if model is not None else read.model
+    if chosen is None:
+        raise GpuplanError(f"this {read.framework} config names no model: give MODEL")
+    given = {k: v for k, v in kwargs.items() if v is not None}
+    plan = train(chosen, **{**read.train_kwargs(), **given})
+    return replace(plan, config_notes=read.notes)

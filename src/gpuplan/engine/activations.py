@@ -70,6 +70,8 @@ class ActivationSpec:
     lora_modules: int = 0  # adapted linear modules per layer
     fused: str = "none"  # "none" (eager PyTorch), "te" (Transformer Engine), "compile" (Inductor)
     dropout: bool = False  # hidden dropout on: its boolean masks are saved
+    sp_gathered: bool = False  # sequence parallelism that saves the all-gathered linear input
+    gqa_expanded: bool = False  # k and v copied out to every query head before attention
 
     @property
     def tokens(self) -> int:
@@ -105,16 +107,24 @@ def validate_activations(spec: ActivationSpec) -> None:
         raise GpuplanError(f"capacity factor must be positive, got {spec.capacity_factor}")
 
 
+COUNTED = ("every", "block", "uniform")  # modes that take a layer count
+
+
 def parse_recompute(text: str) -> tuple[str, int]:
-    """'none', 'selective', 'op', 'full' or 'every:k' → (mode, k); k = 1 except for every:k."""
+    """'none', 'selective', 'op', 'full', 'every:k', 'block:n' or 'uniform:k' → (mode, k).
+
+    every:k    torchtitan's layer-level selective AC: each k-th block checkpointed
+    block:n    Megatron --recompute-method block: the first n layers of each stage
+    uniform:k  Megatron --recompute-method uniform: groups of k layers, one checkpoint each
+    """
     mode, _, arg = text.partition(":")
-    if mode == "every" and arg.isdigit() and int(arg) >= 1:
+    if mode in COUNTED and arg.isdigit() and int(arg) >= 1:
         return mode, int(arg)
     if mode in ("none", "selective", "op", "full") and not arg:
         return mode, 1
     raise GpuplanError(
-        f"unknown checkpointing {text!r}; use none, selective, op, full or every:K"
-        " (checkpoint every K-th layer)"
+        f"unknown checkpointing {text!r}; use none, selective, op, full, every:K (each K-th"
+        " layer), block:N (the first N of a stage) or uniform:K (groups of K)"
     )
 
 
@@ -125,7 +135,8 @@ def _norm(
 
     Fused norms keep the input in its own dtype and the per-row statistics: Transformer Engine's
     (Layer|RMS)NormLinear saves input, mu (LayerNorm only) and rsigma (transformer_engine/pytorch/
-    module/layernorm_linear.py); Inductor recomputes the normalisation from the same two."""
+    module/layernorm_linear.py), and a compiled block's fused norm the same: the fp32 copies of
+    the unfused kernel are gone."""
     if fused != "none":
         stats = 8 * rows if kind == "layernorm" else 4 * rows
         return [Saved(f"{prefix}.input", a * rows * width), Saved(f"{prefix}.stats", stats)]
@@ -181,6 +192,8 @@ def _attention(arch: Architecture, spec: ActivationSpec, t: int) -> list[Saved]:
             if a != 4:
                 out.append(Saved("softmax probabilities (cast)", a * probs))
         return out
+    if spec.gqa_expanded:  # torchtune: k.unsqueeze(2).expand(...).flatten(1, 2) copies
+        nkv = nq
     out += [
         Saved("q", a * t * nq * dk),
         Saved("k", a * t * nkv * dk),
@@ -196,12 +209,13 @@ def _mlp(arch: Architecture, spec: ActivationSpec, t: int, width: int, gated: bo
     (LlamaMLP, 4·a·T·i); GPT-2's fc and activation outputs, plus the unfused tanh-GELU's three
     intermediates (GPT2MLP with `gelu_new`). Fused: Megatron's bias_swiglu keeps its input (gate
     and up, 2·a·T·i) and the second linear its input (a·T·i) (megatron/core/fusions/
-    fused_bias_swiglu.py); Inductor keeps gate and up and recomputes the product (2·a·T·i)."""
+    fused_bias_swiglu.py); Inductor's partition of a compiled block keeps the same three (the
+    activation and the product are one fused kernel whose output the down projection saves) —
+    torchtune's published compile saving on Llama 3.2 3B (9 GiB over 28 layers at 2 × 4096
+    tokens) is exactly this set and the fused norms'."""
     a, w = spec.act_bytes, _ceil_div(width, spec.tp)
     if gated:
-        if spec.fused == "compile":
-            return [Saved("mlp.gate", a * t * w), Saved("mlp.up", a * t * w)]
-        if spec.fused == "te":
+        if spec.fused != "none":
             return [Saved("mlp.gate+up", 2 * a * t * w), Saved("mlp.act(gate)*up", a * t * w)]
         return [
             Saved("mlp.gate", a * t * w),
@@ -209,8 +223,6 @@ def _mlp(arch: Architecture, spec: ActivationSpec, t: int, width: int, gated: bo
             Saved("mlp.act(gate)", a * t * w),
             Saved("mlp.act(gate)*up", a * t * w),
         ]
-    if spec.fused == "compile":
-        return [Saved("mlp.fc", a * t * w)]
     out = [Saved("mlp.fc", a * t * w), Saved("mlp.act", a * t * w)]
     if arch.hidden_act in UNFUSED_GELU and spec.fused == "none":
         out.append(Saved("mlp.gelu intermediates (tanh, 1+tanh, x/2)", 3 * a * t * w))
@@ -255,14 +267,18 @@ def layer_tensors(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) ->
     edge = _edge_tokens(spec)  # tokens at the layer boundary
     out: list[Saved] = []
     norm = arch.norm if arch.norm == "layernorm" else "rms"
-    keep_norm_out = spec.fused != "compile"  # Inductor recomputes the normalised output
+    keep_norm_out = True  # the linear after a norm saves the norm's output
+    # the linears after a norm save their input: under PyTorch DTensor sequence parallelism that
+    # is the all-gathered (whole-sequence) tensor, under Megatron-LM the sequence shard, which
+    # it all-gathers again in backward (tensor_parallel/layers.py LinearWithGradAccumulation...)
+    linear_in = t if spec.sp_gathered else edge
     out += _norm("attn_norm", edge, h, a, norm, spec.fused)
-    if keep_norm_out:
-        out.append(Saved("attn_norm.output", a * edge * h))
+    if keep_norm_out or spec.sp_gathered:
+        out.append(Saved("attn_norm.output", a * linear_in * h))
     out += _attention(arch, spec, t)
     out += _norm("mlp_norm", edge, h, a, norm, spec.fused)
-    if keep_norm_out:
-        out.append(Saved("mlp_norm.output", a * edge * h))
+    if keep_norm_out or spec.sp_gathered:
+        out.append(Saved("mlp_norm.output", a * linear_in * h))
     if layer.moe and arch.moe is not None:
         out += _moe(arch, spec, t)
     elif arch.mlp is not None:
@@ -272,6 +288,11 @@ def layer_tensors(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) ->
     if spec.dropout:  # bias-dropout-add after attention and after the MLP: one bool per element
         out.append(Saved("dropout masks (attention, MLP)", 2 * edge * h))
     return tuple(out)
+
+
+def layer_input_bytes(arch: Architecture, spec: ActivationSpec) -> int:
+    """A layer's input: what a checkpoint keeps (a·T·h, ÷ tp with sequence parallelism)."""
+    return spec.act_bytes * _edge_tokens(spec) * arch.hidden_size
 
 
 def _edge_tokens(spec: ActivationSpec) -> int:
@@ -340,8 +361,8 @@ def layer_bytes(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) -> i
     recompute (torch.utils.checkpoint saves the checkpointed function's inputs); the op-level
     selective set (`op_sac_tensors`). Under every:k this is a layer left un-checkpointed."""
     mode, _ = parse_recompute(spec.recompute)
-    if mode == "full":
-        return spec.act_bytes * _edge_tokens(spec) * arch.hidden_size
+    if mode in ("full", "uniform"):
+        return layer_input_bytes(arch, spec)
     if mode == "op":
         return sum(s.bytes for s in op_sac_tensors(arch, layer, spec))
     return sum(s.bytes for s in layer_tensors(arch, layer, spec))
@@ -385,8 +406,7 @@ def edge_tensors(
         edge = _edge_tokens(spec)
         norm = "layernorm" if arch.norm == "layernorm" else "rms"
         out += _norm("final_norm", edge, h, a, norm, spec.fused)
-        if spec.fused != "compile":
-            out.append(Saved("final_norm.output", a * edge * h))
+        out.append(Saved("final_norm.output", a * edge * h))
         out.append(Saved("labels (int64)", 8 * t))
     return tuple(out)
 
@@ -404,7 +424,9 @@ def checkpointed_layers(spec: ActivationSpec, layers: int) -> int:
     mode, k = parse_recompute(spec.recompute)
     if mode == "every":
         return layers // k
-    return layers if mode == "full" else 0
+    if mode == "block":
+        return min(k, layers)
+    return layers if mode in ("full", "uniform") else 0
 
 
 def is_checkpointed(spec: ActivationSpec, position: int) -> bool:
@@ -413,7 +435,9 @@ def is_checkpointed(spec: ActivationSpec, position: int) -> bool:
     mode, k = parse_recompute(spec.recompute)
     if mode == "every":
         return (position + 1) % k == 0
-    return mode in ("full", "op")
+    if mode == "block":
+        return position < k
+    return mode in ("full", "op", "uniform")
 
 
 def forward_working_set_bytes(arch: Architecture, spec: ActivationSpec, layers: range) -> int:
@@ -442,14 +466,21 @@ def stage_bytes(
 ) -> int:
     """Saved bytes of one micro-batch on one pipeline stage: its layers plus the edge tensors
     (the loss's own saved tensors excluded)."""
-    mode, _ = parse_recompute(spec.recompute)
-    if mode == "every":
+    mode, k = parse_recompute(spec.recompute)
+    if mode == "uniform":  # one saved input per group of k layers
+        groups = -(-len(layers) // k)
+        full = replace(spec, recompute="full")
+        return groups * layer_input_bytes(arch, spec) + edge_bytes(arch, full, first, last)
+    if mode in ("every", "block"):
         kept = replace(spec, recompute="full")
         plain = replace(spec, recompute="none")
         total = 0
+        ck = checkpointed_layers(spec, len(layers))
         for kind, n in layer_kinds(arch, layers.start, layers.stop):
-            ck = checkpointed_layers(spec, n)
-            total += ck * layer_bytes(arch, kind, kept) + (n - ck) * layer_bytes(arch, kind, plain)
+            share = round(ck * n / len(layers))
+            total += share * layer_bytes(arch, kind, kept) + (n - share) * layer_bytes(
+                arch, kind, plain
+            )
         return total + edge_bytes(arch, plain, first, last)
     total = sum(
         n * layer_bytes(arch, kind, spec)
@@ -471,17 +502,21 @@ def recompute_buffer_bytes(arch: Architecture, spec: ActivationSpec, layers: ran
     """What backward rebuilds for one layer at a time: the layer's full saved set minus what
     the recompute mode kept (full and every:k keep the input; op keeps its save list; selective
     the tensors outside core attention). Zero without recompute."""
-    mode, _ = parse_recompute(spec.recompute)
+    mode, k = parse_recompute(spec.recompute)
     if mode == "none" or not layers:
         return 0
     plain = replace(spec, recompute="none")
-    kept = replace(spec, recompute="full") if mode == "every" else spec
-    if mode == "every" and checkpointed_layers(spec, len(layers)) == 0:
+    kept = replace(spec, recompute="full") if mode in COUNTED else spec
+    if mode in COUNTED and checkpointed_layers(spec, len(layers)) == 0:
         return 0
-    return max(
+    one = max(
         layer_bytes(arch, kind, plain) - layer_bytes(arch, kind, kept)
         for kind, _ in layer_kinds(arch, layers.start, layers.stop)
     )
+    if mode == "uniform":  # a group of k layers is re-run together: all of them but its input
+        group = min(k, len(layers))
+        return group * one + (group - 1) * layer_input_bytes(arch, spec)
+    return one
 
 
 def backward_released_bytes(arch: Architecture, spec: ActivationSpec, layers: range) -> int:

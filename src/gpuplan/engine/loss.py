@@ -13,6 +13,9 @@ what it keeps from forward to backward (`saved`):
                   12 bytes × tokens × vocabulary measured under the HF Trainer, 14 when the training
                   loop still holds the logits (a `model(...).loss.backward()` loop does; the HF
                   Trainer, torchtitan (`del pred`) and torchtune (`del logits`) drop them).
+  plain           F.cross_entropy on the logits in their own dtype (torch.nn.CrossEntropyLoss on a
+                  bf16 model's output, as torchtune's recipes call it): log_softmax keeps a·T·V';
+                  forward 2·a·T·V', backward 3·a·T·V' (+ a·T·V' if the loop holds the logits).
   chunked:n       torchtune CEWithChunkedOutputLoss (the LM head applied to n chunks of the hidden
                   states, each chunk upcast and reduced on its own): forward holds every chunk's
                   logits (a·T·V'), one chunk's fp32 copy (4·T·V'/n) and the saved log-softmax of all
@@ -41,7 +44,15 @@ from dataclasses import dataclass
 
 from gpuplan.errors import GpuplanError
 
-LOSS_MODES = ("standard", "chunked", "linear_chunked", "compiled", "fused", "vocab_parallel")
+LOSS_MODES = (
+    "standard",
+    "plain",
+    "chunked",
+    "linear_chunked",
+    "compiled",
+    "fused",
+    "vocab_parallel",
+)
 CHUNKED = ("chunked", "linear_chunked")
 DEFAULT_CHUNKS = 8  # torchtune CEWithChunkedOutputLoss(num_output_chunks=8)
 
@@ -67,6 +78,7 @@ class LossSpec:
             return f"chunked linear cross entropy ({self.chunks} chunks)"
         return {
             "standard": "cross entropy on fp32-upcast logits",
+            "plain": "cross entropy in the logits' dtype",
             "compiled": "compiled (fused) cross entropy",
             "fused": "fused linear cross entropy (Liger)",
             "vocab_parallel": "vocab-parallel cross entropy (in place)",
@@ -109,7 +121,7 @@ def loss_memory(spec: LossSpec, tokens: int, vocab: int, hidden: int, a: int) ->
     """The loss's saved bytes and its forward / backward peaks (module docstring)."""
     tv = tokens * vocab
     logits = a * tv
-    if spec.compiled and spec.mode == "standard":
+    if spec.compiled and spec.mode in ("standard", "plain"):
         spec = LossSpec("compiled")
     if spec.compiled and spec.mode in CHUNKED:
         # each chunk's compiled cross entropy keeps its logits (and one log-sum-exp per token)
@@ -125,6 +137,9 @@ def loss_memory(spec: LossSpec, tokens: int, vocab: int, hidden: int, a: int) ->
         upcast = 0 if a == 4 else -(-4 * tv // n)
         held = logits if spec.keep_logits else 0
         return LossMemory(4 * tv, logits + 4 * tv + upcast, 4 * tv + 2 * -(-4 * tv // n) + held)
+    if spec.mode == "plain":
+        held = logits if spec.keep_logits else 0
+        return LossMemory(logits, 2 * logits, 3 * logits + held)
     if spec.mode == "linear_chunked":
         n = max(1, spec.chunks)
         chunk = -(-tv // n)

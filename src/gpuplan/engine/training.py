@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from gpuplan.engine.activations import (
+    COUNTED,
     ActivationSpec,
     backward_released_bytes,
     backward_transient_bytes,
@@ -129,7 +130,7 @@ class TrainingSetup:
     def loss_spec(self) -> LossSpec:
         spec = parse_loss(self.loss or self.framework.loss)
         fw = self.framework
-        return replace(spec, keep_logits=fw.keep_logits, compiled=fw.compile)
+        return replace(spec, keep_logits=fw.keep_logits, compiled=fw.compile_loss)
 
 
 @dataclass(frozen=True)
@@ -289,6 +290,8 @@ def _activation_spec(setup: TrainingSetup) -> ActivationSpec:
         lora_modules=lora_modules,
         fused="compile" if fw.compile and fw.fused == "none" else fw.fused,
         dropout=fw.dropout > 0,
+        sp_gathered=fw.sp_saves_gathered and lo.sp and lo.tp > 1,
+        gqa_expanded=fw.gqa_expanded_kv,
     )
 
 
@@ -497,7 +500,7 @@ def _activations(
     ck_last, ck_first = is_checkpointed(spec, n - 1), is_checkpointed(spec, 0)
     loss_side = edge_bytes(arch, spec, first, last) - edge_bytes(arch, spec, first, False)
     plain = (
-        replace(spec, recompute="none") if parse_recompute(spec.recompute)[0] == "every" else spec
+        replace(spec, recompute="none") if parse_recompute(spec.recompute)[0] in COUNTED else spec
     )
     first_spec = replace(spec, recompute="full") if ck_first and plain is not spec else plain
     first_layer = layer_bytes(arch, arch.layers[st.layers[0]], first_spec) if st.layers else 0
@@ -649,6 +652,8 @@ def _held_buffers(setup: TrainingSetup, states: ModelStates) -> tuple[tuple[str,
         ]
     if fw.ddp_bucket_copy and lo.zero == 0 and lo.dp * lo.cp > 1:
         out.append(("ddp_buckets", states.gradients))
+    if fw.workspace_bytes:
+        out.append(("gemm_workspace", fw.workspace_bytes))
     return tuple(out)
 
 
@@ -695,14 +700,14 @@ def _bill_items(setup: TrainingSetup, peak: Phase) -> tuple[LineItem, ...]:
     fw = setup.framework
     items = list(peak.lines)
     if fw.id != "generic":
-        reserve = reserve_bytes(peak.total, fw.expandable_segments)
+        reserve = reserve_bytes(peak.total)
         items.append(
             LineItem(
                 "allocator_reserve",
                 "Allocator reserve",
                 reserve,
-                "peak allocated × f ÷ (1 − f): caching-allocator fragmentation, f = "
-                + ("0 with expandable segments" if fw.expandable_segments else "0.15 (GMLake)"),
+                "peak allocated × f ÷ (1 − f): caching-allocator fragmentation, f = 0.15"
+                " (Guo et al. 2024, GMLake)",
                 "{allocated_bytes} × f ÷ (1 − f) = {bytes}",
                 {"allocated_bytes": peak.total, "predicts": "reserved"},
                 "reserve",
@@ -756,8 +761,15 @@ def _cost(
 ) -> tuple[StepFlops, CommBytes, StepTime | None]:
     arch, lo, recipe = setup.arch, setup.layout, setup.recipe
     tokens = setup.tokens_per_step
+    share = checkpointed_layers(spec, len(st.layers)) / max(1, len(st.layers))
     flops = step_flops(
-        arch, flop_params(arch, counts), tokens, setup.seq, setup.recompute, setup.lora is not None
+        arch,
+        flop_params(arch, counts),
+        tokens,
+        setup.seq,
+        setup.recompute,
+        setup.lora is not None,
+        checkpointed_share=share,
     )
     m = setup.micro_batches
     a, h = spec.act_bytes, arch.hidden_size
@@ -849,8 +861,9 @@ def _notes(setup: TrainingSetup, st: StageParams, in_flight: int, peak: Phase) -
             f"LoRA r={setup.lora.rank} on {', '.join(setup.lora.targets)}: activations are those of"
             " full fine-tuning plus the adapters' (an upper bound: frozen layers save a little less)"
         )
-    if parse_recompute(setup.recompute)[0] == "every":
-        k = parse_recompute(setup.recompute)[1]
+    if parse_recompute(setup.recompute)[0] in COUNTED:
         ck = checkpointed_layers(_activation_spec(setup), len(st.layers))
-        notes.append(f"every:{k}: {ck} of the stage's {len(st.layers)} layers are checkpointed")
+        notes.append(
+            f"{setup.recompute}: {ck} of the stage's {len(st.layers)} layers are checkpointed"
+        )
     return notes

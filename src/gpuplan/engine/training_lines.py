@@ -23,6 +23,8 @@ RECOMPUTE_WORDS = {
     "op": "op-level selective recompute",
     "full": "full recompute",
     "every": "every k-th layer recomputed",
+    "block": "the first n layers of the stage recomputed",
+    "uniform": "groups of k layers recomputed",
 }
 
 
@@ -148,7 +150,8 @@ def step_lines(
                 "micro_batch": setup.micro_batch,
                 "act_elem_size": spec.act_bytes,
                 "kernel": setup.kernel,
-                "recompute": RECOMPUTE_WORDS[mode] + (f" (k={k})" if mode == "every" else ""),
+                "recompute": RECOMPUTE_WORDS[mode]
+                + (f" (k={k})" if mode in ("every", "block", "uniform") else ""),
                 "fused": spec.fused,
                 "tp": lo.tp,
                 "sp": lo.sp,
@@ -251,6 +254,13 @@ def step_lines(
             dict(a.held).get("ddp_buckets", 0),
             "a second copy of every gradient (gradient_as_bucket_view=False)",
             "comm",
+        ),
+        "gemm_workspace": _simple(
+            "gemm_workspace",
+            "GEMM workspaces",
+            dict(a.held).get("gemm_workspace", 0),
+            "cuBLAS (and Transformer Engine) workspaces taken from the caching allocator",
+            "transient",
         ),
         "fp8_weights": _simple(
             "fp8_weights",

@@ -30,13 +30,16 @@ DeepSpeed or the Hugging Face Trainer, because each decides differently:
   fused kernels         `te` (Transformer Engine / Megatron fusions: LayerNorm+linear, bias-SwiGLU)
                         or `none` (eager PyTorch); `compile`: torch.compile's Inductor fuses norms,
                         RoPE and SwiGLU (their pointwise intermediates recomputed in backward) and,
-                        where the framework compiles it, the loss (torchtitan compile.components,
-                        torchtune compile=True).
+                        with `compile_loss` the loss (torchtitan compile.components, torchtune
+                        compile=True).
   dropout               probability of the hidden dropout whose boolean masks are saved (Megatron's
                         bias-dropout-add; 0 in Llama-style recipes).
   fp8                   `te`: Transformer Engine keeps an fp8 copy of each weight and its transpose
                         for backward; `torchao`: Float8Linear recasts per matmul (no resident copy)
                         and, with `fp8_all_gather`, FSDP gathers weights in fp8.
+  workspaces            cuBLAS's workspace comes from PyTorch's caching allocator (32 MiB on Hopper,
+                        aten/src/ATen/cuda/CublasHandlePool.cpp getNewWorkspace), Transformer
+                        Engine adds its own GEMM workspace (module/base.py get_workspace).
   allocator             `expandable_segments`: the caching allocator maps one growing segment
                         instead of fixed blocks, so freed memory is reused without fragmentation.
 
@@ -79,10 +82,15 @@ class FrameworkProfile:
     recompute: str = "none"
     fused: str = "none"
     compile: bool = False
+    compile_loss: bool = False
     dropout: float = 0.0
     fp8: str = "none"
     fp8_all_gather: bool = False
     expandable_segments: bool = False
+    sequence_parallel: bool = False  # tensor parallelism always shards norms/dropout by sequence
+    sp_saves_gathered: bool = False  # DTensor SP: linears save their all-gathered input
+    gqa_expanded_kv: bool = False  # k, v repeated to every query head before attention
+    workspace_bytes: int = 0  # GEMM workspaces taken from the caching allocator (cuBLAS, TE)
     recipe: str = "adamw-bf16"
     zero: int = -1  # the sharding it applies unless told (3: FSDP fully_shard); -1: none implied
     source: str = ""
