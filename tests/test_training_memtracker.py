@@ -13,9 +13,9 @@ reshard-after-forward.
 
 The training loop is a plain PyTorch one: torch.optim.AdamW(foreach=True) — the CUDA default —
 and, for FSDP2, MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), as gpuplan's `ddp`
-and `fsdp2` framework profiles describe. The one assumption: on the CPU, SDPA dispatches to
-`_scaled_dot_product_flash_attention_for_cpu`, which stands in the op-level policy's save list
-for the CUDA flash kernel.
+and `fsdp2` framework profiles describe, less the cuBLAS workspace a CPU run does not have. The
+one assumption: on the CPU, SDPA dispatches to `_scaled_dot_product_flash_attention_for_cpu`,
+which stands in the op-level policy's save list for the CUDA flash kernel.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import gpuplan  # noqa: E402
 pytestmark = pytest.mark.reference
 
 TOLERANCE = 0.05
+CPU = {"workspace_bytes": 0}  # no cuBLAS workspace on the CPU
 PHASES = ("forward", "loss", "backward_last", "backward_first", "optimizer")
 VOCAB, BATCH, SEQ, WORLD = 1000, 2, 128, 4
 CONFIG = {
@@ -241,6 +242,7 @@ def test_phase_peaks_match_memtracker(name):
         loss=loss,
         grads="set_to_none" if set_to_none else "persistent",
         cuda_context=0,
+        framework_overrides=CPU,
     )
     _check(name, measured, plan)
 
@@ -287,6 +289,7 @@ def test_fsdp2_phase_peaks_match_fsdp_memtracker(fake_world, reshard):
         micro_batch=BATCH,
         reshard_after_forward=reshard,
         cuda_context=0,
+        framework_overrides=CPU,
     )
     assert plan.layout.zero == 3  # FSDP2 shards parameters, gradients and states
     _check(f"fsdp2 reshard={reshard}", measured, plan)

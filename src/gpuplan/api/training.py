@@ -373,8 +373,14 @@ def train(
     if gpus not in (None, "auto"):
         raise GpuplanError(f"gpus must be a number or 'auto', got {gpus!r}")
     fixed = {name for name, value in (("tp", tp), ("pp", pp)) if value is not None}
-    if zero is not None or fsdp is not None:
+    if zero is not None or fsdp is not None or implied:
         fixed.add("zero")
+        if implied:
+            setup = replace(setup, layout=replace(setup.layout, zero=profile.zero))
+    if checkpointing is not None:
+        fixed.add("recompute")
+    if offload is not None or offload_activations:
+        fixed.add("offload")
     if offload == "params":
         fixed.add("zero")
         setup = replace(setup, layout=replace(setup.layout, zero=3))
@@ -559,19 +565,7 @@ def train_from(
     TrainingArguments JSON) or its text; `model` is needed when the config does not name one;
     `overrides` are torchtune's key=value; other keyword arguments (gpus, gpu, ...) go to
     train() and win over the config's."""
-    from pathlib import Path
-
-    path = Path(config) if "\n" not in config and len(config) < 4096 else None
-    if path is not None and path.is_file():
-        text, name = path.read_text(encoding="utf-8"), path.name
-    elif (
-        path is not None
-        and "\n" not in config
-        and path.suffix in (".toml", ".yaml", ".yml", ".json")
-    ):
-        raise GpuplanError(f"no such config file: {config}")
-    else:
-        text, name = config, ""
+    text, name = _config_text(config)
     gpus = kwargs.get("gpus")
     read = read_framework_config(
         text, format, name=name, gpus=gpus if isinstance(gpus, int) else None, overrides=overrides
@@ -582,3 +576,24 @@ def train_from(
     given = {k: v for k, v in kwargs.items() if v is not None}
     plan = train(chosen, **{**read.train_kwargs(), **given})
     return replace(plan, config_notes=read.notes)
+
+
+def _config_text(config: str) -> tuple[str, str]:
+    """(text, file name) of `config`: the file it names, or the config itself when it is text
+    (several lines, a JSON/TOML opening, or command-line flags)."""
+    from pathlib import Path
+
+    stripped = config.strip()
+    if "\n" in stripped or stripped[:1] in ("{", "[", "-") or " --" in stripped:
+        return config, ""
+    path = Path(stripped)
+    try:
+        found = path.is_file()
+    except OSError:
+        found = False
+    if not found:
+        raise GpuplanError(f"no such config file: {stripped}")
+    try:
+        return path.read_text(encoding="utf-8"), path.name
+    except (OSError, UnicodeDecodeError) as e:
+        raise GpuplanError(f"cannot read {stripped}: {e}") from None

@@ -822,7 +822,6 @@ def _cost(
 def _notes(setup: TrainingSetup, st: StageParams, in_flight: int, peak: Phase) -> list[str]:
     lo, arch, fw = setup.layout, setup.arch, setup.framework
     notes = list(arch.notes)
-    notes.append(f"the peak is the {peak.label} ({fw.name})")
     if lo.pp > 1:
         notes.append(
             f"pp={lo.pp}: the bill is for stage {st.stage} ({len(st.layers)} layers"

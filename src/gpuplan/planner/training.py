@@ -4,9 +4,11 @@ The lesson's lower bound first: fewest GPUs ≥ ⌈model states of the whole mod
 per GPU⌉ (usable = headroom × memory): no layout can beat dividing the bytes perfectly. From there
 GPU counts go up one by one within a node and in whole nodes beyond it; for each, layouts are tried from the least communication to the most
 (ZeRO stage 0 → 3 unless fixed, then tensor parallelism within a node with sequence parallelism,
-then pipeline stages), and the first whose heaviest GPU fits wins. Every smaller count gets its
-reason. When not even the most frugal layout fits (activations that no amount of sharding
-divides), the search stops at once and says so.
+then pipeline stages), without recompute before full recompute unless the checkpointing was
+given, and the first whose heaviest GPU fits wins. Every smaller count gets its reason. When not
+even the most frugal layout fits (activations that no amount of sharding divides), CPU offload
+(ZeRO-Offload / ZeRO-3 parameter offload, Ren et al. 2021) is tried unless the offload was
+given; then the search stops and says so.
 """
 
 from __future__ import annotations
@@ -51,9 +53,26 @@ def _valid_tp(setup: TrainingSetup, n: int) -> list[int]:
     return [t for t in range(1, node + 1) if tp_problem(setup.arch, t) is None and n % t == 0]
 
 
+RECOMPUTES = ("none", "full")  # searched unless given: no recompute first, then full
+
+
+def _describe(setup: TrainingSetup) -> str:
+    extra = f", {setup.recompute} recompute" if setup.recompute != "none" else ""
+    if setup.offload != "none":
+        extra += f", {setup.offload} offloaded"
+    return setup.layout.describe() + extra
+
+
 def _layouts(setup: TrainingSetup, n: int, fixed: set[str]) -> Iterator[TrainingSetup]:
-    """Layouts of n GPUs, least communication first: ZeRO stage, then tp (with sequence
-    parallelism, which costs no extra traffic), then pp."""
+    """Layouts of n GPUs, least compute then least communication first: no recompute before
+    full recompute, ZeRO stage, then tp (with sequence parallelism, which costs no extra
+    traffic), then pp."""
+    recomputes = [setup.recompute] if "recompute" in fixed else list(RECOMPUTES)
+    for recompute in recomputes:
+        yield from _shardings(replace(setup, recompute=recompute), n, fixed)
+
+
+def _shardings(setup: TrainingSetup, n: int, fixed: set[str]) -> Iterator[TrainingSetup]:
     lo, arch = setup.layout, setup.arch
     zeros = [lo.zero] if "zero" in fixed else [0, 1, 2, 3]
     tps = [lo.tp] if "tp" in fixed else _valid_tp(setup, n)
@@ -90,9 +109,14 @@ def _frugal(setup: TrainingSetup, fixed: set[str], max_gpus: int) -> TrainingBil
     dp = max(1, max_gpus // (tp * pp * lo.cp))
     if lo.ep > 1:
         dp -= dp % lo.ep
+    recompute = setup.recompute if "recompute" in fixed else RECOMPUTES[-1]
     # an error here is the request's own (ep on a dense model, cp not dividing seq, ...)
     return training_bill(
-        replace(setup, layout=replace(lo, zero=zero, tp=tp, pp=pp, dp=max(dp, 1), sp=sp))
+        replace(
+            setup,
+            recompute=recompute,
+            layout=replace(lo, zero=zero, tp=tp, pp=pp, dp=max(dp, 1), sp=sp),
+        )
     )
 
 
@@ -102,6 +126,10 @@ def fewest_gpus(
     """Search GPU counts from the lower bound up for the first layout whose bill fits."""
     start = lower_bound(setup)
     frugal = _frugal(setup, set(fixed), max_gpus)
+    if not frugal.fits and "offload" not in fixed:
+        offloaded = replace(setup, offload="params", layout=replace(setup.layout, zero=3))
+        if _frugal(offloaded, set(fixed) | {"zero"}, max_gpus).fits:
+            return fewest_gpus(offloaded, fixed | {"zero", "offload"}, max_gpus)
     if not frugal.fits:
         act = sum(i.bytes for i in frugal.items if i.category == "activations")
         raise GpuplanError(
@@ -130,9 +158,7 @@ def fewest_gpus(
                 continue
             if bill.fits:
                 attempts.append(
-                    TrainAttempt(
-                        n, candidate.layout.describe(), True, "fits", bill.per_gpu_total_bytes
-                    )
+                    TrainAttempt(n, _describe(candidate), True, "fits", bill.per_gpu_total_bytes)
                 )
                 return bill, attempts
             if best is None or bill.per_gpu_total_bytes < best.per_gpu_total_bytes:
@@ -142,7 +168,7 @@ def fewest_gpus(
         attempts.append(
             TrainAttempt(
                 n,
-                best.setup.layout.describe(),
+                _describe(best.setup),
                 False,
                 f"best layout needs {format_bytes(best.per_gpu_total_bytes)} per GPU >"
                 f" {format_bytes(best.budget_bytes)} budget",
