@@ -22,16 +22,9 @@ from functools import lru_cache
 from gpuplan.engine.activations import (
     COUNTED,
     ActivationSpec,
-    backward_released_bytes,
-    backward_transient_bytes,
     checkpointed_layers,
-    edge_bytes,
-    forward_working_set_bytes,
-    is_checkpointed,
     layer_bytes,
     parse_recompute,
-    recompute_buffer_bytes,
-    stage_bytes,
     validate_activations,
 )
 from gpuplan.engine.allocator import reserve_bytes
@@ -54,31 +47,28 @@ from gpuplan.engine.cost import (
     tp_comm_bytes,
 )
 from gpuplan.engine.frameworks.profile import GENERIC, FrameworkProfile, validate_profile
-from gpuplan.engine.gathered import Gathered, Units, fsdp_gathered
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.lora import (
     LoraSpec,
-    linear_shapes,
     lora_modules_per_layer,
     lora_params,
     resolve_targets,
 )
-from gpuplan.engine.loss import LossSpec, loss_memory, parse_loss
+from gpuplan.engine.loss import LossSpec, parse_loss
 from gpuplan.engine.model_states import (
     ModelStates,
     StageParams,
     factored_moment_params,
-    held_recipe,
-    layer_params_per_rank,
     model_states,
     stage_param_list,
 )
 from gpuplan.engine.params import ParamCounts, count_params
 from gpuplan.engine.phases import Amounts, Phase, build_phases, phase_totals
-from gpuplan.engine.precision import Precision
 from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.serving import DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_HEADROOM
 from gpuplan.engine.sharding import Layout, validate_layout
+from gpuplan.engine.step_amounts import amounts as step_amounts
+from gpuplan.engine.step_amounts import bpp, held
 from gpuplan.engine.training_lines import state_lines, step_lines
 from gpuplan.engine.weights import WeightFormat, weights_bytes
 from gpuplan.errors import GpuplanError
@@ -247,12 +237,6 @@ def _validate_stage(setup: TrainingSetup) -> None:
         raise GpuplanError(f"stage {setup.stage} does not exist with pp={pp}")
 
 
-@lru_cache(maxsize=256)
-def _bpp(p: Precision) -> float:
-    """Bytes per parameter as a float (Fractions are exact but slow in the hot loop)."""
-    return float(p.bytes_per_param)
-
-
 @lru_cache(maxsize=1024)
 def _counts(arch: Architecture) -> ParamCounts:
     return count_params(arch)
@@ -268,18 +252,13 @@ def _base_bytes(arch: Architecture, fmt: WeightFormat) -> int:
     return weights_bytes(_counts(arch), fmt)
 
 
-def _held(setup: TrainingSetup) -> TrainingRecipe:
-    fw = setup.framework
-    return held_recipe(setup.recipe, fw.fsdp_fp32_params, fw.reduce_fp32, setup.layout.zero)
-
-
 def _activation_spec(setup: TrainingSetup) -> ActivationSpec:
     lo, fw = setup.layout, setup.framework
     lora_modules = lora_modules_per_layer(setup.arch, setup.lora) if setup.lora else 0
     return ActivationSpec(
         seq=setup.seq,
         micro_batch=setup.micro_batch,
-        act_bytes=2 if setup.recipe.autocast else max(2, int(_bpp(setup.recipe.weights))),
+        act_bytes=2 if setup.recipe.autocast else max(2, int(bpp(setup.recipe.weights))),
         kernel=setup.kernel,
         recompute=setup.recompute,
         tp=lo.tp,
@@ -300,7 +279,7 @@ def _stage_states(
 ) -> tuple[ModelStates, int]:
     """Model states of one stage, and its trainable parameter count."""
     lo, arch = setup.layout, setup.arch
-    recipe = _held(setup)
+    recipe = held(setup)
     if setup.lora is None:
         factored = factored_moment_params(arch, st.layers, lo.tp) if recipe.factored else 0
         states = model_states(recipe, lo, st.dense, st.experts, st.largest_unit, factored=factored)
@@ -351,7 +330,7 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
     chosen = [stages[setup.stage]] if setup.stage is not None else stages
     best = max((_stage(setup, spec, st, base_fraction) for st in chosen), key=lambda s: s.peak)
     lines = {
-        **state_lines(setup, _held(setup), best.params, best.states, base_fraction),
+        **state_lines(setup, held(setup), best.params, best.states, base_fraction),
         **step_lines(setup, spec, best.params, best.in_flight, best.amounts),
     }
     phases = build_phases(best.amounts, lines)
@@ -380,7 +359,7 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
         phases=phases,
         peak_phase=best.peak_phase,
         model_states_on_gpu=_on_gpu_states(best.amounts),
-        notes=tuple(_notes(setup, st, best.in_flight, peak)),
+        notes=tuple(_notes(setup, st, best.in_flight)),
     )
 
 
@@ -394,305 +373,10 @@ def _stage(
     lo = setup.layout
     states, trainable = _stage_states(setup, st, base_fraction)
     in_flight = min(lo.pp - st.stage, setup.micro_batches) if lo.pp > 1 else 1
-    amounts, host_act = _amounts(setup, spec, st, states, in_flight, base_fraction)
+    amounts, host_act = step_amounts(setup, spec, st, states, in_flight, base_fraction)
     totals = phase_totals(amounts)
     name = max(totals, key=lambda k: totals[k])
     return _Stage(st, states, trainable, in_flight, amounts, host_act, totals[name], name)
-
-
-def _amounts(
-    setup: TrainingSetup,
-    spec: ActivationSpec,
-    st: StageParams,
-    states: ModelStates,
-    in_flight: int,
-    base_fraction: float,
-) -> tuple[Amounts, int]:
-    """The bytes the phases are made of, for one stage (engine/phases.py `Amounts`)."""
-    arch, lo, fw = setup.arch, setup.layout, setup.framework
-    first, last = st.stage == 0, st.stage == lo.pp - 1
-    offloaded_states = setup.offload in ("optimizer", "params")
-    weights = 0 if setup.offload == "params" else states.weights
-    grads = 0 if offloaded_states else states.gradients
-    master = 0 if offloaded_states else states.master
-    optimizer = 0 if offloaded_states else states.optimizer
-    saved = _activations(setup, spec, st, in_flight, first, last)
-    g_before, g_last, g_first = _gradient_lifetime(setup, st, states, grads)
-    casts, casts_first = _autocast_casts(setup, st, in_flight)
-    gather = _gathered(setup, st, base_fraction)
-    a = spec.act_bytes
-    tokens = spec.tokens
-    vocab = -(-arch.vocab_size // lo.tp)
-    loss = loss_memory(setup.loss_spec, tokens, vocab, arch.hidden_size, a) if last else None
-    amounts = Amounts(
-        weights=weights,
-        gradients=grads,
-        master=master,
-        optimizer=optimizer,
-        grads_before=g_before,
-        grads_last=g_last,
-        grads_first=g_first,
-        activations=saved.end,
-        forward_peak=saved.forward_peak,
-        activations_last=saved.last,
-        activations_first=saved.first,
-        loss=max(loss.forward, loss.backward) if loss else 0,
-        recompute_last=saved.rebuilt_last,
-        recompute_first=saved.rebuilt_first,
-        act_grads=backward_transient_bytes(arch, spec, st.layers),
-        new_grad=_accumulating(setup, st, states, states.gradients),
-        casts=casts,
-        casts_first=casts_first,
-        gather_forward=gather.forward,
-        gather_loss=gather.loss,
-        gather_last=gather.last,
-        gather_first=gather.first,
-        unit_grads_last=gather.grads_last,
-        unit_grads_first=gather.grads_first,
-        deferred_grads=gather.deferred,
-        held=_held_buffers(setup, states),
-        fp8_weights=2 * _linear_params(arch, st.layers, lo.tp) if fw.fp8 == "te" else 0,
-        dequant=_dequant(setup, st),
-        step_temp=0 if offloaded_states else _step_temporaries(setup, st, states),
-        optimizer_in_backward=fw.optimizer_in_backward,
-        last_stage=last,
-    )
-    return amounts, saved.host
-
-
-@dataclass(frozen=True)
-class _Saved:
-    """Activation bytes at the moments the phases look at (`_activations`)."""
-
-    end: int  # saved by the micro-batches in flight at the end of forward
-    forward_peak: int  # the most alive during the last layer's forward (≥ end)
-    last: int  # at the last layer's backward peak
-    first: int  # at the first layer's backward peak
-    rebuilt_last: int  # the last layer rebuilt by recompute, at its peak
-    rebuilt_first: int
-    host: int  # offloaded to the host
-
-
-def _activations(
-    setup: TrainingSetup,
-    spec: ActivationSpec,
-    st: StageParams,
-    in_flight: int,
-    first: bool,
-    last: bool,
-) -> _Saved:
-    """Saved activations through the step.
-
-    A layer's backward peaks inside its MLP once the last linear's input has been freed
-    (`backward_released_bytes`): from the saved tensors, or from the rebuilt ones when the layer
-    is checkpointed. Before the last layer's backward the loss side of the stage (final norm,
-    labels) is gone; at the first layer's backward this micro-batch keeps only that layer and
-    the input side (ids, RoPE tables), the other micro-batches in flight everything. A
-    checkpointed last layer holds its unsaved working set while its forward runs. Activation
-    offload (torchtune OffloadActivations, DeepSpeed CPU checkpointing) keeps the layer in use
-    and the one being copied on the GPU."""
-    arch = setup.arch
-    n = len(st.layers)
-    one = stage_bytes(arch, spec, st.layers, first, last)
-    act = one * in_flight
-    rebuilt = recompute_buffer_bytes(arch, spec, st.layers)
-    freed = backward_released_bytes(arch, spec, st.layers)
-    ck_last, ck_first = is_checkpointed(spec, n - 1), is_checkpointed(spec, 0)
-    loss_side = edge_bytes(arch, spec, first, last) - edge_bytes(arch, spec, first, False)
-    plain = (
-        replace(spec, recompute="none") if parse_recompute(spec.recompute)[0] in COUNTED else spec
-    )
-    first_spec = replace(spec, recompute="full") if ck_first and plain is not spec else plain
-    first_layer = layer_bytes(arch, arch.layers[st.layers[0]], first_spec) if st.layers else 0
-    act_last = act - loss_side - (0 if ck_last else freed)
-    act_first = (in_flight - 1) * one + first_layer + edge_bytes(arch, spec, first, False)
-    act_first = max(0, min(act_last, act_first - (0 if ck_first else freed)))
-    forward_peak = act
-    if ck_last:
-        working = forward_working_set_bytes(arch, spec, st.layers)
-        forward_peak = max(act, act - loss_side + working)
-
-    def rebuilt_at(checkpointed: bool) -> int:
-        if checkpointed:
-            return max(0, rebuilt - freed)
-        return rebuilt if parse_recompute(spec.recompute)[0] == "selective" else 0
-
-    saved = _Saved(
-        end=act,
-        forward_peak=forward_peak,
-        last=act_last,
-        first=act_first,
-        rebuilt_last=rebuilt_at(ck_last),
-        rebuilt_first=rebuilt_at(ck_first),
-        host=0,
-    )
-    if not setup.offload_activations or n <= 2:
-        return saved
-    edge = edge_bytes(arch, spec, first, last)
-    kept = 2 * ((one - edge) // n) + edge
-    return replace(
-        saved,
-        end=kept,
-        forward_peak=min(kept, forward_peak),
-        last=min(kept, act_last),
-        first=min(kept, act_first),
-        host=act - kept,
-    )
-
-
-def _gradient_lifetime(
-    setup: TrainingSetup, st: StageParams, states: ModelStates, grads: int
-) -> tuple[int, int, int]:
-    """Gradient bytes alive (before backward, at its last layer's peak, at its first layer's).
-
-    Persistent buffers hold all of them throughout, and each new gradient is computed apart
-    before it is added in place (autograd's AccumulateGrad). zero_grad(set_to_none=True) frees
-    them after the step, so the first micro-batch starts without and builds them unit by unit
-    (at a layer's peak: the units after it, and its MLP's last linear); later micro-batches
-    accumulate into them. An optimizer stepped in backward (torchtune optimizer_in_bwd: one
-    optimizer per parameter, run from a post-accumulate-grad hook) frees each gradient as soon
-    as it is used: one parameter's at a time, the largest matrix at most."""
-    fw, lo, arch = setup.framework, setup.layout, setup.arch
-    per_param = grads / max(1, states.trainable)
-    if fw.optimizer_in_backward:
-        one = round(per_param * _largest_param(setup, st))
-        return 0, one, one
-    if setup.lora is not None or not st.layers:
-        held = grads if fw.grads == "persistent" or setup.micro_batches > 1 else 0
-        return held, held, grads
-    last_layer, last_down = layer_params_per_rank(arch, st.layers[-1], lo.tp, lo.ep)
-    first_layer, first_down = layer_params_per_rank(arch, st.layers[0], lo.tp, lo.ep)
-    if lo.zero >= 2:  # the layer's own gradients are unsharded until reduce-scattered
-        last_down = first_down = 0
-    if fw.grads == "persistent" or setup.micro_batches > 1:
-        return grads, grads, grads
-    built_last = st.lm_head + last_down
-    built_first = st.total - st.embedding - first_layer + first_down
-    return 0, round(per_param * built_last), round(per_param * built_first)
-
-
-def _accumulating(setup: TrainingSetup, st: StageParams, states: ModelStates, grads: int) -> int:
-    """Into existing gradients, autograd's AccumulateGrad computes each new gradient apart and
-    adds it in place: at a layer's peak, its MLP's last linear's new gradient."""
-    fw, lo = setup.framework, setup.layout
-    held = fw.grads == "persistent" or setup.micro_batches > 1
-    if not held or fw.optimizer_in_backward or lo.zero >= 2 or setup.lora or not st.layers:
-        return 0
-    _, down = layer_params_per_rank(setup.arch, st.layers[-1], lo.tp, lo.ep)
-    return round(grads / max(1, states.trainable) * down)
-
-
-def _largest_param(setup: TrainingSetup, st: StageParams) -> int:
-    """Elements of the largest trainable tensor on this GPU: the embedding, the LM head or a
-    layer's largest linear weight (÷ tp); a LoRA adapter's when only adapters train."""
-    if setup.lora is not None:
-        arch = setup.arch
-        shapes = linear_shapes(arch, arch.layers[st.layers[0]]) if st.layers else {}
-        sizes = [
-            max(i, o) * setup.lora.rank
-            for n, g in shapes.items()
-            for (i, o) in g
-            if n in setup.lora.targets
-        ]
-        return max(sizes, default=0)
-    biggest = max((_largest_linear(setup.arch, i) for i in st.layers[:1]), default=0)
-    return max(st.embedding, st.lm_head, round(biggest / setup.layout.tp))
-
-
-def _autocast_casts(setup: TrainingSetup, st: StageParams, in_flight: int) -> tuple[int, int]:
-    """torch.autocast over fp32 weights: each linear weight's bf16 cast is cached for the forward
-    and saved by its matmul for backward (2 bytes per linear parameter per micro-batch)."""
-    if not setup.recipe.autocast or setup.lora:
-        return 0, 0
-    per = 2 * _linear_params(setup.arch, st.layers, setup.layout.tp)
-    layer = per // max(1, len(st.layers))
-    return per * in_flight, per * (in_flight - 1) + layer
-
-
-def _gathered(setup: TrainingSetup, st: StageParams, base_fraction: float) -> Gathered:
-    """FSDP2's gathered units and unsharded gradients (engine/gathered.py), for profiles that
-    shard with fully_shard (not the DeepSpeed-style generic buffers), under ZeRO-3 over ≥ 2 ranks."""
-    lo, fw = setup.layout, setup.framework
-    if fw.buckets == "deepspeed" or lo.zero != 3 or lo.shard_degree < 2 or not st.layers:
-        return Gathered()
-    r = _held(setup)
-    param = setup.recipe.weights  # the compute (param) dtype of gathered units
-    frozen = setup.lora is not None
-    first_layer, first_down = layer_params_per_rank(setup.arch, st.layers[0], lo.tp, lo.ep)
-    last_layer, last_down = layer_params_per_rank(setup.arch, st.layers[-1], lo.tp, lo.ep)
-    units = Units(
-        first_layer=first_layer,
-        largest_layer=max(first_layer, last_layer),
-        embedding=st.embedding,
-        head=st.lm_head,
-        stage=st.total,
-        first_layer_down=first_down,
-        last_layer_down=last_down,
-        weight_bytes=base_fraction if frozen else (1.0 if fw.fp8_all_gather else _bpp(param)),
-        grad_bytes=_bpp(param),
-        reduce_bytes=_bpp(r.grads),
-    )
-    reshard = fw.reshard_after_forward == "always" or (
-        fw.reshard_after_forward == "unless_pp" and lo.pp == 1
-    )
-    keeps_head = fw.reshard_after_forward == "unless_pp"
-    return fsdp_gathered(units, reshard, keeps_head, lo.pp > 1, trainable=not frozen)
-
-
-def _held_buffers(setup: TrainingSetup, states: ModelStates) -> tuple[tuple[str, int], ...]:
-    """Buffers held for the whole step: DeepSpeed-style buckets and gathered units (the generic
-    and DeepSpeed profiles, model_states.py), or DDP's bucket copy of the gradients."""
-    lo, fw = setup.layout, setup.framework
-    out: list[tuple[str, int]] = []
-    if fw.buckets == "deepspeed":
-        out += [
-            ("allgather_buffer", states.gather_buffer),
-            ("grad_buffer", states.grad_buffer),
-            ("allgather_bucket", states.allgather_bucket),
-        ]
-    if fw.ddp_bucket_copy and lo.zero == 0 and lo.dp * lo.cp > 1:
-        out.append(("ddp_buckets", states.gradients))
-    if fw.workspace_bytes:
-        out.append(("gemm_workspace", fw.workspace_bytes))
-    return tuple(out)
-
-
-def _step_temporaries(setup: TrainingSetup, st: StageParams, states: ModelStates) -> int:
-    """The optimizer step's temporaries: `foreach` builds one tensor per state tensor of the
-    group at once (torch/optim/adam.py _multi_tensor_adam: torch._foreach_sqrt(exp_avg_sqs)),
-    so one state's worth; `for-loop` two of the largest parameter's; fused kernels none."""
-    kernel = setup.framework.optimizer_kernel
-    recipe = _held(setup)
-    if kernel == "none" or not recipe.states:
-        return 0
-    one_state = states.optimizer // len(recipe.states)
-    if kernel == "foreach":
-        return one_state
-    share = st.largest_unit / max(1, st.total)
-    return round(2 * one_state * share)
-
-
-def _dequant(setup: TrainingSetup, st: StageParams) -> int:
-    """QLoRA: the largest linear weight dequantised to bf16 for its matmul (bitsandbytes)."""
-    if setup.lora is None or not setup.lora.quantized or not st.layers:
-        return 0
-    biggest = max(_largest_linear(setup.arch, i) for i in (st.layers[0], st.layers[-1]))
-    return 2 * round(biggest / setup.layout.tp)
-
-
-@lru_cache(maxsize=1024)
-def _linear_params(arch: Architecture, layers: range, tp: int) -> int:
-    """Linear-weight parameters of `layers` on one TP rank (what autocast and fp8 recast)."""
-    total = 0
-    for i in layers:
-        shapes = linear_shapes(arch, arch.layers[i])
-        total += sum(a * b for group in shapes.values() for (a, b) in group)
-    return round(total / tp)
-
-
-def _largest_linear(arch: Architecture, layer_index: int) -> int:
-    shapes = linear_shapes(arch, arch.layers[layer_index])
-    return max(i * o for group in shapes.values() for (i, o) in group)
 
 
 def _bill_items(setup: TrainingSetup, peak: Phase) -> tuple[LineItem, ...]:
@@ -777,8 +461,8 @@ def _cost(
     replicas = (lo.dp * lo.cp) // lo.shard_degree if lo.hybrid else 1
     dp = dp_comm_bytes(
         trainable,
-        _bpp(recipe.weights),
-        _bpp(recipe.grads),
+        bpp(recipe.weights),
+        bpp(recipe.grads),
         lo.zero,
         lo.shard_degree,
         replicas,
@@ -819,8 +503,8 @@ def _cost(
     return flops, comm, time
 
 
-def _notes(setup: TrainingSetup, st: StageParams, in_flight: int, peak: Phase) -> list[str]:
-    lo, arch, fw = setup.layout, setup.arch, setup.framework
+def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> list[str]:
+    lo, arch = setup.layout, setup.arch
     notes = list(arch.notes)
     if lo.pp > 1:
         notes.append(
@@ -846,7 +530,7 @@ def _notes(setup: TrainingSetup, st: StageParams, in_flight: int, peak: Phase) -
         notes.append("eager attention stores the s² softmax probabilities; flash/SDPA does not")
     if setup.recipe.factored:
         notes.append("Adafactor's factored second moment counts rows + columns per matrix (fp32)")
-    if _held(setup) is not setup.recipe:
+    if held(setup) is not setup.recipe:
         notes.append(
             "FSDP2 mixed precision: the sharded fp32 parameter is the master copy; bf16 weights"
             " exist only in gathered units"
