@@ -3,10 +3,11 @@
     PYTHONPATH=src python3 bench/headers_bench.py                 # both, baseline = git ref main
     PYTHONPATH=src python3 bench/headers_bench.py --baseline-ref HEAD~5 --runs 9
 
-1. Headers: a 100-shard checkpoint (model.safetensors.index.json + 100 files of 500 tensors,
-   50,000 tensors: DeepSeek-V3-sized) is written as header-only sparse files, then resolved
-   (config + every header) from the local folder and from a fake Hub on loopback (two range
-   requests per shard). Target: well under a second.
+1. Headers: a 100-shard checkpoint (model.safetensors.index.json + 100 files, ~47,000 tensors
+   of a DeepSeek-V3-sized MoE: 61 layers × 256 experts) is written as header-only sparse files,
+   then resolved (config + every header) from the local folder and from a fake Hub on loopback
+   (two range requests per shard), and the tensors classified and placed (the weights line of
+   `serve --tp 8`). Target: well under a second.
 2. Cold catalog query: `gpuplan serve llama-3.1-8b --json` in a fresh interpreter, median of
    --runs, for this tree and for the baseline ref (exported with `git archive`), beside
    `python -c pass`; and whether huggingface_hub / gguf were imported on that path (they must not).
@@ -34,34 +35,45 @@ TENSORS_PER_SHARD = 500
 QUERY = "from gpuplan.cli.main import main; main(['serve', 'llama-3.1-8b', '--json'])"
 
 
+def _tensors() -> list[tuple[str, list[int]]]:
+    """A DeepSeek-V3-sized MoE decoder's tensors (61 layers × 256 experts: ~47,000)."""
+    h, ff, v = 7168, 2048, 129280
+    out = [("model.embed_tokens.weight", [v, h])]
+    for layer in range(61):
+        p = f"model.layers.{layer}."
+        out += [(p + f"self_attn.{n}_proj.weight", [h, h]) for n in ("q", "k", "v", "o")]
+        out += [(p + "input_layernorm.weight", [h]), (p + "post_attention_layernorm.weight", [h])]
+        out.append((p + "mlp.gate.weight", [256, h]))
+        for e in range(256):
+            q = f"{p}mlp.experts.{e}."
+            out += [(q + "gate_proj.weight", [ff, h]), (q + "up_proj.weight", [ff, h])]
+            out.append((q + "down_proj.weight", [h, ff]))
+    out += [("model.norm.weight", [h]), ("lm_head.weight", [v, h])]
+    return out
+
+
 def write_sharded(folder: Path) -> int:
     """Header-only shards (sparse files of the right size): what a reader must not touch."""
     folder.mkdir(parents=True, exist_ok=True)
-    layers = SHARDS * TENSORS_PER_SHARD // 10
     config = {
-        "model_type": "llama",
-        "hidden_size": 1024,
-        "intermediate_size": 2816,
-        "num_hidden_layers": layers,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 8,
-        "vocab_size": 32000,
+        "model_type": "mixtral",
+        "hidden_size": 7168,
+        "intermediate_size": 2048,
+        "num_hidden_layers": 61,
+        "num_attention_heads": 56,
+        "num_key_value_heads": 56,
+        "num_local_experts": 256,
+        "num_experts_per_tok": 8,
+        "vocab_size": 129280,
         "torch_dtype": "bfloat16",
     }
     (folder / "config.json").write_text(json.dumps(config))
-    names = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-    weight_map, total, k = {}, 0, 0
+    tensors = _tensors()
+    per = -(-len(tensors) // SHARDS)
+    weight_map, total = {}, 0
     for s in range(SHARDS):
         header, offset = {}, 0
-        for _ in range(TENSORS_PER_SHARD):
-            layer, slot = divmod(k, 10)
-            k += 1
-            if slot < 7:
-                name = f"model.layers.{layer}.{'self_attn' if slot < 4 else 'mlp'}.{names[slot]}.weight"
-                shape = [1024, 1024] if slot < 4 else [2816, 1024]
-            else:
-                norm = ["input_layernorm", "post_attention_layernorm", "extra_norm"][slot - 7]
-                name, shape = f"model.layers.{layer}.{norm}.weight", [1024]
+        for name, shape in tensors[s * per : (s + 1) * per]:
             size = 2
             for d in shape:
                 size *= d
@@ -95,6 +107,18 @@ def bench_headers() -> None:
         print(
             f"local   {SHARDS} shards, {len(src.checkpoint.tensors):,} tensors,"
             f" {total / 1e9:.1f} GB described: headers read in {local * 1000:.0f} ms"
+        )
+        from gpuplan.api.common import resolve, resolve_weight_format
+        from gpuplan.engine.weights import weights_per_gpu
+
+        ref = resolve(str(folder))
+        t0 = time.perf_counter()
+        fmt = resolve_weight_format(ref.arch, None, ref.stored)
+        per_gpu = weights_per_gpu(ref.arch, fmt, 8, 1).bytes
+        placed = time.perf_counter() - t0
+        print(
+            f"place   classify every tensor and place it at tp=8: {placed * 1000:.0f} ms"
+            f" ({per_gpu / 1e9:.2f} GB per GPU)"
         )
         from model_files import FakeHub, serve_hub
 

@@ -5,8 +5,10 @@
 Starts `gpuplan.web.app:create_app` under uvicorn in a child process on 127.0.0.1 (a free
 port), sends a bounded number of POST /api/serve requests over one keep-alive connection, and
 prints p50/p99/max. Target: p99 under 20 ms for a serving bill. Then, if /usr/bin/chromium is
-there, loads the page a few times and prints the time from navigation to the first drawn bill.
-Nothing leaves the machine.
+there, loads the page a few times and prints the time from navigation to the first drawn bill,
+and drives the context slider and a lesson step's ZeRO stage from the keyboard and prints the time
+from each input to the repainted picture (the page's own `data-latency`: input event → engine
+answer drawn → next animation frame). Target: median under 100 ms. Nothing leaves the machine.
 """
 
 from __future__ import annotations
@@ -102,6 +104,45 @@ def first_render(url: str, loads: int = 5) -> list[float]:
     return out
 
 
+def input_to_repaint(url: str, presses: int = 40) -> dict[str, list[int]]:
+    """Milliseconds from a keyboard input to the repainted picture, as the page measures it."""
+    from playwright.sync_api import sync_playwright
+
+    args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+    out: dict[str, list[int]] = {}
+    cases = (
+        (
+            "playground: context slider",
+            "/#/playground?gpu_memory=marketed&gpus=1",
+            "#c-context-range",
+        ),
+        ("lesson step 13: ZeRO stage", "/#/lesson/13", "#c-zero"),
+    )
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=args)
+        context = browser.new_context(viewport={"width": 1280, "height": 800}, bypass_csp=True)
+        page = context.new_page()
+        for name, path, control in cases:
+            page.goto(url + path)
+            page.wait_for_selector("body[data-rendered]", timeout=15_000)
+            page.wait_for_function("!document.body.dataset.busy")
+            page.focus(control)
+            times = []
+            for i in range(presses):
+                page.evaluate("delete document.body.dataset.latency")
+                page.keyboard.press("ArrowDown" if (i // 3) % 2 == 0 else "ArrowUp")
+                try:
+                    page.wait_for_function(
+                        "document.body.dataset.latency !== undefined", timeout=5000
+                    )
+                except Exception:  # a key that changed nothing (end of a range)
+                    continue
+                times.append(int(page.get_attribute("body", "data-latency") or 0))
+            out[name] = times
+        browser.close()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=MAX_REQUESTS)
@@ -126,6 +167,14 @@ def main() -> None:
                 f"page: navigation to first drawn bill, {len(renders)} cold loads: median "
                 f"{statistics.median(renders):.0f} ms, max {max(renders):.0f} ms"
             )
+            for name, times in input_to_repaint(url).items():
+                times.sort()
+                median = statistics.median(times)
+                print(
+                    f"input to repaint, {name}: {len(times)} inputs, median {median:.0f} ms,"
+                    f" p95 {percentile([float(t) for t in times], 95):.0f} ms, max {times[-1]} ms"
+                    f"  [target median < 100 ms: {'met' if median < 100 else 'MISSED'}]"
+                )
         elif not args.no_browser:
             print(f"page: skipped ({CHROMIUM} is missing)")
     finally:

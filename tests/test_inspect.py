@@ -68,3 +68,12 @@ def test_quantized_config_is_reported(tmp_path: Path) -> None:
     write_checkpoint(tmp_path / "m", cfg=cfg)
     d = gpuplan.inspect(str(tmp_path / "m")).to_dict()
     assert d["quantization"]["method"] == "fp8" and d["quantization"]["layout"] == "fp8-block128"
+
+
+def test_training_bill_sets_headers_beside_the_weights_line(tmp_path: Path) -> None:
+    """A full bf16 fine-tune holds the checkpoint's stored bytes per GPU (÷ ZeRO-3 shards)."""
+    written = write_checkpoint(tmp_path / "m")
+    plan = gpuplan.train(str(tmp_path / "m"), gpus=2, zero=3)
+    assert any(
+        "stored bytes on this GPU" in n and f"{-(-written // 2):,}" in n for n in plan.bill.notes
+    )

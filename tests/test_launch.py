@@ -292,3 +292,32 @@ def test_every_flag_round_trips_through_the_launch_builder(engine, name, data):
     parsed = parse_launch(line)
     assert parsed.engine == engine and parsed.model == "org/some-model"
     assert parsed.args == args
+
+
+def test_trtllm_llm_api_options_file():
+    """trtllm-serve's --extra_llm_api_options YAML holds LlmArgs fields: the KV settings map to
+    the engine's arguments, the rest is reported as unmodelled."""
+    text = "kv_cache_config:\n  free_gpu_memory_fraction: 0.8\n  enable_block_reuse: true\nmax_num_tokens: 4096\n"
+    p = parse_launch(
+        "trtllm-serve meta-llama/Llama-3.1-8B --tp_size 2 --extra_llm_api_options opts.yaml",
+        {"opts.yaml": text}.__getitem__,
+    )
+    assert p.args == {"tp_size": 2, "free_gpu_memory_fraction": 0.8, "max_num_tokens": 4096}
+    assert "kv_cache_config.enable_block_reuse (config file)" in p.unmodelled
+
+
+def test_cli_engine_version_and_auto_length(capsys):
+    argv = ["serve", "llama-3.1-8b", "--engine", "vllm", "--engine-version", "0.10.1", "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["engine"]["version"].startswith("vLLM 0.10.1")
+    assert data["engine"]["settings"]["sampler"] == "native"
+    assert (
+        main(["serve", "llama-3.1-8b", "--engine", "vllm", "--max-model-len", "auto", "--json"])
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out)["engine"]["max_model_len"] > 0
+    assert main(["serve", "llama-3.1-8b", "--engine-version", "0.19.0"]) == 2
+    assert "needs --engine" in capsys.readouterr().err
+    assert main(["serve", "llama-3.1-8b", "--engine", "vllm", "--engine-version", "0.4.0"]) == 2
+    assert "older than" in capsys.readouterr().err

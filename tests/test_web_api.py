@@ -281,6 +281,7 @@ def test_train_endpoint_passes_only_the_controls_train_accepts(
 
     monkeypatch.setattr(gpuplan.api, "train", fake_train, raising=False)
     body = {"model": "llama-3.1-8b", "gpus": 8, "zero": 3, "seq": 4096, "checkpointing": True}
+    body["fixes"] = False  # the stand-in plan has no bill to look for fixes in
     r = client.post("/api/train", json=body)
     assert r.status_code == 200, r.text
     data = r.json()

@@ -1,16 +1,24 @@
 """The web app in a real Chromium (Debian's /usr/bin/chromium, driven by Playwright).
 
-Screenshots go to test-artifacts/. Skipped, with the reason, where Chromium or Playwright is missing.
+One browser for the module and two shared pages (1280×800, and 390×844 with reduced motion), so
+the whole file runs in well under a minute. Screenshots of every lesson step at both sizes go to
+test-artifacts/lesson/ (git-ignored). Skipped, with the reason, where Chromium or Playwright is
+missing. Expected figures come from the engine's API (what the page must show) and, where the
+lesson states a rule, from that rule.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import socket
+import statistics
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +33,8 @@ ARGS = [
     "--no-first-run",
 ]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
 
 pytestmark = [
     pytest.mark.browser,
@@ -41,15 +51,25 @@ uvicorn = pytest.importorskip("uvicorn")
 import gpuplan  # noqa: E402
 from gpuplan.web.app import create_app  # noqa: E402
 
+LESSON = json.loads(
+    (Path(__file__).resolve().parent.parent / "src/gpuplan/web/static/lesson.json").read_text()
+)
+STEPS = LESSON["steps"]
+LESSON_MEMORY = "marketed"
+README_SHOTS = {
+    "desktop": 13,
+    "phone": 20,
+}  # copied to docs/ for the README  # the lesson counts an H100 at its marketed 80 GB
 
-def gb(n: int) -> str:
+
+def gb(n: float) -> str:
     return f"{n / 1e9:,.2f} GB"
 
 
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -71,50 +91,137 @@ def base_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
+def browser() -> Iterator[Any]:
     with playwright_sync.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield b
         b.close()
 
 
+class Shared:
+    """A page kept for the whole module, with what it requested and every script error."""
+
+    def __init__(self, browser: Any, base: str, **options: Any) -> None:
+        # bypass_csp only so the tests may evaluate expressions; test_page_loads_* keeps the CSP
+        self.context = browser.new_context(bypass_csp=True, **options)
+        self.pg = self.context.new_page()
+        self.base = base
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.pg.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.pg.on("console", self._console)
+        self.pg.on("request", lambda r: self.requests.append(r.url))
+
+    def _console(self, message: Any) -> None:
+        # an API refusal (4xx) is a state the page shows; any other console error is a bug
+        if message.type == "error" and "Failed to load resource" not in message.text:
+            self.errors.append(message.text)
+
+
+@pytest.fixture(scope="module")
+def shared_desktop(browser: Any, base_url: str) -> Iterator[Shared]:
+    s = Shared(browser, base_url, viewport=DESKTOP)
+    yield s
+    s.context.close()
+
+
+@pytest.fixture(scope="module")
+def shared_phone(browser: Any, base_url: str) -> Iterator[Shared]:
+    s = Shared(browser, base_url, viewport=PHONE, reduced_motion="reduce")
+    yield s
+    s.context.close()
+
+
 @pytest.fixture
-def page(browser, base_url):  # type: ignore[no-untyped-def]
-    # bypass_csp only so the tests may evaluate expressions; test_page_loads_* keeps the CSP
-    context = browser.new_context(viewport={"width": 1280, "height": 800}, bypass_csp=True)
-    pg = context.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.base = base_url  # type: ignore[attr-defined]
+def page(shared_desktop: Shared) -> Iterator[Any]:
+    shared_desktop.errors.clear()
+    pg = shared_desktop.pg
+    pg.base = shared_desktop.base
     yield pg
-    context.close()
-    assert not errors, errors
+    assert not shared_desktop.errors, shared_desktop.errors
 
 
-def shot(pg, name: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture
+def phone(shared_phone: Shared) -> Iterator[Any]:
+    shared_phone.errors.clear()
+    pg = shared_phone.pg
+    pg.base = shared_phone.base
+    yield pg
+    assert not shared_phone.errors, shared_phone.errors
+
+
+def shot(pg: Any, name: str, full: bool = True) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
-    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full)
 
 
-def rendered(pg) -> int:  # type: ignore[no-untyped-def]
+def rendered(pg: Any) -> int:
     return int(pg.get_attribute("body", "data-rendered") or 0)
 
 
-def wait_render(pg, after: int) -> None:  # type: ignore[no-untyped-def]
-    pg.wait_for_function(f"Number(document.body.dataset.rendered || 0) > {after}", timeout=10_000)
+def wait_render(pg: Any, after: int) -> None:
+    pg.wait_for_function(
+        f"Number(document.body.dataset.rendered || 0) > {after} && !document.body.dataset.busy",
+        timeout=15_000,
+    )
 
 
-def open_page(pg, path: str) -> None:  # type: ignore[no-untyped-def]
+def open_page(pg: Any, path: str) -> None:
+    """A fresh load of the page at `path` (not a same-document hash change)."""
+    pg.goto("about:blank")
     pg.goto(pg.base + "/" + path)
     pg.wait_for_selector("body[data-rendered]", timeout=15_000)
+    pg.wait_for_function("!document.body.dataset.busy", timeout=15_000)
 
 
-def kv_row(pg) -> str:  # type: ignore[no-untyped-def]
-    return pg.inner_text("#bill tr[data-key='kv_cache'] td.num")
+def to_step(pg: Any, n: int) -> None:
+    """Go to lesson step n the way a learner's link does, and wait for its picture."""
+    if not pg.url.startswith(pg.base):
+        open_page(pg, f"#/lesson/{n}")
+        return
+    before = rendered(pg)
+    if pg.evaluate("location.hash") == f"#/lesson/{n}":
+        pg.reload()
+        pg.wait_for_selector("body[data-rendered]", timeout=15_000)
+    else:
+        pg.evaluate(f"location.hash = '#/lesson/{n}'")
+        wait_render(pg, before)
+    title = STEPS[n - 1]["title"]
+    pg.wait_for_function(
+        f"document.querySelector('#step-title').textContent === {json.dumps(title)}"
+    )
 
 
-def _load_clean(browser, base_url: str, name: str, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
-    context = browser.new_context(viewport={"width": size[0], "height": size[1]})
+def change(pg: Any, action: str, selector: str, value: str) -> None:
+    before = rendered(pg)
+    if action == "select":
+        pg.select_option(selector, value)
+    elif action == "check":
+        pg.check(selector)
+    else:
+        pg.fill(selector, value)
+    wait_render(pg, before)
+
+
+def serve(**kw: Any) -> Any:
+    kw.setdefault("gpu_memory", LESSON_MEMORY)
+    return gpuplan.serve(**kw)
+
+
+def train(**kw: Any) -> Any:
+    kw.setdefault("gpu_memory", LESSON_MEMORY)
+    return gpuplan.train(**kw)
+
+
+def headline(pg: Any, kind: str) -> str:
+    return str(pg.inner_text(f"#headline [data-headline='{kind}']"))
+
+
+# --- loading, offline -------------------------------------------------------------------------
+
+
+def _load_clean(browser: Any, base_url: str, name: str, size: dict[str, int]) -> None:
+    context = browser.new_context(viewport=size)
     pg = context.new_page()
     requests: list[str] = []
     errors: list[str] = []
@@ -129,155 +236,422 @@ def _load_clean(browser, base_url: str, name: str, size: tuple[int, int]) -> Non
     assert not outside, outside
     assert not errors, errors
     width = pg.evaluate("document.documentElement.scrollWidth")
-    assert width <= size[0] + 1, f"horizontal scroll at {size}: {width}"
-    ARTIFACTS.mkdir(exist_ok=True)
-    pg.screenshot(path=str(ARTIFACTS / f"playground-{name}.png"), full_page=True)
+    assert width <= size["width"] + 1, f"horizontal scroll at {size}: {width}"
+    shot(pg, f"playground-{name}")
     context.close()
 
 
-def test_page_loads_with_no_external_requests(browser, base_url) -> None:  # type: ignore[no-untyped-def]
+def test_page_loads_with_no_external_requests(browser: Any, base_url: str) -> None:
     """With the real Content-Security-Policy: at 1280×800 and at phone width."""
-    _load_clean(browser, base_url, "desktop", (1280, 800))
-    _load_clean(browser, base_url, "phone", (390, 844))
+    _load_clean(browser, base_url, "desktop", DESKTOP)
+    _load_clean(browser, base_url, "phone", PHONE)
 
 
-def test_lesson_first_steps(page) -> None:  # type: ignore[no-untyped-def]
-    pg = page
-    open_page(pg, "#/lesson/1")
-    plan = gpuplan.serve("llama-3.1-8b", gpu_memory="80GB", gpus=1)
-    assert pg.inner_text("#step-title") == "The question you are always asked"
-    assert pg.inner_text("#total-bytes") == gb(plan.per_gpu_total_bytes)  # 19.10 GB
-    assert "19.10 GB of 80.00 GB" in pg.inner_text("#verdict")
-    shot(pg, "lesson-step-1")
+# --- every step, both sizes -------------------------------------------------------------------
 
-    before = rendered(pg)
-    pg.click("#step-next")
-    wait_render(pg, before)
-    assert pg.inner_text("#step-title") == "The 70B model on one GPU"
-    assert pg.locator("#oom-marker").count() == 1
-    plan = gpuplan.serve("llama-3.1-70b", gpu_memory="80GB", gpus=1)
-    over = plan.per_gpu_total_bytes - 80_000_000_000
-    assert gb(over) in pg.text_content("#oom-marker")
-    shot(pg, "lesson-step-2-oom")
+IN_VIEW = """() => {
+  const box = (s) => { const r = document.querySelector(s).getBoundingClientRect(); return [r.top, r.bottom, r.height]; };
+  return {title: box('#step-title'), text: box('#step-text'), question: box('#step-question'),
+          picture: box('#gpus'), scrollY: window.scrollY, vh: window.innerHeight};
+}"""
 
-    before = rendered(pg)
-    pg.click("#step-next")
-    wait_render(pg, before)
-    assert pg.inner_text("#step-title") == "Precision is a memory dial"
-    before = rendered(pg)
-    pg.select_option("#c-dtype", "int4")
-    wait_render(pg, before)
-    plan = gpuplan.serve("llama-3.1-70b", gpu_memory="80GB", gpus=1, dtype="int4")
-    assert pg.inner_text("#total-bytes") == gb(plan.per_gpu_total_bytes)
-    assert "Fits" in pg.inner_text("#verdict")
-    # progress survives a reload
-    pg.reload()
-    pg.wait_for_selector("body[data-rendered]")
-    assert "3 of 23 steps visited" in pg.inner_text("#step-progress")
+SMALL_TEXT = """() => {
+  const bad = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const t = walker.currentNode;
+    if (!t.textContent.trim()) continue;
+    const el = t.parentElement;
+    if (!el) continue;
+    const r = el.getBoundingClientRect();
+    if (!r.width || !r.height) continue;
+    const cs = getComputedStyle(el);
+    if (cs.visibility === 'hidden') continue;
+    let size = parseFloat(cs.fontSize);
+    const svg = el.closest('svg');
+    if (svg && svg.viewBox.baseVal && svg.viewBox.baseVal.width) {
+      size *= svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+    }
+    if (size < 10.99) bad.push([el.tagName, String(el.className.baseVal ?? el.className), t.textContent.trim().slice(0, 30), size]);
+  }
+  return bad;
+}"""
+
+CONTROLS = """() => [...document.querySelectorAll('#controls .ctl')]
+  .filter(c => c.getBoundingClientRect().height > 0).map(c => c.dataset.control)"""
 
 
-def test_context_slider_moves_the_kv_block_to_the_engines_numbers(page) -> None:  # type: ignore[no-untyped-def]
-    pg = page
-    open_page(pg, "#/playground?gpu_memory=80GB&gpus=1")
-    assert kv_row(pg) == gb(
-        gpuplan.serve("llama-3.1-8b", gpu_memory="80GB", gpus=1).bill.item("kv_cache").bytes
+def test_every_step_in_view_at_1280x800(page: Any, shared_desktop: Shared) -> None:
+    """Picture and step text both in the viewport without scrolling; only the step's controls,
+    highlighted; one selected tab; a screenshot per step; nothing requested off the machine."""
+    open_page(page, "#/lesson/1")
+    page.evaluate("window.scrollTo(0, 0)")
+    (ARTIFACTS / "lesson").mkdir(parents=True, exist_ok=True)
+    for step in STEPS:
+        n = step["id"]
+        to_step(page, n)
+        box = page.evaluate(IN_VIEW)
+        assert box["scrollY"] == 0, (n, box)
+        for part in ("title", "text", "question", "picture"):
+            top, bottom, height = box[part]
+            assert height > 0 and top >= 0 and bottom <= box["vh"], (n, part, box[part])
+        shown = page.evaluate(CONTROLS)
+        mode_controls = {c for c in step["controls"]}
+        assert set(shown) == mode_controls, (n, shown, step["controls"])
+        highlighted = page.evaluate(
+            "[...document.querySelectorAll('#controls .ctl.used')].map(c => getComputedStyle(c).outlineStyle)"
+        )
+        assert all(style == "solid" for style in highlighted), (n, highlighted)
+        assert page.locator("header nav [aria-current='page']").count() == 1
+        assert page.get_attribute("header nav [aria-current='page']", "data-tab") == "lesson"
+        page.screenshot(path=str(ARTIFACTS / "lesson" / f"step-{n:02d}-desktop.png"))
+        if n == README_SHOTS["desktop"]:  # the README's picture (docs/lesson-desktop.jpg)
+            page.screenshot(path=str(ARTIFACTS / "lesson-desktop.jpg"), type="jpeg", quality=70)
+    # the rest of the controls are one click away
+    to_step(page, 13)
+    page.click("#more-controls")
+    assert len(page.evaluate(CONTROLS)) > 10
+    page.click("#more-controls")
+    assert page.evaluate(CONTROLS) == ["zero"]
+    outside = [u for u in shared_desktop.requests if not u.startswith(page.base)]
+    assert not outside, outside
+
+
+def test_every_step_legible_on_a_phone(phone: Any, shared_phone: Shared) -> None:
+    """390×844: the picture first, no text under 11 px, no sideways scroll; a screenshot each."""
+    open_page(phone, "#/lesson/1")
+    for step in STEPS:
+        n = step["id"]
+        to_step(phone, n)
+        small = phone.evaluate(SMALL_TEXT)
+        assert not small, (n, small[:5])
+        picture = phone.locator("#gpus").bounding_box()
+        title = phone.locator("#step-title").bounding_box()
+        assert picture["y"] < title["y"], n
+        assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"] + 1, n
+        phone.screenshot(path=str(ARTIFACTS / "lesson" / f"step-{n:02d}-phone.png"))
+        if n == README_SHOTS["phone"]:  # the README's picture (docs/lesson-phone.jpg)
+            phone.screenshot(path=str(ARTIFACTS / "lesson-phone.jpg"), type="jpeg", quality=70)
+    outside = [u for u in shared_phone.requests if not u.startswith(phone.base)]
+    assert not outside, outside
+
+
+def test_blocks_animate_unless_reduced_motion(page: Any, phone: Any) -> None:
+    open_page(page, "#/lesson/13")
+    moving = page.evaluate(
+        "getComputedStyle(document.querySelector('#gpus rect.block')).transitionDuration"
     )
-    height_before = float(
-        pg.get_attribute("#gpus g[data-gpu='0'] rect[data-key='kv_cache']", "height")
+    assert moving.split(",")[0].strip() not in ("0s", ""), moving
+    to_step(phone, 13)
+    still = phone.evaluate(
+        "getComputedStyle(document.querySelector('#gpus rect.block')).transitionDuration"
     )
-    latencies = []
-    pg.focus("#c-context-range")
-    for context in (5888, 8192, 11520, 16384):  # 2^12.5 rounds to 5888; then 2^13 ...
-        before = rendered(pg)
-        pg.keyboard.press("ArrowRight")
-        wait_render(pg, before)
-        plan = gpuplan.serve("llama-3.1-8b", gpu_memory="80GB", gpus=1, context=context)
-        assert pg.input_value("#c-context") == str(context)
-        assert kv_row(pg) == gb(plan.bill.item("kv_cache").bytes)
-        assert pg.inner_text("#total-bytes") == gb(plan.per_gpu_total_bytes)
-        latencies.append(int(pg.get_attribute("body", "data-latency") or 9999))
-    height_after = float(
-        pg.get_attribute("#gpus g[data-gpu='0'] rect[data-key='kv_cache']", "height")
-    )
-    assert height_after > height_before
-    latencies.sort()
-    assert latencies[len(latencies) // 2] < 100, latencies
-    shot(pg, "context-16k")
+    assert {d.strip() for d in still.split(",")} == {"0s"}, still
 
 
-def test_hover_and_keyboard_focus_show_the_formula(page) -> None:  # type: ignore[no-untyped-def]
-    pg = page
-    open_page(pg, "#/playground?gpu_memory=80GB&gpus=1")
-    pg.hover("#gpus g[data-gpu='0'] rect[data-key='weights']")
-    tip = pg.locator("#tooltip")
-    tip.wait_for(state="visible")
-    assert "8.03 B × 2 bytes = 16.06 GB" in tip.inner_text()
-    pg.mouse.move(0, 0)
-    pg.focus("#gpus g[data-gpu='0'] rect[data-key='kv_cache']")
-    tip.wait_for(state="visible")
-    assert "2 × 32 layers × 8 KV heads" in tip.inner_text()
-    shot(pg, "tooltip")
+# --- headline numbers -------------------------------------------------------------------------
 
 
-def test_break_a_plan_and_apply_the_cheapest_fix(page) -> None:  # type: ignore[no-untyped-def]
-    pg = page
-    open_page(pg, "#/playground?gpu_memory=80GB&gpus=1")
-    before = rendered(pg)
-    pg.select_option("#c-model", "llama-3.1-70b")
-    wait_render(pg, before)
-    pg.wait_for_selector("#oom-marker")
-    plan = gpuplan.serve("llama-3.1-70b", gpu_memory="80GB", gpus=1)
-    assert f"OOM: +{gb(plan.per_gpu_total_bytes - 80_000_000_000)}" in pg.text_content(
+def test_headline_numbers_are_the_engines(page: Any) -> None:
+    n8 = train(model="llama-3.1-8b", gpus=1).params_total
+    to_step(page, 10)
+    # 16 bytes per parameter: 2 weights + 2 gradients + 12 optimizer
+    assert gb(16 * n8) in headline(page, "model_states")
+
+    to_step(page, 13)  # ZeRO on 8 GPUs: 16N, 4N + 12N/8, 2N + 14N/8, 16N/8
+    text = headline(page, "zero_stages")
+    for stage, expected in enumerate((16 * n8, 4 * n8 + 12 * n8 / 8, 2 * n8 + 14 * n8 / 8, 2 * n8)):
+        assert f"ZeRO-{stage} {gb(expected)}" in text, (stage, text)
+
+    to_step(page, 14)  # ZeRO-3 moves 1.5 × the traffic of plain data parallelism
+    plan = train(model="llama-3.1-8b", gpus=8, zero=3)
+    text = headline(page, "traffic")
+    assert gb(plan.comm_bytes_per_step) in text and "1.5 ×" in text, text
+
+    to_step(page, 17)  # full recompute: a third more compute, 25 % fewer tokens per second
+    change(page, "check", "#c-ckpt", "")
+    text = headline(page, "tokens")
+    plan = train(model="llama-3.1-8b", gpus=8, zero=3, seq=16384, checkpointing="full")
+    assert f"{plan.tokens_per_second:,.0f}" in text and "−25 %" in text, text
+    assert gb(plan.activations_bytes) in headline(page, "activations")
+
+    to_step(page, 18)  # lower bound vs chosen, and why
+    plan = train(model="llama-3.1-70b", gpus="auto", zero=3)
+    states = train(model="llama-3.1-70b", gpus=1, zero=0).model_states_bytes
+    bound = math.ceil(states / (0.9 * 80e9))
+    assert plan.lower_bound_gpus == bound == 16
+    text = headline(page, "gpu_count")
+    assert f"{plan.gpus} × H100" in text and f"lower bound {bound}" in text, text
+    assert plan.why_this_many()[-1].split(": ", 1)[1] in text
+    shot(page, "headline-step-18", full=False)
+
+
+def test_scale_is_fixed_across_zero_stages_and_the_change_is_said(page: Any) -> None:
+    to_step(page, 13)
+    lines = []
+    for stage in ("0", "1", "2", "3"):
+        if stage != "0":
+            change(page, "select", "#c-zero", stage)
+            caption = page.inner_text("#change-caption")
+            assert f"ZeRO stage {int(stage) - 1} → {stage}" in caption, caption
+            if stage == "1":
+                assert "Optimizer states ÷ 8" in caption, caption
+        lines.append(page.get_attribute("#gpus line.hbm-line", "y1"))
+    assert len(set(lines)) == 1, lines
+
+
+# --- GPU choice, memory convention ----------------------------------------------------------
+
+
+def test_steps_18_and_20_follow_the_gpu_type(page: Any) -> None:
+    to_step(page, 18)
+    for gpu, name, count in (("h200", "H200", 16), ("b200", "B200", 8)):
+        change(page, "select", "#c-gpu", gpu)
+        plan = train(model="llama-3.1-70b", gpu=gpu, gpus="auto", zero=3)
+        assert plan.gpus == count
+        assert f"{count} × {plan.bill.setup.gpu.name}" in page.inner_text("#verdict")
+        assert f"{count} × {name}" in headline(page, "gpu_count")
+    to_step(page, 20)
+    assert "Out of memory" in page.inner_text("#verdict")
+    for gpu in ("h200", "b200"):
+        change(page, "select", "#c-gpu", gpu)
+        plan = serve(model="llama-3.1-405b", gpu=gpu, gpus=8, context=8192)
+        assert plan.fits
+        memory = plan.bill.setup.gpu.marketed_bytes
+        verdict = page.inner_text("#verdict")
+        assert verdict.startswith("Fits") and f"of {gb(memory)}" in verdict, verdict
+        assert page.text_content("#total-bytes") == gb(plan.per_gpu_total_bytes)
+        shot(page, f"step-20-{gpu}", full=False)
+    # a typed memory stays when the GPU type changes
+    page.click("#more-controls")
+    change(page, "select", "#c-membasis", "custom")
+    change(page, "fill", "#c-gpumem", "100GB")
+    change(page, "select", "#c-gpu", "h100-sxm")
+    verdict = page.inner_text("#verdict")
+    assert "100.00 GB" in verdict and "H100" in verdict, verdict
+
+
+def test_memory_convention_explained_once(page: Any) -> None:
+    to_step(page, 1)
+    h100 = gpuplan.api.common.get_gpu("h100")
+    page.click("#step-aside summary")
+    text = page.inner_text("#step-aside")
+    assert gb(h100.driver_total_bytes) in text and "80 GB" in text and "MiB" in text
+    asides = [s["id"] for s in STEPS if s.get("aside")]
+    assert asides == [1]
+    assert page.input_value("#c-membasis") == "marketed"
+    open_page(page, "#/playground")
+    assert page.input_value("#c-membasis") == "driver"
+    assert gb(h100.driver_total_bytes) in page.inner_text("#c-membasis")
+
+
+# --- drills ---------------------------------------------------------------------------------
+
+
+def submit(pg: Any, answer: str) -> str:
+    pg.fill("#drill-answer", answer)
+    pg.evaluate("document.querySelector('#drill-feedback').replaceChildren()")
+    pg.click("#drill button[type=submit]")
+    pg.wait_for_function("document.querySelector('#drill-feedback').innerText.length > 0")
+    return str(pg.get_attribute("#drill-feedback", "class"))
+
+
+def test_drills_hide_the_answer_and_read_units(page: Any) -> None:
+    to_step(page, 21)
+    states = train(model="llama-3.1-70b", gpus=1, zero=0).model_states_bytes
+    hidden = page.inner_text("body")
+    for figure in (f"{states / 1e12:.2f} TB", f"{states / 1e9:,.2f}", "1,128"):
+        assert figure not in hidden, figure
+    assert not page.locator("#details").is_visible()
+    for answer in ("1129 GB", "1,120 GB", "1.13 TB", "1,13 TB"):
+        assert submit(page, answer) == "right", (answer, page.inner_text("#drill-feedback"))
+    feedback = page.inner_text("#drill-feedback")
+    assert "70.55 B × 2 bytes" in feedback and "1.13 TB" in feedback  # the arithmetic
+    assert page.locator("#details").is_visible()  # revealed once answered
+    assert submit(page, "16,3") == "wrong"
+    assert submit(page, "1120") == "wrong"
+    assert "1120 GB would be right" in page.inner_text("#drill-feedback")
+    assert submit(page, "lots") == "wrong"
+    assert "cannot read" in page.inner_text("#drill-feedback").lower()
+    shot(page, "drill-feedback", full=False)
+
+    to_step(page, 9)
+    kv = serve(model="llama-3.1-8b", gpus=1, context=131072).to_dict()["kv_bytes_per_sequence"]
+    assert f"{kv / 1e9:.2f}" not in page.inner_text("body")
+    assert submit(page, "5") == "wrong"
+    assert f"{kv / 1e9:.2f} GB" in page.inner_text("#drill-feedback")
+    assert submit(page, "17,2") == "right"  # a decimal comma
+    page.reload()
+    page.wait_for_selector("body[data-rendered]")
+    assert "right" in (page.get_attribute("#lesson-nav button[data-step='9']", "class") or "")
+
+
+# --- fixes --------------------------------------------------------------------------------------
+
+
+def test_three_answers_for_serving_and_fixes_for_training(page: Any) -> None:
+    to_step(page, 20)
+    answers = page.eval_on_selector_all("#fixes button", "bs => bs.map(b => b.dataset.answer)")
+    assert answers[:3] == ["fewer_bytes", "bigger_gpu", "more_gpus"], answers
+    labels = page.eval_on_selector_all("#fixes button", "bs => bs.map(b => b.innerText)")
+    assert len(set(labels)) == len(labels)
+    before = rendered(page)
+    page.click("#fixes button[data-answer='bigger_gpu']")
+    wait_render(page, before)
+    assert page.inner_text("#verdict").startswith("Fits")
+    assert page.input_value("#c-gpu") == "h200"
+
+    to_step(page, 13)  # 8 GPUs, ZeRO-0: does not fit
+    answers = page.eval_on_selector_all("#fixes button", "bs => bs.map(b => b.dataset.answer)")
+    assert {"shard_states", "recompute", "lora"} <= set(answers), answers
+    assert {"more_gpus", "relayout"} & set(answers), answers
+    before = rendered(page)
+    page.click("#fixes button[data-answer='shard_states']")
+    wait_render(page, before)
+    assert page.inner_text("#verdict").startswith("Fits")
+    assert page.input_value("#c-zero") in ("1", "2", "3")
+
+
+def test_break_a_plan_outline_not_tint(page: Any) -> None:
+    open_page(page, "#/playground?gpu_memory=marketed&gpus=1")
+    change(page, "select", "#c-model", "llama-3.1-70b")
+    page.wait_for_selector("#oom-marker")
+    plan = serve(model="llama-3.1-70b", gpus=1)
+    assert f"OOM: +{gb(plan.per_gpu_total_bytes - 80_000_000_000)}" in page.text_content(
         "#oom-marker"
     )
-    assert "Out of memory" in pg.inner_text("#verdict")
-    shot(pg, "oom")
-    before = rendered(pg)
-    pg.click("#fixes button.cheapest")
-    wait_render(pg, before)
-    assert pg.locator("#oom-marker").count() == 0
-    assert "Fits" in pg.inner_text("#verdict")
-
-
-def test_drill_right_and_wrong(page) -> None:  # type: ignore[no-untyped-def]
-    pg = page
-    open_page(pg, "#/lesson/9")
-    assert (
-        "Drill" in pg.inner_text("#step-title") or pg.get_attribute("#step", "data-kind") == "drill"
+    # the weights keep their colour where they cross HBM: the overflow is outlined, not tinted
+    band_fill = page.evaluate("getComputedStyle(document.querySelector('.overflow-band')).fill")
+    assert band_fill == "none", band_fill
+    weights = page.evaluate(
+        "getComputedStyle(document.querySelector('#gpus rect.block.cat-weights')).fill"
     )
-    truth = gpuplan.serve("llama-3.1-8b", gpu_memory="80GB", gpus=1, context=131072).to_dict()[
-        "kv_bytes_per_sequence"
-    ]
-    pg.fill("#drill-answer", "5")
-    pg.click("#drill button[type=submit]")
-    pg.wait_for_selector("#drill-feedback.wrong")
-    assert f"{truth / 1e9:.2f} GB" in pg.inner_text("#drill-feedback")
-    shot(pg, "drill-wrong")
-    pg.fill("#drill-answer", f"{truth / 1e9 * 1.02:.1f}")
-    pg.click("#drill button[type=submit]")
-    pg.wait_for_selector("#drill-feedback.right")
-    shot(pg, "drill-right")
-    pg.reload()
-    pg.wait_for_selector("body[data-rendered]")
-    assert "right" in (pg.get_attribute("#lesson-nav button[data-step='9']", "class") or "")
+    assert weights == "rgb(59, 111, 209)", weights
+    shot(page, "oom")
+    before = rendered(page)
+    page.click("#fixes button.cheapest")
+    wait_render(page, before)
+    assert page.locator("#oom-marker").count() == 0
+    assert "Fits" in page.inner_text("#verdict")
 
 
-def test_shared_url_restores_the_same_state(page, browser) -> None:  # type: ignore[no-untyped-def]
-    pg = page
-    open_page(pg, "#/playground")
+def test_error_state_is_clear(page: Any) -> None:
+    open_page(page, "#/playground?model=llama-3.1-70b&gpus=3")
+    page.wait_for_selector(".verdict.error")
+    text = page.inner_text("#verdict")
+    assert "Cannot size this" in text and "--" not in text, text
+    assert "stale" in (page.get_attribute("#gpus", "class") or "")
+    assert "stale" in (page.get_attribute("#details", "class") or "")
+    change(page, "fill", "#c-gpus", "4")
+    assert "stale" not in (page.get_attribute("#gpus", "class") or "")
+
+
+def test_context_is_bounded_by_the_model(page: Any) -> None:
+    open_page(page, "#/playground?gpu_memory=marketed&gpus=1")
+    max_context = gpuplan.load_architecture("llama-3.1-8b").max_position_embeddings
+    assert page.get_attribute("#c-context-range", "max") == str(math.log2(max_context)).rstrip(
+        "0"
+    ).rstrip(".")
+    assert page.locator("#context-note").is_hidden()
+    change(page, "fill", "#c-context", str(2 * max_context))
+    note = page.inner_text("#context-note")
+    assert f"{max_context:,}" in note, note
+
+
+def test_one_selected_tab(page: Any) -> None:
+    open_page(page, "#/lesson/1")
+    for tab in ("playground", "plots", "cheatsheet", "lesson"):
+        page.click(f"header nav a[data-tab='{tab}']")
+        page.wait_for_function(f"document.body.dataset.tab === '{tab}'")
+        selected = page.eval_on_selector_all(
+            "header nav a",
+            "as => as.filter(a => getComputedStyle(a).backgroundColor !== 'rgba(0, 0, 0, 0)').map(a => a.dataset.tab)",
+        )
+        assert selected == [tab], selected
+        assert page.locator("header nav [aria-current]").count() == 1
+
+
+def test_training_timeline_drawn_from_phases(page: Any) -> None:
+    """The training bill's phases (issue 12's timeline), drawn when the answer carries them."""
+
+    def add_phases(route: Any) -> None:
+        response = route.fetch()
+        data = response.json()
+        items = data["per_gpu"]["items"]
+        data["phases"] = [
+            {"name": "forward", "total_bytes": 10**10, "items": items[:1]},
+            {"name": "backward", "total_bytes": 2 * 10**10, "items": items[:2], "peak": True},
+        ]
+        route.fulfill(response=response, json=data)
+
+    page.route("**/api/train", add_phases)
+    try:
+        open_page(page, "#/lesson/10")
+        page.wait_for_selector("#timeline .phase")
+        assert page.locator("#timeline .phase").count() == 2
+        assert "(peak)" in page.inner_text("#timeline .phase.peak")
+    finally:
+        page.unroute("**/api/train")
+    open_page(page, "#/lesson/1")
+    assert page.locator("#timeline").is_hidden()
+
+
+# --- the simulation ---------------------------------------------------------------------------
+
+
+def test_context_slider_repaints_and_its_latency_is_measured(page: Any) -> None:
+    open_page(page, "#/playground?gpu_memory=80GB&gpus=1")
+
+    def kv_row() -> str:
+        return str(page.text_content("#bill tr[data-key='kv_cache'] td.num"))
+
+    assert kv_row() == gb(
+        gpuplan.serve("llama-3.1-8b", gpu_memory="80GB", gpus=1).bill.item("kv_cache").bytes
+    )
+    latencies = []
+    page.focus("#c-context-range")
+    for context in (5888, 8192, 11520, 16384):  # 2^12.5 rounds to 5888; then 2^13 ...
+        page.evaluate("delete document.body.dataset.latency")
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function("document.body.dataset.latency !== undefined")
+        plan = gpuplan.serve("llama-3.1-8b", gpu_memory="80GB", gpus=1, context=context)
+        assert page.input_value("#c-context") == str(context)
+        assert kv_row() == gb(plan.bill.item("kv_cache").bytes)
+        assert page.text_content("#total-bytes") == gb(plan.per_gpu_total_bytes)
+        latencies.append(int(page.get_attribute("body", "data-latency") or 9999))
+    # measured here and printed; the < 100 ms target is checked by bench/web_latency.py (the
+    # guide keeps timing targets out of test assertions), this bound only catches a hang
+    print(f"input to repaint: {latencies} ms, median {statistics.median(latencies)} ms")
+    assert statistics.median(latencies) < 2000, latencies
+    shot(page, "context-16k")
+
+
+def test_hover_and_keyboard_focus_show_the_formula_inside_the_window(page: Any) -> None:
+    open_page(page, "#/playground?gpu_memory=80GB&gpus=1")
+    page.hover("#gpus g[data-gpu='7'] rect[data-key='weights']")
+    tip = page.locator("#tooltip")
+    tip.wait_for(state="visible")
+    assert "8.03 B × 2 bytes = 16.06 GB" in tip.inner_text()
+    box = tip.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= DESKTOP["width"]
+    assert box["y"] >= 0 and box["y"] + box["height"] <= DESKTOP["height"]
+    page.mouse.move(0, 0)
+    page.focus("#gpus g[data-gpu='0'] rect[data-key='kv_cache']")
+    tip.wait_for(state="visible")
+    assert "2 × 32 layers × 8 KV heads" in tip.inner_text()
+
+
+def test_shared_url_restores_the_same_state(page: Any, browser: Any) -> None:
+    open_page(page, "#/playground")
     for select, value in (("#c-model", "qwen3-8b"), ("#c-kvdtype", "fp8"), ("#c-gpu", "h200")):
-        before = rendered(pg)
-        pg.select_option(select, value)
-        wait_render(pg, before)
+        change(page, "select", select, value)
     for field, value in (("#c-context", "32768"), ("#c-users", "12"), ("#c-gpus", "2")):
-        before = rendered(pg)
-        pg.fill(field, value)
-        wait_render(pg, before)
-    url = pg.input_value("#share-url")
-    total = pg.inner_text("#total-bytes")
+        change(page, "fill", field, value)
+    url = page.input_value("#share-url")
+    total = page.text_content("#total-bytes")
     plan = gpuplan.serve("qwen3-8b", "h200", kv_dtype="fp8", context=32768, users=12, gpus=2)
     assert total == gb(plan.per_gpu_total_bytes)
-    other = browser.new_context(viewport={"width": 1280, "height": 800})
+    other = browser.new_context(viewport=DESKTOP)
     pg2 = other.new_page()
     pg2.goto(url)
     pg2.wait_for_selector("body[data-rendered]")
@@ -285,34 +659,29 @@ def test_shared_url_restores_the_same_state(page, browser) -> None:  # type: ign
     assert pg2.input_value("#c-kvdtype") == "fp8"
     assert pg2.input_value("#c-context") == "32768"
     assert pg2.input_value("#c-users") == "12"
-    assert pg2.inner_text("#total-bytes") == total
-    pg2.screenshot(path=str(ARTIFACTS / "shared-url.png"), full_page=True)
+    assert pg2.text_content("#total-bytes") == total
     other.close()
 
 
-def test_plots_and_cheat_sheet(page) -> None:  # type: ignore[no-untyped-def]
-    pg = page
-    open_page(pg, "#/plots?gpu_memory=80GB&gpus=1")
-    pg.wait_for_selector("#plot-context path.series.kv")
-    pg.wait_for_selector("#plot-users path.series.total")
-    shot(pg, "plots")
-    pg.click("a[data-tab='cheatsheet']")
-    assert "16 bytes per parameter" in pg.inner_text("#cheatsheet-panel")
-    shot(pg, "cheatsheet")
+def test_plots_and_cheat_sheet(page: Any) -> None:
+    open_page(page, "#/plots?gpu_memory=80GB&gpus=1")
+    page.wait_for_selector("#plot-context path.series.kv")
+    page.wait_for_selector("#plot-users path.series.total")
+    shot(page, "plots")
+    page.click("a[data-tab='cheatsheet']")
+    assert "16 bytes per parameter" in page.inner_text("#cheatsheet-panel")
 
 
-def test_keyboard_navigation(page) -> None:  # type: ignore[no-untyped-def]
-    pg = page
-    open_page(pg, "#/lesson/1")
-    pg.keyboard.press("Tab")  # skip link
-    assert pg.evaluate("document.activeElement.className") == "skip"
-    pg.focus("#step-next")
-    before = rendered(pg)
-    pg.keyboard.press("Enter")
-    wait_render(pg, before)
-    assert pg.inner_text("#step-title") == "The 70B model on one GPU"
-    # every control has a label
-    unlabelled = pg.evaluate(
+def test_keyboard_navigation(page: Any) -> None:
+    open_page(page, "#/lesson/1")
+    page.keyboard.press("Tab")  # skip link
+    assert page.evaluate("document.activeElement.className") == "skip"
+    page.focus("#step-next")
+    before = rendered(page)
+    page.keyboard.press("Enter")
+    wait_render(page, before)
+    assert page.inner_text("#step-title") == STEPS[1]["title"]
+    unlabelled = page.evaluate(
         """[...document.querySelectorAll('#controls input, #controls select, #controls textarea')]
         .filter(e => e.type !== 'radio' && e.type !== 'checkbox' && !(e.labels && e.labels.length))
         .map(e => e.id)"""

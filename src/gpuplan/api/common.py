@@ -20,9 +20,19 @@ from gpuplan.units import parse_bytes
 if TYPE_CHECKING:
     from gpuplan.engine.checkpoint import Checkpoint
 
+MEMORY_BASES = ("driver", "marketed")
+
 
 def resolve_gpu(gpu: str | GpuSpec, gpu_memory: str | int | None = None) -> GpuSpec:
+    """The GPU, measured against `gpu_memory`: a size ("80GB"), or a basis naming one of the
+    catalog's two figures for this GPU: "driver" (what nvidia-smi / rocm-smi reports, the
+    default) or "marketed" (the vendor's round figure, e.g. 80 GB for an H100, as the lesson
+    counts). A basis follows the GPU: "marketed" on an H200 is 141 GB."""
     spec = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
+    if isinstance(gpu_memory, str) and gpu_memory.strip().lower() in MEMORY_BASES:
+        if gpu_memory.strip().lower() == "marketed":
+            return spec.with_memory(spec.marketed_bytes)
+        return spec
     if gpu_memory is not None:
         spec = spec.with_memory(
             parse_bytes(gpu_memory) if isinstance(gpu_memory, str) else int(gpu_memory)
@@ -86,6 +96,7 @@ def model_summaries() -> list[dict[str, Any]]:
                 "attention": arch.attention.kind,
                 "heads": arch.attention.num_heads,
                 "kv_heads": arch.attention.num_kv_heads,
+                "max_context": arch.max_position_embeddings or None,
                 "quantization": arch.quantization.precision if arch.quantization else None,
             }
         )
@@ -153,6 +164,7 @@ def model_dict(arch: Architecture, model_id: str, hf_id: str | None) -> dict[str
         "head_dim": a.head_dim,
         "experts": arch.moe.num_experts if arch.moe else 0,
         "experts_per_token": arch.moe.experts_per_token if arch.moe else 0,
+        "max_context": arch.max_position_embeddings or None,
     }
 
 

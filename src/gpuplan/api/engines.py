@@ -7,6 +7,7 @@ from typing import Any
 
 from gpuplan.api.common import resolve, resolve_gpu
 from gpuplan.api.serving import ServingPlan
+from gpuplan.catalog import load_architecture
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.serving import ServingSetup, serving_bill
 from gpuplan.errors import GpuplanError
@@ -98,7 +99,7 @@ def engine_serve(
         gpu=spec,
         tp=launch.tp,
         pp=launch.pp,
-        context=bill.max_model_len,
+        context=max(1, bill.max_model_len),
     )
     generic = ServingPlan(serving_bill(setup), model_id, hf_id)
     return EnginePlan(bill, generic, model_id, hf_id, bill.unmodelled)
@@ -110,7 +111,6 @@ def _draft(args: dict[str, Any] | None) -> Any:
     spec = (args or {}).get("speculative_config")
     if not isinstance(spec, dict) or not isinstance(spec.get("model"), str):
         return None
-    from gpuplan.catalog import load_architecture
 
     try:
         return load_architecture(catalog_model_of_log(spec["model"]))
@@ -150,6 +150,7 @@ CHECK_ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("kv_cache_gib", "KV cache memory", "kv_cache", "GiB"),
     ("cudagraph_gib", "CUDA graphs (after KV sizing)", "cuda_graphs", "GiB"),
     ("kv_cache_tokens", "KV cache tokens", "tokens", "tokens"),
+    ("gpu_blocks_v0", "GPU blocks (V0)", "blocks", "blocks"),
     ("max_concurrency", "Max concurrency", "concurrency", "x"),
 )
 
@@ -216,6 +217,8 @@ def _predicted(bill: Any, key: str) -> float:
         return bill.budget_bytes / g
     if key == "tokens":
         return float(bill.kv_capacity_tokens)
+    if key == "blocks":
+        return float(bill.num_blocks)
     if key == "concurrency":
         return round(float(bill.max_concurrency), 2)
     if key == "kv_cache":

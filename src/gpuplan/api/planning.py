@@ -539,12 +539,12 @@ def three_answers(
     dtype: str | None = None,
     headroom: float = DEFAULT_HEADROOM,
 ) -> list[dict[str, Any]]:
-    """What to change when a serving plan does not fit, each asked of the engine: fewer bytes
-    (fp8 KV cache / weights, planner/fixes.py's order), a bigger GPU (the smallest catalog GPU
-    with more memory on which the same count fits), more GPUs (the fewest that fit)."""
+    """What to change when a serving plan does not fit, each asked of the engine
+    (`planner.fixes.serving_fixes`): fewer bytes (fp8 KV cache / weights, int4), a bigger GPU
+    (the smallest catalog GPU of the same vendor with more memory on which the same count fits),
+    more GPUs (the fewest that fit)."""
     from gpuplan.api.serving import serve
-    from gpuplan.catalog import get_gpu
-    from gpuplan.planner.fixes import serving_alternatives
+    from gpuplan.planner.fixes import serving_fixes
 
     count: int | str = gpus if gpus is not None else 1
     kwargs: dict[str, Any] = {
@@ -560,41 +560,12 @@ def three_answers(
         current = serve(**kwargs)
     except GpuplanError:
         return []
-    if current.fits:
-        return []
-
-    def ask(**kw: Any) -> Any:
-        return serve(**{k: v for k, v in kw.items() if k not in ("tp", "pp")})
-
-    found: list[dict[str, Any]] = []
-    alternatives = serving_alternatives(kwargs, current.to_dict(), ask)
-    cheaper = [a for a in alternatives if "fp8" in a["label"]]
-    if cheaper:
-        found.append({"answer": "fewer bytes", **cheaper[0]})
-    for name in _bigger_gpus(get_gpu(gpu).id, DEFAULT_PLAN_GPUS):
-        try:
-            p = serve(**{**kwargs, "gpu": name})
-        except GpuplanError:
-            continue
-        if p.fits:
-            found.append(
-                {
-                    "answer": "bigger GPU",
-                    "label": f"Use {p.gpus} × {p.bill.setup.gpu.name}",
-                    "change": {"gpu": name},
-                    "gpus": p.gpus,
-                    "tp": p.tp,
-                    "pp": p.pp,
-                    "per_gpu_total_bytes": p.per_gpu_total_bytes,
-                    "budget_bytes": p.budget_bytes,
-                    "max_concurrent_sequences": p.max_concurrent_sequences,
-                }
-            )
-            break
-    more = [a for a in alternatives if "gpus" in a["change"]]
-    if more:
-        found.append({"answer": "more GPUs", **more[0]})
-    return found
+    names = {"fewer_bytes": "fewer bytes", "bigger_gpu": "bigger GPU", "more_gpus": "more GPUs"}
+    return [
+        {**fix.to_dict(), **fix.detail, "answer": names[fix.answer]}
+        for fix in serving_fixes(kwargs, current, serve)
+        if fix.answer in names
+    ]
 
 
 def training_three_answers(

@@ -8,10 +8,10 @@ from typing import Any
 from gpuplan.api.common import (
     PlanHeadline,
     _bytes,
-    _model,
     _positive,
     gpu_dict,
     model_dict,
+    resolve,
     resolve_gpu,
 )
 from gpuplan.catalog import get_precision
@@ -309,7 +309,8 @@ def train(
         raise GpuplanError("give either a ZeRO stage or an FSDP mode, not both")
     if zero is not None and (isinstance(zero, bool) or zero not in (0, 1, 2, 3)):
         raise GpuplanError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero!r}")
-    arch, model_id, hf_id = _model(model)
+    ref = resolve(model)
+    arch, model_id, hf_id = ref.arch, ref.model_id, ref.hf_id
     spec = resolve_gpu(gpu, gpu_memory)
     rec = recipe if isinstance(recipe, TrainingRecipe) else get_recipe(recipe)
     lora, base = _lora(arch, lora_rank, lora_targets, qlora)
@@ -369,7 +370,7 @@ def train(
         setup = replace(setup, layout=replace(layout, dp=dp_ranks, zero=sharding))
         if global_batch is not None:
             setup = replace(setup, grad_accum=_accumulation(global_batch, micro_batch, dp_ranks))
-        return TrainingPlan(training_bill(setup), model_id, hf_id)
+        return TrainingPlan(_with_headers(training_bill(setup), ref), model_id, hf_id)
     if gpus not in (None, "auto"):
         raise GpuplanError(f"gpus must be a number or 'auto', got {gpus!r}")
     fixed = {name for name, value in (("tp", tp), ("pp", pp)) if value is not None}
@@ -385,7 +386,37 @@ def train(
         fixed.add("zero")
         setup = replace(setup, layout=replace(setup.layout, zero=3))
     bill, attempts = fewest_train_gpus(setup, frozenset(fixed))
-    return TrainingPlan(bill, model_id, hf_id, tuple(attempts), train_lower_bound(setup))
+    return TrainingPlan(
+        _with_headers(bill, ref), model_id, hf_id, tuple(attempts), train_lower_bound(setup)
+    )
+
+
+def _with_headers(bill: TrainingBill, ref: Any) -> TrainingBill:
+    """When the checkpoint's headers were read, the weights line's architecture math is set
+    beside the stored bytes the same GPU would hold (its tp/pp placement, ÷ the ZeRO-3/FSDP
+    shards), for a full fine-tune in the checkpoint's own 16-bit dtype."""
+    from gpuplan.engine.weights import as_stored
+
+    stored = ref.stored
+    setup = bill.setup
+    weights = setup.recipe.weights
+    if stored is None or setup.lora is not None or as_stored(stored, weights) is None:
+        return bill
+    lo = setup.layout
+    placed = stored.placement(setup.arch, lo.tp, lo.pp).bytes
+    if lo.zero >= 3:
+        placed = -(-placed // lo.dp)
+    line = bill.item("weights").bytes
+    if placed == line:
+        note = (
+            f"weights line = the checkpoint's stored bytes on this GPU ({placed:,} bytes, headers)"
+        )
+    else:
+        note = (
+            f"checkpoint headers: {placed:,} stored bytes on this GPU vs {line:,} by the"
+            f" architecture math ({(placed - line) / line:+.2%}; see `gpuplan inspect`)"
+        )
+    return replace(bill, notes=(*bill.notes, note))
 
 
 def resolve_framework(

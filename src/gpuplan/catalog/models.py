@@ -25,7 +25,6 @@ from gpuplan.catalog.sources import (
     parse_config_text,
     read_config_file,
 )
-from gpuplan.catalog.sources.hf_cache import looks_like_repo_id
 from gpuplan.engine.architecture import Architecture, architecture_from_config
 from gpuplan.errors import GpuplanError
 
@@ -105,6 +104,8 @@ def resolve_source(model: str, revision: str | None = None) -> ModelSource:
         return replace(_path_lookup(str(path.resolve()), _mtime(path), model), tried=("catalog",))
     if model.endswith((".json", ".gguf", ".safetensors")) or model.startswith((".", "/", "~")):
         raise GpuplanError(f"{model}: no such file or directory")
+    from gpuplan.catalog.sources.hf_cache import looks_like_repo_id
+
     repo_id = by_id[key].hf_id if key is not None else model
     if not looks_like_repo_id(repo_id):
         raise did_you_mean("model", model, names)

@@ -23,10 +23,22 @@ from gpuplan.errors import GpuplanError
 @click.option(
     "--gpu-memory", default=None, help="GPU total, e.g. 79.19GiB [default: the log's figure]."
 )
+@click.option(
+    "--engine-version",
+    default=None,
+    metavar="VERSION",
+    help="The engine version whose rules apply [default: the version the log prints].",
+)
 @units_option
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def check_command(
-    logfile: str, model: str | None, gpu: str, gpu_memory: str | None, units: str, as_json: bool
+    logfile: str,
+    model: str | None,
+    gpu: str,
+    gpu_memory: str | None,
+    engine_version: str | None,
+    units: str,
+    as_json: bool,
 ) -> None:
     """Compare an engine's startup LOGFILE (vLLM, SGLang, TensorRT-LLM) with gpuplan's figures.
 
@@ -43,7 +55,7 @@ def check_command(
     else:
         log = read_log(logfile)
     try:
-        report = check_log(log, model, gpu, gpu_memory)
+        report = check_log(log, model, gpu, gpu_memory, version=engine_version)
     except GpuplanError as err:
         if model is None and "--model" not in str(err):
             raise GpuplanError(f"{err} (pass --model PATH/TO/config.json)") from None
@@ -52,7 +64,7 @@ def check_command(
         print_json(report.to_dict(units))
         return
     out = console()
-    version = log.version or "version not printed"
+    version = report.plan.bill.version if report.plan else (log.version or "version not printed")
     out.print(f"[bold]{escape(log.model or str(model))}[/bold] · {log.engine} ({escape(version)})")
     table = Table(show_edge=False, pad_edge=False)
     for col, just in (
@@ -64,7 +76,9 @@ def check_command(
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for row in report.rows:
         fmt = (
-            "{:,.0f}" if row.unit == "tokens" else ("{:.2f}x" if row.unit == "x" else "{:.2f} GiB")
+            "{:,.0f}"
+            if row.unit in ("tokens", "blocks")
+            else ("{:.2f}x" if row.unit == "x" else "{:.2f} GiB")
         )
         logged = "—" if row.logged is None else fmt.format(row.logged)
         error = "" if row.error is None else f"{row.error * 100:+.1f}%"

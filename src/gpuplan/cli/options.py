@@ -34,5 +34,7 @@ headroom_option = click.option(
     help="Fraction of GPU memory the plan may use.",
 )
 gpu_memory_option = click.option(
-    "--gpu-memory", default=None, help="Override the GPU's memory, e.g. 80GB or 79.2GiB."
+    "--gpu-memory",
+    default=None,
+    help="The GPU memory a plan is measured against: a size (80GB, 79.2GiB), or marketed / driver for the catalog's round or driver-reported figure (default: driver).",
 )

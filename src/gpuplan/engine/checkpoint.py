@@ -18,20 +18,21 @@ points, group indices and bitsandbytes quant states are metadata: bytes, no para
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from gpuplan.engine.architecture import Architecture
 
 
-@dataclass(frozen=True)
-class StoredTensor:
-    """One tensor of a checkpoint file: as stored, not as the model computes with it."""
+class StoredTensor(NamedTuple):
+    """One tensor of a checkpoint file: as stored, not as the model computes with it (a tuple:
+    a large checkpoint has 100,000 of them)."""
 
     name: str
     dtype: str  # safetensors dtype (BF16, F8_E4M3, I32, U8, ...) or a GGML type (Q4_K, F16, ...)
@@ -40,10 +41,7 @@ class StoredTensor:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
 
 @dataclass(frozen=True)
@@ -129,11 +127,22 @@ def _split_components(name: str) -> tuple[list[str], str]:
 
 def classify_tensor(t: StoredTensor, weight_bits: int | None = None) -> TensorRole:
     """Name what `t` is from its name, dtype and shape (HF and GGUF naming both)."""
-    name = t.name
-    modules, leaf = _split_components(name)
-    layer_match = _LAYER.search(name)
+    layer_match = _LAYER.search(t.name)
     layer = int(layer_match.group(1)) if layer_match else None
+    kind, part, split, leaf = _kind_of(_DIGITS.sub(".#", t.name), len(t.shape))
+    params = 0 if part != "weight" else _params(t, leaf, weight_bits)
+    return TensorRole(kind, layer, part, split, params)
 
+
+_DIGITS = re.compile(r"\.\d+(?=\.|$)")
+
+
+@lru_cache(maxsize=4096)
+def _kind_of(pattern: str, ndim: int) -> tuple[str, str, str, str]:
+    """(kind, part, split, leaf) of a tensor name with its indices replaced by '#': one
+    classification per distinct name pattern (a checkpoint has 10⁵ tensors, 10² patterns)."""
+    name = pattern
+    modules, leaf = _split_components(name)
     part = "weight"
     if leaf == "scale" or leaf in _SCALE_NAMES or leaf.endswith("_scales") or leaf == "scale_inv":
         part = "scale"
@@ -141,8 +150,7 @@ def classify_tensor(t: StoredTensor, weight_bits: int | None = None) -> TensorRo
         part = "buffer"
     if modules and modules[-1] == "rope_freqs":
         part = "buffer"
-
-    # the module's own name, and the leaf for fused expert tensors (experts.gate_up_proj)
+    has_layer = bool(_LAYER.search(name.replace(".#", ".0")))
     last = modules[-1] if modules else leaf
     path = set(modules)
     if _VISION.search(name) and not _is_llm_path(name):
@@ -151,15 +159,13 @@ def classify_tensor(t: StoredTensor, weight_bits: int | None = None) -> TensorRo
         kind = "embedding"
     elif path & _POSITIONS:
         kind = "positions"
-    elif layer is None and (path & _LM_HEAD):
+    elif not has_layer and (path & _LM_HEAD):
         kind = "lm_head"
-    elif layer is None and (_is_norm(last) or last in ("ln_f",)):
-        kind = "norm"
-    elif leaf in ("sinks",) or last in ("attn_sinks",) or leaf == "attn_sinks":
+    elif leaf == "sinks" or last == "attn_sinks" or leaf == "attn_sinks":
         kind = "sinks"
     elif _is_norm(last):
         kind = "norm"
-    elif last in _ROUTER or (modules and modules[-1] == "gate" and "mlp" in path):
+    elif last in _ROUTER:
         kind = "router"
     elif _is_shared_expert(path, last):
         kind = "shared_experts"
@@ -167,17 +173,15 @@ def classify_tensor(t: StoredTensor, weight_bits: int | None = None) -> TensorRo
         kind = "experts"
     elif _is_attention(path, last):
         kind = "attention"
-    elif layer is not None and _is_mlp(path, last):
+    elif has_layer and _is_mlp(path, last):
         kind = "mlp"
     else:
         kind = "other"
-
-    if part == "weight" and leaf == "bias" and len(t.shape) == 4:
+    if part == "weight" and leaf == "bias" and ndim == 4:
         part = "buffer"  # GPT-2's causal-mask buffer `attn.bias`, stored by old conversions
     elif part == "weight" and leaf.endswith("bias") and kind not in ("norm", "router", "vision"):
         kind = "bias"
-    params = 0 if part != "weight" else _params(t, leaf, weight_bits)
-    return TensorRole(kind, layer, part, _split(kind, last), params)
+    return kind, part, _split(kind, last), leaf
 
 
 def _is_llm_path(name: str) -> bool:
@@ -332,19 +336,19 @@ class Checkpoint:
 
     # --- per GPU ----------------------------------------------------------------------
 
-    def _rank_share(self, role: TensorRole, arch: Architecture, tp: int) -> Fraction:
+    def _rank_share(self, split: str, arch: Architecture, tp: int) -> Fraction:
         """The fraction of a tensor one TP rank holds (KV heads replicated when tp > KV
         heads, as vLLM's QKVParallelLinear does; MLA down-projections replicated)."""
-        if tp == 1 or role.split == "replicated":
+        if tp == 1 or split == "replicated":
             return Fraction(1)
         a = arch.attention
-        if role.split in ("kv", "qkv") and not a.is_mla:
+        if split in ("kv", "qkv") and not a.is_mla:
             kv_share = (
                 Fraction(max(1, a.num_kv_heads // tp), a.num_kv_heads)
                 if tp > a.num_kv_heads
                 else Fraction(1, tp)
             )
-            if role.split == "kv":
+            if split == "kv":
                 return kv_share
             q_out = a.num_heads * a.head_dim
             kv_out = a.num_kv_heads * (a.head_dim + a.v_head_dim)
@@ -359,13 +363,17 @@ class Checkpoint:
         key = (id(arch), arch.num_layers, tp)
         cache = self.__dict__.setdefault("_layer_tables", {})
         if key not in cache:
-            sums: dict[int, Fraction] = {}
+            # integer sums per (layer, split) first: one exact fraction per group, not per tensor
+            groups: dict[tuple[int, str], int] = {}
             for t, r in zip(self.tensors, self.roles, strict=True):
                 if r.layer is None or r.kind == "vision":
                     continue
-                sums[r.layer] = sums.get(r.layer, Fraction(0)) + t.nbytes * self._rank_share(
-                    r, arch, tp
-                )
+                k = (r.layer, r.split)
+                groups[k] = groups.get(k, 0) + t.nbytes
+            shares = {split: self._rank_share(split, arch, tp) for split in _SPLITS}
+            sums: dict[int, Fraction] = {}
+            for (layer, split), nbytes in groups.items():
+                sums[layer] = sums.get(layer, Fraction(0)) + nbytes * shares[split]
             cache[key] = {i: _ceil(b) for i, b in sums.items()}
         table: dict[int, int] = cache[key]
         return table
@@ -383,7 +391,7 @@ class Checkpoint:
         for t, r in zip(self.tensors, self.roles, strict=True):
             if r.layer is not None and r.kind != "vision":
                 continue
-            share = t.nbytes * self._rank_share(r, arch, tp)
+            share = t.nbytes * self._rank_share(r.split, arch, tp)
             if r.kind in ("embedding", "positions", "vision"):
                 first += share
                 if r.kind == "embedding":
@@ -402,6 +410,9 @@ class Checkpoint:
                 best = candidate
         assert best is not None
         return best
+
+
+_SPLITS = ("vocab", "split", "replicated", "kv", "qkv")
 
 
 def _ceil(x: Fraction) -> int:

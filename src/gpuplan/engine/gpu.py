@@ -32,7 +32,7 @@ class GpuSpec:
     @property
     def memory_basis(self) -> str:
         if self.memory_override:
-            return "user"
+            return "marketed" if self.memory_override == self.marketed_bytes else "user"
         return "driver" if self.driver_total_bytes else "marketed"
 
     def with_memory(self, memory_bytes: int) -> GpuSpec:

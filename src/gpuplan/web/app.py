@@ -110,6 +110,7 @@ class TrainRequest(_Request):
     method: Literal["full", "lora", "qlora"] | None = None
     lora_rank: Annotated[int, Field(ge=1, le=4096)] | None = None
     optimizer: Name | None = None
+    fixes: bool = Field(default=True, description="When it does not fit, look for the fixes")
 
 
 SERVE_SWEEPS = ("context", "users", "gpus")
@@ -209,14 +210,14 @@ def serve_kwargs(req: ServeRequest) -> dict[str, Any]:
 
 
 def run_serve(req: ServeRequest) -> dict[str, Any]:
-    from gpuplan.planner.fixes import overflow, serving_alternatives
+    from gpuplan.planner.fixes import overflow, serving_fixes
 
     kwargs = serve_kwargs(req)
     plan = api.serve(**kwargs)
     data = plan.to_dict(req.units)
     data["view"] = _view(data, req.server_gpus)
     data["fixes"] = (
-        serving_alternatives(kwargs, data, api.serve) if req.fixes and not plan.fits else []
+        [f.to_dict() for f in serving_fixes(kwargs, plan, api.serve)] if req.fixes else []
     )
     data["view"]["overflow"] = overflow(
         data["per_gpu"]["items"], data["gpu"]["memory_bytes"], data["budget_bytes"]
@@ -239,20 +240,23 @@ def train_available() -> bool:
 
 
 def run_train(req: TrainRequest) -> dict[str, Any]:
-    from gpuplan.planner.fixes import overflow
+    from gpuplan.planner.fixes import overflow, training_fixes
 
     train = getattr(api, "train", None)
     if not callable(train):
         raise NotAvailable("training estimates are not yet available in this version of gpuplan")
     accepted = inspect.signature(train).parameters
-    fields = req.model_dump(exclude={"model", "config", "overrides", "units", "server_gpus"})
+    fields = req.model_dump(
+        exclude={"model", "config", "overrides", "units", "server_gpus", "fixes"}
+    )
     kwargs = {k: v for k, v in fields.items() if v is not None and k in accepted}
     ignored = sorted(
         k
         for k, v in fields.items()
         if v is not None and k not in accepted and k in req.model_fields_set
     )
-    plan = train(_model_arg(req), **kwargs)
+    model = _model_arg(req)
+    plan = train(model, **kwargs)
     try:
         data = plan.to_dict(req.units)
     except TypeError:
@@ -267,7 +271,8 @@ def run_train(req: TrainRequest) -> dict[str, Any]:
         )
     if ignored:
         data["view"]["ignored_controls"] = ignored
-    data.setdefault("fixes", [])
+    fixes = training_fixes({"model": model, **kwargs}, plan, train) if req.fixes else []
+    data["fixes"] = [f.to_dict() for f in fixes]
     return data
 
 
@@ -298,9 +303,7 @@ def run_sweep(req: SweepRequest) -> dict[str, Any]:
     if req.vary not in allowed:
         raise GpuplanError(f"a {req.mode} sweep varies one of {', '.join(allowed)}, not {req.vary}")
     base_model = ServeRequest if req.mode == "serve" else TrainRequest
-    base = base_model.model_validate(
-        {**req.base, "fixes": False} if req.mode == "serve" else req.base
-    )
+    base = base_model.model_validate({**req.base, "fixes": False})
     points = []
     for value in req.values:
         change: dict[str, Any] = {req.vary: value}
@@ -512,6 +515,9 @@ def create_app() -> FastAPI:
     def features_endpoint() -> dict[str, Any]:
         return {"version": gpuplan.__version__, "serve": True, "train": train_available()}
 
+    from gpuplan.web.lesson_api import router as lesson_router
+
+    app.include_router(lesson_router)
     static = _static()
 
     @app.get("/", include_in_schema=False)

@@ -12,10 +12,12 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpuplan.engine.checkpoint import Checkpoint, StoredTensor
 from gpuplan.errors import GpuplanError
+
+if TYPE_CHECKING:
+    from gpuplan.engine.checkpoint import Checkpoint, StoredTensor
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; refuse anything absurd
 _SPLIT_GGUF = re.compile(r"^(?P<stem>.+)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
@@ -141,6 +143,7 @@ def from_path(path: Path, shown: str) -> ModelSource:
             raise GpuplanError(f"{shown}: no config.json beside this safetensors file")
         config = read_config_file(config_path, str(config_path))
         from gpuplan.catalog.sources import safetensors_header as st
+        from gpuplan.engine.checkpoint import Checkpoint
 
         ckpt = Checkpoint(
             "safetensors", tuple(st.read_file_header(path)), 1, weight_bits(config), str(path)
@@ -187,6 +190,7 @@ def _from_folder(folder: Path, shown: str, name: str, kind: str = "path") -> Mod
         raise GpuplanError(f"{shown}: directory has no config.json")
     from gpuplan.catalog.sources import safetensors_header as st
     from gpuplan.catalog.sources.modelopt import read_modelopt, with_modelopt
+    from gpuplan.engine.checkpoint import Checkpoint
 
     config = with_modelopt(read_config_file(config_path, str(config_path)), read_modelopt(folder))
     shards = st.local_shards(folder)
@@ -205,6 +209,7 @@ def _from_folder(folder: Path, shown: str, name: str, kind: str = "path") -> Mod
 def from_gguf(path: Path, shown: str) -> ModelSource:
     """A GGUF file (all parts of a split GGUF: model-00001-of-00003.gguf …)."""
     from gpuplan.catalog.sources.gguf_header import config_from_gguf, read_gguf
+    from gpuplan.engine.checkpoint import Checkpoint
 
     meta, tensors = read_gguf(path)
     files = [path]
@@ -260,6 +265,7 @@ def from_cache(repo_id: str, revision: str | None) -> ModelSource | None:
 def from_hub(repo_id: str, revision: str | None) -> ModelSource:
     from gpuplan.catalog.sources import hub
     from gpuplan.catalog.sources.modelopt import quantization_config_from_modelopt, with_modelopt
+    from gpuplan.engine.checkpoint import Checkpoint
 
     repo = hub.repo_listing(repo_id, revision)
     if "config.json" not in repo.files:

@@ -24,16 +24,18 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.bill import Bill, LineItem
-from gpuplan.engine.checkpoint import Checkpoint
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.profiles.flags import FlagTable, ParsedFlags
 from gpuplan.engine.weights import WeightFormat
 from gpuplan.errors import GpuplanError
+
+if TYPE_CHECKING:
+    from gpuplan.engine.checkpoint import Checkpoint
 
 GIB = 2**30
 

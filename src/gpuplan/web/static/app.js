@@ -1,16 +1,24 @@
 // gpuplan web: the controls, the live simulation, routing and the shareable URL.
-import { DEFAULTS, PASTED, InputError, count, fmt, fromQuery, normalise, post, toQuery, toRequest } from "./state.js";
-import { drawServer, legend } from "./sim.js";
+import { DEFAULTS, PASTED, InputError, count, fmt, fromApi, fromQuery, normalise, plainError, post, toQuery, toRequest } from "./state.js";
+import { drawServer, drawTimeline, legend } from "./sim.js";
 import { Lesson } from "./lesson.js";
+import { renderHeadline } from "./headline.js";
 import { drawPlots } from "./plots.js";
 
 const $ = (sel) => document.querySelector(sel);
 const form = $("#controls");
 let state = normalise({});
-let route = { tab: "playground", step: null };
+let route = { tab: "lesson", step: null };
 let seq = 0;
 let timer = null;
 let inflight = null;
+let catalog = { models: [], gpus: [] };
+let lesson;
+let stepScale = 0; // the picture's top within a lesson step: it only grows, so blocks keep their size
+let shown = null; // { data, cmp, body } last drawn
+let previous = null; // the last request that drew, for "what changed"
+let inputAt = null;
+let renders = 0;
 export let last = null; // the latest engine response shown
 
 // --- catalogs -----------------------------------------------------------------------------
@@ -18,12 +26,12 @@ async function loadCatalogs() {
   const [models, gpus, precisions, features] = await Promise.all(
     ["/api/models", "/api/gpus", "/api/precisions", "/api/features"].map((p) => fetch(p).then((r) => r.json())),
   );
+  catalog = { models: models.models, gpus: gpus.gpus };
   const model = $("#c-model");
   for (const m of models.models) model.append(new Option(`${m.id} (${m.attention}, ${m.layers} layers)`, m.id));
   model.append(new Option("Pasted config.json…", PASTED));
   const gpu = $("#c-gpu");
-  for (const g of gpus.gpus) gpu.append(new Option(`${g.name} (${fmt(g.memory_bytes, "GB", 0)})`, g.id));
-  gpu.querySelector('option[value="h100-sxm"]')?.setAttribute("value", "h100-sxm");
+  for (const g of gpus.gpus) gpu.append(new Option(g.name, g.id));
   const dtype = $("#c-dtype"), kv = $("#c-kvdtype");
   dtype.append(new Option("checkpoint's own", "auto"));
   kv.append(new Option("same as weights", "auto"));
@@ -31,19 +39,76 @@ async function loadCatalogs() {
     dtype.append(new Option(`${p.id} (${p.bytes_per_param} B/param)`, p.id));
     if (p.kv) kv.append(new Option(p.id, p.id));
   }
+  const h100 = gpus.gpus.find((g) => g.id === "h100-sxm");
+  if (h100 && h100.driver_total_bytes) {
+    $("#cheat-memory").textContent = `The lesson counts a GPU at its marketed round figure: ${fmt(h100.marketed_bytes, "GB", 0)} for an H100. The driver reports ${fmt(h100.driver_total_bytes)} (${count(h100.driver_total_bytes / 2 ** 20)} MiB), what a process can allocate: the playground's default. Type any figure to override both.`;
+  }
   window.gpuplanFeatures = features;
 }
 
+function gpuInfo(id) {
+  return catalog.gpus.find((g) => g.id === id) || null;
+}
+
+function modelInfo(id) {
+  return catalog.models.find((m) => m.id === id) || null;
+}
+
 // --- controls <-> state ---------------------------------------------------------------------
-const FIELDS = ["model", "config", "kv_heads", "dtype", "kv_dtype", "context", "users", "gpu", "gpu_memory",
+const FIELDS = ["model", "config", "kv_heads", "dtype", "kv_dtype", "context", "users", "gpu",
   "server_gpus", "gpus", "tp", "pp", "dp", "headroom", "units", "method", "lora_rank", "zero", "micro_batch", "seq"];
 
 function gpuValue(id) {
-  // lesson scenarios say "h100"; the select holds catalog ids
   const sel = $("#c-gpu");
   if ([...sel.options].some((o) => o.value === id)) return id;
-  const alias = { h100: "h100-sxm", h200: "h200", b200: "b200", a100: "a100-80gb" }[id];
-  return alias || id;
+  return { h100: "h100-sxm", a100: "a100-80gb" }[id] || id;
+}
+
+function basisOf(memory) {
+  return memory === "" ? "driver" : memory === "marketed" ? "marketed" : "custom";
+}
+
+function describeBasis() {
+  const g = gpuInfo(gpuValue(state.gpu));
+  const sel = $("#c-membasis");
+  if (g) {
+    sel.options[0].text = g.driver_total_bytes ? `as the driver reports it (${fmt(g.driver_total_bytes)})` : `as marketed (${fmt(g.marketed_bytes, "GB", 0)}; no driver figure)`;
+    sel.options[1].text = `as marketed (${fmt(g.marketed_bytes, "GB", 0)})`;
+  }
+  const custom = sel.value === "custom";
+  $("#c-gpumem").hidden = !custom;
+  $("#c-gpumem-label").hidden = !custom;
+}
+
+function syncRanges() {
+  const max = maxContext();
+  const range = $("#c-context-range");
+  range.max = String(max ? Math.log2(max) : 20);
+  range.value = String(Math.log2(state.context));
+  $("#c-context-out").textContent = count(state.context);
+  $("#c-users-range").value = String(Math.log2(state.users));
+  $("#c-users-out").textContent = count(state.users);
+  $("#config-box").hidden = state.model !== PASTED;
+  document.body.dataset.mode = state.mode;
+  describeBasis();
+  contextNotes();
+}
+
+function maxContext() {
+  if (state.model === PASTED) return last?.model?.max_context || null;
+  return modelInfo(state.model)?.max_context || null;
+}
+
+function contextNotes() {
+  const max = maxContext();
+  const name = state.model === PASTED ? "this model" : state.model;
+  const say = (node, value, what) => {
+    const beyond = Boolean(max && value > max);
+    node.hidden = !beyond;
+    if (beyond) node.textContent = `Beyond ${name}'s maximum of ${count(max)} tokens (its max_position_embeddings): the model cannot attend that far, so this ${what} is arithmetic only.`;
+  };
+  say($("#context-note"), state.context, "bill");
+  say($("#seq-note"), state.seq, "training bill");
 }
 
 function writeControls() {
@@ -52,14 +117,11 @@ function writeControls() {
     if (!input) continue;
     input.value = name === "gpu" ? gpuValue(state.gpu) : String(state[name]);
   }
+  $("#c-membasis").value = basisOf(state.gpu_memory);
+  $("#c-gpumem").value = basisOf(state.gpu_memory) === "custom" ? state.gpu_memory : "";
   form.elements.checkpointing.checked = state.checkpointing;
   for (const r of form.querySelectorAll('input[name="mode"]')) r.checked = r.value === state.mode;
-  $("#c-context-range").value = String(Math.log2(state.context));
-  $("#c-context-out").textContent = count(state.context);
-  $("#c-users-range").value = String(Math.log2(state.users));
-  $("#c-users-out").textContent = count(state.users);
-  $("#config-box").hidden = state.model !== PASTED;
-  document.body.dataset.mode = state.mode;
+  syncRanges();
 }
 
 function readControls() {
@@ -68,6 +130,8 @@ function readControls() {
     const input = form.elements[name];
     if (input) next[name] = input.value;
   }
+  const basis = $("#c-membasis").value;
+  next.gpu_memory = basis === "custom" ? $("#c-gpumem").value.trim() : basis === "marketed" ? "marketed" : "";
   next.checkpointing = form.elements.checkpointing.checked;
   next.mode = form.querySelector('input[name="mode"]:checked').value;
   return normalise(next);
@@ -78,7 +142,6 @@ function roundSlider(value) {
   return n >= 1024 ? Math.round(n / 256) * 256 : Math.max(1, Math.round(n));
 }
 
-let inputAt = null;
 form.addEventListener("input", (event) => {
   inputAt = performance.now();
   const id = event.target.id;
@@ -86,35 +149,36 @@ form.addEventListener("input", (event) => {
   if (id === "c-users-range") form.elements.users.value = roundSlider(event.target.value);
   setState(readControls(), { fromControls: true });
 });
+form.addEventListener("change", (event) => {
+  if (event.target.id === "c-membasis") describeBasis();
+});
 form.addEventListener("submit", (e) => e.preventDefault());
 
-export function setState(next, { fromControls = false } = {}) {
+export function setState(next, { fromControls = false, newStep = false } = {}) {
   state = normalise(next);
-  if (!fromControls) writeControls();
-  else {
-    $("#c-context-range").value = String(Math.log2(state.context));
-    $("#c-context-out").textContent = count(state.context);
-    $("#c-users-range").value = String(Math.log2(state.users));
-    $("#c-users-out").textContent = count(state.users);
-    $("#config-box").hidden = state.model !== PASTED;
-    document.body.dataset.mode = state.mode;
+  if (newStep) {
+    stepScale = 0;
+    previous = null;
   }
+  if (!fromControls) writeControls();
+  else syncRanges();
   updateUrl();
   schedule();
-}
-
-export function getState() {
-  return { ...state };
 }
 
 // --- asking the engine ----------------------------------------------------------------------
 function schedule() {
   clearTimeout(timer);
-  timer = setTimeout(refresh, 30);
+  timer = setTimeout(refresh, 0);
+}
+
+function lessonStep() {
+  return route.tab === "lesson" && lesson ? lesson.step() : null;
 }
 
 async function refresh() {
   const mine = ++seq;
+  document.body.dataset.busy = "1";
   let request;
   try {
     request = toRequest(state);
@@ -124,42 +188,111 @@ async function refresh() {
   }
   if (inflight) inflight.abort();
   inflight = new AbortController();
+  const signal = inflight.signal;
+  const step = lessonStep();
+  const mode = state.mode;
+  // the bill first; the ways out (several more engine calls) only for a plan that does not fit
+  const main = post(request.path, { ...request.body, fixes: false }, signal);
+  const explore = step && step.explore && step.scenario.mode === mode ? step.explore : null;
+  const before = previous && previous.mode === mode && JSON.stringify(previous.body) !== JSON.stringify(request.body) ? previous : null;
+  // the extras start once the bill is in, so they never slow the picture down
+  const after = main.then(() => null, () => null);
+  const cmpCall = explore
+    ? after.then(() => post("/api/lesson/compare", { base: { ...request.body, mode }, variants: explore.variants, reference: explore.reference || 0 }, signal))
+    : Promise.resolve(null);
+  const changeCall = before
+    ? after.then(() => post("/api/lesson/change", { before: { ...before.body, mode }, after: { ...request.body, mode } }, signal))
+    : Promise.resolve(null);
+  // Paint as soon as the bill arrives; the comparison, the caption and the ways out follow.
+  // Until the comparison for this very request is in, the picture keeps the step's scale and
+  // shows the variants' figures without their ratios to the screen.
+  let cmp = null, change = null, settled = false;
+  const extras = Promise.all([cmpCall, changeCall]).then(([c, ch]) => {
+    cmp = c && c.ok ? c.data : null;
+    change = ch && ch.ok ? ch.data : null;
+    settled = true;
+  });
+  extras.catch(() => {}); // aborted by a newer input: nothing to draw
   let answer;
   try {
-    answer = await post(request.path, request.body, inflight.signal);
+    answer = await main;
+    // a step's first picture waits for the comparison: it fixes the step's vertical scale
+    if (explore && stepScale === 0) await extras;
   } catch (err) {
     if (err.name === "AbortError") return;
     return showError(`cannot reach the gpuplan server (${err.message})`);
   }
   if (mine !== seq) return;
   if (!answer.ok) return showError(answer.data.detail || `error ${answer.status}`, answer.status);
-  render(answer.data);
+  previous = { mode, body: request.body };
+  answer.data.fixes = [];
+  const held = settled ? cmp : shown && shown.explore === explore && shown.cmp ? { ...shown.cmp, current: null } : null;
+  render(answer.data, held, settled ? change : null, request.body, explore);
+  try {
+    if (!settled) {
+      await extras;
+      if (mine !== seq) return;
+      shown = { ...shown, cmp, change };
+      paint();
+    }
+    if (!answer.data.fits) {
+      // the ways out cost several more plans: ask once the learner pauses
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      if (mine !== seq) return;
+      const full = await post(request.path, request.body, signal);
+      if (mine !== seq) return;
+      answer.data.fixes = full.ok ? full.data.fixes || [] : [];
+      paint();
+    }
+  } catch (err) {
+    if (err.name === "AbortError") return;
+  }
+  if (mine !== seq) return;
+  document.body.dataset.busy = "";
   if (route.tab === "plots") drawPlots(state, answer.data);
 }
 
+function stale(on) {
+  for (const id of ["#headline", "#gpus", "#legend", "#fixes", "#details", "#timeline"]) $(id).classList.toggle("stale", on);
+  document.body.dataset.error = on ? "1" : "";
+}
+
 function showError(message, status) {
+  document.body.dataset.busy = "";
   const v = $("#verdict");
   v.className = status === 501 ? "verdict unavailable" : "verdict error";
-  v.textContent = status === 501 ? `Not yet available: ${message}` : `Cannot size this: ${message}`;
-  $("#gpus").classList.add("stale");
+  v.replaceChildren();
+  const b = document.createElement("strong");
+  b.textContent = status === 501 ? "Not yet available: " : "Cannot size this: ";
+  v.append(b, plainError(message), document.createElement("br"));
+  const hint = document.createElement("small");
+  hint.textContent = "The picture below is the last plan that worked, faded. Change the input, or Reset step.";
+  v.append(hint);
+  stale(true);
+  $("#change-caption").textContent = "";
   document.body.dataset.rendered = String(++renders);
 }
 
-let renders = 0;
+function planWords(data) {
+  if (data.mode === "serve") {
+    if (data.gpus === 1) return `1 × ${data.gpu.name}`;
+    return `${data.gpus} × ${data.gpu.name}, each layer split ${data.tp} ways (tensor parallel)${data.pp > 1 ? ` in ${data.pp} pipeline stages` : ""}`;
+  }
+  return `${data.gpus} × ${data.gpu.name} (${data.layout.describe})`;
+}
 
-function render(data) {
-  last = data;
-  const units = data.units || "GB";
-  const items = data.per_gpu.items;
-  $("#gpus").classList.remove("stale");
-  drawServer($("#gpus"), data);
-  legend($("#legend"), items);
-
+function verdict(data, masked) {
   const v = $("#verdict");
+  const units = data.units || "GB";
   const over = data.view?.overflow || { status: data.fits ? "fits" : "over_headroom" };
   const memory = data.gpu.memory_bytes;
+  const head = planWords(data);
+  if (masked) {
+    v.className = "verdict masked";
+    v.textContent = `Answer the drill first: the engine's numbers for ${head} appear when you check your answer.`;
+    return;
+  }
   const pct = Math.round((data.per_gpu_total_bytes / memory) * 100);
-  const head = `${data.gpus} × ${data.gpu.name}${data.tp ? `, tp ${data.tp} × pp ${data.pp}` : ""}`;
   if (data.fits) {
     v.className = "verdict fits";
     v.textContent = `Fits: ${fmt(data.per_gpu_total_bytes, units)} of ${fmt(memory, units)} per GPU (${pct} %) on ${head}.`;
@@ -171,12 +304,80 @@ function render(data) {
     v.textContent = `Does not fit: ${fmt(data.per_gpu_total_bytes, units)} per GPU is ${fmt(over.over_budget_bytes, units)} over the ${Math.round(data.headroom * 100)} % line (${head}).`;
   } else {
     v.className = "verdict over";
-    v.textContent = `Does not fit: ${head}.`;
+    v.textContent = `Does not fit: no room for one ${count(data.context)}-token conversation's KV cache (${head}).`;
   }
   if (data.mode === "serve" && !data.fits && data.max_concurrent_sequences < data.users) {
     v.textContent += ` KV room for ${count(data.max_concurrent_sequences)} of ${count(data.users)} user(s).`;
   }
+}
 
+function render(data, cmp, change, body, explore) {
+  last = data;
+  shown = { data, cmp, change, body, explore };
+  stale(false);
+  paint();
+  document.body.dataset.rendered = String(++renders);
+  if (inputAt !== null) {
+    const started = inputAt;
+    inputAt = null;
+    requestAnimationFrame(() => {
+      document.body.dataset.latency = String(Math.round(performance.now() - started));
+    });
+  }
+  if (!window.gpuplanFirstRender) window.gpuplanFirstRender = performance.now();
+}
+
+// Draw what `shown` holds (again after a drill reveals its numbers, or on resize).
+function paint() {
+  if (!shown) return;
+  const { data, cmp, change, body, explore } = shown;
+  const units = data.units || "GB";
+  const step = lessonStep();
+  const masked = Boolean(step && lesson.masked());
+  document.body.dataset.masked = masked ? "1" : "";
+  if (step) stepScale = Math.max(stepScale, cmp?.scale_bytes || 0, data.gpu.memory_bytes, data.per_gpu_total_bytes);
+  const scale = step ? stepScale : null;
+  verdict(data, masked);
+  renderHeadline($("#headline"), step ? step.headlines : ["total"], data, cmp, explore, body, { masked });
+  const kinds = drawServer($("#gpus"), data, { scale, masked });
+  legend($("#legend"), data.per_gpu.items, kinds);
+  $("#change-caption").textContent = change && change.caption && !masked ? `What changed: ${change.caption}` : "";
+  drawTimeline($("#timeline"), data, { scale, masked });
+  renderFixes(data, units, masked);
+  renderDetails(data, units);
+  contextNotes();
+}
+
+function renderFixes(data, units, masked) {
+  const fixes = $("#fixes");
+  fixes.replaceChildren();
+  if (masked || !data.fixes || !data.fixes.length) return;
+  const h = document.createElement("h3");
+  h.textContent = data.mode === "serve" ? "Ways out, each checked by the engine" : "Ways out for this training run, each checked by the engine";
+  fixes.append(h);
+  const list = document.createElement("ul");
+  data.fixes.forEach((fix, n) => {
+    const li = document.createElement("li");
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = n === 0 ? "fix cheapest" : "fix";
+    button.dataset.answer = fix.answer;
+    const tag = document.createElement("span");
+    tag.className = "tag";
+    tag.textContent = fix.title || fix.answer;
+    const what = document.createElement("span");
+    what.textContent = `${fix.label}: ${fix.gpus} GPU${fix.gpus > 1 ? "s" : ""}, ${fmt(fix.per_gpu_total_bytes, units)} of ${fmt(fix.memory_bytes, units, 0)} per GPU`;
+    button.append(tag, what);
+    button.addEventListener("click", () => applyFix(fix.change));
+    li.append(button);
+    list.append(li);
+  });
+  fixes.append(list);
+}
+
+function renderDetails(data, units) {
+  const items = data.per_gpu.items;
+  const memory = data.gpu.memory_bytes;
   const body = $("#bill tbody");
   body.replaceChildren();
   for (const item of items) {
@@ -200,7 +401,7 @@ function render(data) {
   total.className = "total";
   total.innerHTML = "<th scope='row'>Total per GPU</th><td class='num' id='total-bytes'></td><td></td>";
   total.querySelector("#total-bytes").textContent = fmt(data.per_gpu_total_bytes, units);
-  total.lastChild.textContent = `budget ${fmt(data.budget_bytes, units)} (${Math.round(data.headroom * 100)} % of ${fmt(memory, units)})`;
+  total.lastChild.textContent = `budget ${fmt(data.budget_bytes, units)} (${Math.round(data.headroom * 100)} % of ${fmt(memory, units)}, ${data.gpu.memory_basis === "driver" ? "as the driver reports it" : data.gpu.memory_basis === "marketed" ? "as marketed" : "as typed"})`;
   body.append(total);
 
   const facts = $("#facts");
@@ -220,26 +421,9 @@ function render(data) {
     add("KV cache per token", `${count(data.kv_bytes_per_token)} bytes`, "kv-per-token");
     add("KV capacity", `${count(data.kv_capacity_tokens)} tokens = ${count(data.max_concurrent_sequences)} concurrent sequences of ${count(data.context)}`, "kv-capacity");
     if (data.fits && data.view?.replicas > 1) add("Server", `${data.view.server_gpus} GPUs hold ${data.view.replicas} copies of this ${data.gpus}-GPU plan`);
-  }
-
-  const fixes = $("#fixes");
-  fixes.replaceChildren();
-  if (data.fixes && data.fixes.length) {
-    const h = document.createElement("h3");
-    h.textContent = "Cheapest fix";
-    fixes.append(h);
-    const list = document.createElement("ul");
-    data.fixes.forEach((fix, n) => {
-      const li = document.createElement("li");
-      const button = document.createElement("button");
-      button.type = "button";
-      button.className = n === 0 ? "fix cheapest" : "fix";
-      button.textContent = `${fix.label}: ${fix.gpus} GPU(s), ${fmt(fix.per_gpu_total_bytes, units)} per GPU`;
-      button.addEventListener("click", () => applyFix(fix.change));
-      li.append(button);
-      list.append(li);
-    });
-    fixes.append(list);
+  } else {
+    add("Model states per GPU", fmt(data.model_states_bytes, units), "model-states");
+    add("Tokens per second", count(data.tokens_per_second));
   }
 
   const trail = $("#trail");
@@ -258,28 +442,22 @@ function render(data) {
     li.textContent = n;
     notes.append(li);
   }
-  document.body.dataset.rendered = String(++renders);
-  if (inputAt !== null) {
-    document.body.dataset.latency = String(Math.round(performance.now() - inputAt));
-    inputAt = null;
-  }
-  if (!window.gpuplanFirstRender) window.gpuplanFirstRender = performance.now();
 }
 
 function applyFix(change) {
-  const next = { ...state };
-  for (const [k, v] of Object.entries(change)) {
-    if (k === "gpus") next.gpus = v === "auto" ? "auto" : String(v);
-    else next[k] = v;
+  const next = { ...state, ...fromApi(change) };
+  for (const k of ["gpus", "tp", "pp", "dp"]) {
+    if (k in change) next[k] = change[k] === null ? "" : String(change[k]);
   }
-  if ("gpus" in change) { next.tp = ""; next.pp = ""; }
+  if ("gpu_memory" in change) next.gpu_memory = change.gpu_memory === null ? "" : String(change.gpu_memory);
+  inputAt = performance.now();
   setState(next);
 }
 
-// --- tooltip: the formula with its numbers ---------------------------------------------------
+// --- tooltip: the formula with its numbers, kept inside the window -----------------------------
 const tip = $("#tooltip");
 function showTip(target) {
-  if (!last || !target?.dataset?.key) return;
+  if (!last || !target?.dataset?.key || document.body.dataset.masked === "1") return;
   const item = last.per_gpu.items.find((i) => i.key === target.dataset.key);
   if (!item) return;
   tip.replaceChildren();
@@ -292,9 +470,14 @@ function showTip(target) {
   tip.append(h, f, g);
   tip.hidden = false;
   const box = target.getBoundingClientRect();
-  const stage = $(".stage").getBoundingClientRect();
-  tip.style.left = `${Math.min(box.right - stage.left + 8, stage.width - 300)}px`;
-  tip.style.top = `${box.top - stage.top}px`;
+  const w = tip.offsetWidth, h2 = tip.offsetHeight;
+  const vw = document.documentElement.clientWidth, vh = window.innerHeight;
+  let left = box.right + 8;
+  if (left + w > vw - 4) left = Math.max(4, box.left - w - 8);
+  let top = Math.max(4, Math.min(box.top, vh - h2 - 4));
+  if (left < 4) left = 4;
+  tip.style.left = `${left}px`;
+  tip.style.top = `${top}px`;
 }
 const svg = $("#gpus");
 svg.addEventListener("mouseover", (e) => showTip(e.target));
@@ -302,13 +485,20 @@ svg.addEventListener("focusin", (e) => showTip(e.target));
 svg.addEventListener("mouseout", () => { tip.hidden = true; });
 svg.addEventListener("focusout", () => { tip.hidden = true; });
 document.addEventListener("keydown", (e) => { if (e.key === "Escape") tip.hidden = true; });
+let drawnWidth = 0;
+new ResizeObserver(() => {
+  const w = $("#gpus").clientWidth;
+  if (w && w !== drawnWidth) { drawnWidth = w; paint(); }
+}).observe($("#gpus"));
 
 // --- routing and the URL -------------------------------------------------------------------
+const TABS = ["lesson", "playground", "plots", "cheatsheet"];
+
 function parseHash() {
   const raw = location.hash.replace(/^#\/?/, "");
   const [path, query = ""] = raw.split("?");
   const [tab, step] = path.split("/");
-  return { tab: ["lesson", "playground", "plots", "cheatsheet"].includes(tab) ? tab : "lesson", step: step ? Number(step) : null, query };
+  return { tab: TABS.includes(tab) ? tab : "lesson", step: step ? Number(step) : null, query };
 }
 
 function updateUrl() {
@@ -321,34 +511,43 @@ function updateUrl() {
   $("#share-url").value = share.toString();
 }
 
-let lesson;
-
 function show(tab) {
   route.tab = tab;
-  for (const t of ["lesson", "playground", "plots", "cheatsheet"]) {
-    document.querySelector(`[data-tab="${t}"]`).setAttribute("aria-current", t === tab ? "page" : "false");
+  for (const t of TABS) {
+    const link = document.querySelector(`header nav a[data-tab="${t}"]`);
+    if (t === tab) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
   }
+  const sim = tab === "lesson" || tab === "playground";
+  $("#workspace").hidden = !sim;
+  $("#details").hidden = !sim;
   $("#lesson-panel").hidden = tab !== "lesson";
-  $("#sim-panel").hidden = !(tab === "lesson" || tab === "playground");
+  $("#lesson-foot").hidden = tab !== "lesson";
   $("#plots-panel").hidden = tab !== "plots";
   $("#cheatsheet-panel").hidden = tab !== "cheatsheet";
   document.body.dataset.tab = tab;
+  if (tab !== "lesson") form.classList.remove("show-all");
   if (tab === "plots" && last) drawPlots(state, last);
 }
 
 async function onRoute(initial = false) {
   const r = parseHash();
   const fromUrl = fromQuery(r.query);
+  const wasLesson = route.tab === "lesson";
   show(r.tab);
   if (r.tab === "lesson") {
     const id = r.step || lesson.current();
+    // the Lesson tab while on the lesson keeps the state; a link to a step opens it afresh
+    const same = !initial && wasLesson && !r.step && !Object.keys(fromUrl).length;
     route.step = id;
-    // a lesson link with state restores it; otherwise the step sets its scenario
-    lesson.open(id, Object.keys(fromUrl).length ? fromUrl : null, initial);
+    if (!same) lesson.open(id, Object.keys(fromUrl).length ? fromUrl : null);
   } else {
     route.step = null;
-    if (initial || Object.keys(fromUrl).length) setState({ ...DEFAULTS, ...fromUrl });
-    else updateUrl();
+    if (initial || Object.keys(fromUrl).length) setState({ ...DEFAULTS, ...fromUrl }, { newStep: true });
+    else {
+      updateUrl();
+      paint();
+    }
   }
 }
 
@@ -360,10 +559,11 @@ $("#share-copy").addEventListener("click", async () => {
 
 async function main() {
   await loadCatalogs();
-  lesson = new Lesson({ setState, getState, onStep: (id) => { route.step = id; updateUrl(); } });
+  lesson = new Lesson({ setState, onStep: (id) => { route.step = id; updateUrl(); }, rerender: paint });
   await lesson.load();
   window.addEventListener("hashchange", () => onRoute(false));
   await onRoute(true);
 }
 
+export { fromApi };
 main();

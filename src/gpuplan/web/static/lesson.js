@@ -1,51 +1,21 @@
 // The guided lesson: 23 steps as data (lesson.json); progress kept in the browser.
-import { DEFAULTS, fmt, normalise, post, toRequest } from "./state.js";
+// A step sets the simulation to its scenario, shows only the controls it uses, and names the
+// headline figures of its picture. Drills are checked by the server (POST /api/lesson/check):
+// it reads the learner's units and compares with the engine's figure.
+import { DEFAULTS, fromApi, normalise, plainError, post } from "./state.js";
 
-const KEY = "gpuplan.lesson.v1";
+const KEY = "gpuplan.lesson.v2";
 const $ = (sel) => document.querySelector(sel);
 
-// "per_gpu.items[category=weights].bytes" -> the value in the engine's answer
-export function pick(data, path) {
-  let node = data;
-  for (const part of path.split(".")) {
-    const m = part.match(/^([^[]+)(?:\[(\w+)=([^\]]+)\])?$/);
-    if (!m || node === undefined || node === null) return undefined;
-    node = node[m[1]];
-    if (m[2]) {
-      if (!Array.isArray(node)) return undefined;
-      const found = node.filter((x) => String(x[m[2]]) === m[3]);
-      if (!found.length) return undefined;
-      node = found.length === 1 ? found[0] : { bytes: found.reduce((s, x) => s + x.bytes, 0) };
-    }
-  }
-  return node;
-}
-
-export function engineAnswer(data, drill) {
-  const paths = Array.isArray(drill.answer_from) ? drill.answer_from : [drill.answer_from];
-  let sum = 0;
-  for (const p of paths) {
-    const v = pick(data, p);
-    if (typeof v !== "number") return undefined;
-    sum += v;
-  }
-  return sum * (drill.scale ?? 1);
-}
-
-export function parseAnswer(text) {
-  const cleaned = String(text).trim().replace(/,/g, "").replace(/\s*(gb|tb|mb|gib|sequences|users)$/i, "");
-  if (cleaned === "") return NaN;
-  return Number(cleaned);
-}
-
 export class Lesson {
-  constructor({ setState, getState, onStep }) {
+  constructor({ setState, onStep, rerender }) {
     this.setState = setState;
-    this.getState = getState;
     this.onStep = onStep;
+    this.rerender = rerender;
     this.steps = [];
     this.progress = this.readProgress();
     this.id = null;
+    this.revealed = false;
   }
 
   readProgress() {
@@ -73,6 +43,12 @@ export class Lesson {
     $("#step-next").addEventListener("click", () => this.go(this.id + 1));
     $("#step-reset").addEventListener("click", () => this.open(this.id, null));
     $("#drill").addEventListener("submit", (e) => { e.preventDefault(); this.check(); });
+    $("#more-controls").addEventListener("click", () => {
+      const form = $("#controls");
+      const all = form.classList.toggle("show-all");
+      $("#more-controls").setAttribute("aria-expanded", String(all));
+      $("#more-controls").textContent = all ? "Only this step's controls" : "All controls";
+    });
   }
 
   renderNav() {
@@ -94,7 +70,7 @@ export class Lesson {
       b.type = "button";
       b.dataset.step = s.id;
       b.textContent = s.title;
-      b.addEventListener("click", () => this.go(s.id));
+      b.addEventListener("click", () => { $("#lesson-toc").open = false; this.go(s.id); });
       li.append(b);
       list.append(li);
     }
@@ -111,34 +87,41 @@ export class Lesson {
     }
     const n = this.progress.visited.length;
     $("#step-progress").textContent = `${n} of ${this.steps.length} steps visited · progress is kept in this browser`;
-    $("#toc-summary").textContent = `All ${this.steps.length} steps (${n} visited)`;
+    $("#toc-summary").textContent = `All ${this.steps.length} steps`;
   }
 
   go(id) {
     if (id < 1 || id > this.steps.length) return;
     this.open(id, null);
-    $("#step-title").focus?.();
+    $("#step-title").focus?.({ preventScroll: true });
   }
 
   step() {
-    return this.steps.find((s) => s.id === this.id);
+    return this.steps.find((s) => s.id === this.id) || null;
+  }
+
+  // While a drill waits for its answer, the picture shows shapes but no numbers.
+  masked() {
+    const step = this.step();
+    return Boolean(step && step.drill && !this.revealed);
   }
 
   scenario(step) {
-    return normalise({ ...DEFAULTS, ...step.scenario });
+    return normalise({ ...DEFAULTS, ...fromApi(step.scenario) });
   }
 
-  open(id, stateFromUrl, initial = false) {
+  open(id, stateFromUrl) {
     const step = this.steps.find((s) => s.id === id) || this.steps[0];
     this.id = step.id;
+    this.revealed = false;
     this.progress.current = step.id;
     if (!this.progress.visited.includes(step.id)) this.progress.visited.push(step.id);
     this.save();
-    $("#step-crumb").textContent = `Part ${step.part} · ${step.part_title} · step ${step.id} of ${this.steps.length}`;
+    $("#step-crumb").textContent = `Step ${step.id} of ${this.steps.length} · Part ${step.part}: ${step.part_title}`;
     const title = $("#step-title");
     title.textContent = step.title;
     title.tabIndex = -1;
-    document.querySelector("#step").dataset.kind = step.kind;
+    $("#step").dataset.kind = step.kind;
     const text = $("#step-text");
     text.replaceChildren();
     for (const para of step.text) {
@@ -154,66 +137,85 @@ export class Lesson {
       p.append(a);
       text.append(p);
     }
+    const aside = $("#step-aside");
+    aside.hidden = !step.aside;
+    if (step.aside) {
+      const [head, ...rest] = step.aside.split(": ");
+      $("#step-aside-title").textContent = head;
+      $("#step-aside-text").textContent = rest.join(": ");
+    }
     $("#step-question").textContent = step.question || "";
+    // only the controls this step uses, highlighted; the rest one click away
+    const used = new Set(step.controls || []);
+    for (const ctl of document.querySelectorAll("#controls .ctl")) {
+      ctl.classList.toggle("used", used.has(ctl.dataset.control));
+    }
+    const form = $("#controls");
+    form.classList.remove("show-all");
+    form.classList.toggle("none-used", used.size === 0);
+    $("#more-controls").setAttribute("aria-expanded", "false");
+    $("#more-controls").textContent = used.size ? "All controls" : "Show the controls";
     const drill = $("#drill");
     drill.hidden = !step.drill;
-    $("#drill-feedback").textContent = "";
+    $("#drill-feedback").replaceChildren();
     $("#drill-feedback").className = "";
     if (step.drill) {
-      $("#drill-label").textContent = step.drill.question;
-      $("#drill-unit").textContent = step.drill.unit || "";
+      $("#drill-label").textContent = `${step.drill.question} (${step.drill.unit})`;
       $("#drill-answer").value = "";
     }
     $("#step-prev").disabled = step.id === 1;
     $("#step-next").disabled = step.id === this.steps.length;
     this.markNav();
-    this.setState(stateFromUrl ? { ...DEFAULTS, ...stateFromUrl } : this.scenario(step));
+    this.setState(stateFromUrl ? { ...DEFAULTS, ...stateFromUrl } : this.scenario(step), { newStep: true });
     this.onStep(step.id);
   }
 
   async check() {
     const step = this.step();
-    const drill = step.drill;
     const out = $("#drill-feedback");
-    const given = parseAnswer($("#drill-answer").value);
-    if (!Number.isFinite(given)) {
+    const answer = $("#drill-answer").value;
+    const reply = await post("/api/lesson/check", { step: step.id, answer });
+    out.replaceChildren();
+    if (!reply.ok) {
+      out.className = "unavailable";
+      out.textContent = `The engine could not check this: ${plainError(reply.data.detail)}`;
+      return;
+    }
+    const r = reply.data;
+    const line = (text, cls) => {
+      const p = document.createElement("p");
+      if (cls) p.className = cls;
+      p.textContent = text;
+      out.append(p);
+      return p;
+    };
+    if (r.status === "unreadable") {
       out.className = "wrong";
-      out.textContent = "Enter a number, e.g. 17.2";
+      const said = r.message.charAt(0).toUpperCase() + r.message.slice(1);
+      line(`${said}. Write a number, with a unit if you like: 17.2 GB, 1,120 GB, 1.13 TB.`);
       return;
     }
-    // the answer is the engine's, for the step's own scenario (not whatever the controls show now)
-    let request;
-    try {
-      request = toRequest(this.scenario(step));
-    } catch (err) {
-      out.textContent = err.message;
-      return;
+    out.className = r.right ? "right" : "wrong";
+    const within = `within ${Math.round(r.tolerance * 100)} % or as rounded`;
+    line(r.right
+      ? `Right: the engine says ${r.truth_text} (${within}).`
+      : `Not quite: you said ${r.given_text}, the engine says ${r.truth_text}.`, "verdict-line");
+    if (r.read_as) line(`Read as ${r.read_as}.`, "read-as");
+    if (r.hint) line(r.hint, "hint");
+    if (r.arithmetic?.length) {
+      const ol = document.createElement("ol");
+      ol.className = "arithmetic";
+      for (const a of r.arithmetic) {
+        const li = document.createElement("li");
+        li.textContent = a;
+        ol.append(li);
+      }
+      out.append(ol);
     }
-    const answer = await post(request.path, { ...request.body, fixes: request.path === "/api/serve" ? false : undefined });
-    if (!answer.ok) {
-      out.className = "unavailable";
-      out.textContent = answer.status === 501
-        ? "This drill needs the training engine, which is not yet available in this version."
-        : `The engine could not answer: ${answer.data.detail}`;
-      return;
-    }
-    const truth = engineAnswer(answer.data, drill);
-    if (truth === undefined) {
-      out.className = "unavailable";
-      out.textContent = "The engine's answer does not include this figure.";
-      return;
-    }
-    const tol = drill.tolerance ?? 0.05;
-    const right = Math.abs(given - truth) <= tol * Math.abs(truth);
-    const shown = `${truth.toLocaleString("en-US", { maximumFractionDigits: truth >= 100 ? 0 : 2 })} ${drill.unit || ""}`.trim();
-    out.className = right ? "right" : "wrong";
-    out.textContent = right
-      ? `Right: the engine says ${shown} (within ${Math.round(tol * 100)} %). ${drill.explanation}`
-      : `Not quite: you said ${given}, the engine says ${shown}. ${drill.explanation}`;
-    this.progress.drills[step.id] = right ? "right" : "wrong";
+    this.progress.drills[step.id] = r.right ? "right" : "wrong";
     this.save();
     this.markNav();
+    this.revealed = true;
+    this.rerender();
   }
 }
-
-export { fmt };

@@ -1,8 +1,10 @@
 // Drawing a server: one column per GPU, its memory filled with the bill's blocks (SVG).
+// Geometry only: every size drawn is a figure of the engine's answer, placed on a scale the
+// caller fixes (the lesson keeps one scale for a whole step). Blocks persist between answers so
+// CSS transitions animate them (none under prefers-reduced-motion).
 import { fmt } from "./state.js";
 
 const SVG = "http://www.w3.org/2000/svg";
-const MAX_DRAWN = 16;
 export const CATEGORY_NAMES = {
   weights: "Weights",
   kv_cache: "KV cache",
@@ -20,9 +22,37 @@ function el(name, attrs = {}, text) {
   return node;
 }
 
-export function drawServer(svg, data) {
-  const title = svg.querySelector("title");
-  svg.replaceChildren(title);
+function layer(svg, id) {
+  let g = svg.querySelector(`#${id}`);
+  if (!g) {
+    g = el("g", { id });
+    svg.append(g);
+  }
+  return g;
+}
+
+// The kind of each drawn column: in the plan, a copy of it (replica), idle, or beyond the server.
+function columnKind(i, data, view) {
+  const planned = view.plan_gpus || data.gpus || 1;
+  if (i < planned) return "plan";
+  if (data.fits && view.replicas > 1 && i < view.replicas * planned) return "copy";
+  return "idle";
+}
+
+export const COLUMN_NOTES = {
+  plan: "GPU n: holds this plan",
+  copy: "copy: runs another replica of the same plan (more users, same bill)",
+  idle: "idle: a GPU of the server this plan leaves free",
+  extra: "red outline: beyond the server's GPUs (the plan needs more than one server)",
+};
+
+/**
+ * Draw `data` (an engine answer) into `svg`.
+ * opts.scale: bytes at the top of the picture (the caller keeps it fixed within a step).
+ * opts.masked: draw the shapes but no numbers (a drill not yet answered).
+ * Returns the kinds of column drawn, for the legend.
+ */
+export function drawServer(svg, data, { scale, masked = false } = {}) {
   const units = data.units || "GB";
   const items = data.per_gpu.items;
   const memory = data.gpu.memory_bytes;
@@ -32,79 +62,115 @@ export function drawServer(svg, data) {
   const server = view.server_gpus || 8;
   const planned = view.plan_gpus || data.gpus || 1;
   const columns = Math.max(server, planned);
-  // a phone-width picture shows the first GPUs large rather than all of them tiny
-  const narrow = svg.clientWidth > 0 && svg.clientWidth < 520;
-  const drawn = Math.min(columns, narrow ? 4 : MAX_DRAWN);
 
-  const W = 800, top = 40, bottom = 30, H = 330, plotH = H - top - bottom, left = 84;
+  const W = Math.max(280, Math.round(svg.clientWidth || svg.parentElement?.clientWidth || 800));
+  const H = Math.max(200, Math.round(svg.clientHeight || 320));
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-  const gap = drawn > 8 ? 6 : 12;
-  const colW = Math.min(110, (W - left - 8 - gap * (drawn - 1)) / drawn);
-  const maxBytes = Math.max(memory, total) * 1.04;
+  const narrow = W < 520;
+  const left = narrow ? 72 : 78;
+  const top = 22, bottom = 22, plotH = H - top - bottom;
+  const maxCols = Math.max(2, Math.floor((W - left - 8) / (narrow ? 52 : 40)));
+  const drawn = Math.min(columns, maxCols, 16);
+  const gap = drawn > 8 ? 5 : 10;
+  const colW = Math.min(120, (W - left - 8 - gap * (drawn - 1)) / drawn);
+  const top_ = Math.max(scale || 0, memory, total);
+  const maxBytes = top_ * 1.03;
   const y = (b) => top + plotH - (b / maxBytes) * plotH;
   const x = (i) => left + i * (colW + gap);
 
-  // axis labels for the two lines
-  const linesW = x(drawn - 1) + colW - left + 8;
-  svg.append(el("line", { x1: left - 6, x2: left + linesW, y1: y(memory), y2: y(memory), class: "hbm-line" }));
-  svg.append(el("text", { x: left - 8, y: y(memory) + 4, class: "axis-label", "text-anchor": "end" }, `HBM ${fmt(memory, units, 0)}`));
-  svg.append(el("line", { x1: left - 6, x2: left + linesW, y1: y(budget), y2: y(budget), class: "headroom-line" }));
-  svg.append(el("text", { x: left - 8, y: y(budget) + 12, class: "axis-label", "text-anchor": "end" }, `${Math.round(data.headroom * 100)} % line`));
+  // static layers: redrawn each time (lines, labels)
+  const back = layer(svg, "back");
+  const cols = layer(svg, "cols");
+  const front = layer(svg, "front");
+  back.replaceChildren();
+  front.replaceChildren();
 
+  const linesW = x(drawn - 1) + colW - left + 6;
+  const kinds = new Set();
   for (let i = 0; i < drawn; i++) {
-    const inPlan = i < planned;
-    const outside = i >= server;
-    const replica = !inPlan && data.fits && view.replicas > 1 && i < view.replicas * planned;
-    const g = el("g", { class: `gpu${inPlan ? "" : replica ? " replica" : " idle"}${outside ? " outside" : ""}`, "data-gpu": i });
-    g.append(el("rect", { x: x(i), y: y(memory), width: colW, height: y(0) - y(memory), class: "gpu-box", rx: 3 }));
-    if (inPlan || replica) {
+    const kind = columnKind(i, data, view);
+    const outside = i >= server ? " extra" : "";
+    kinds.add(kind);
+    if (outside) kinds.add("extra");
+    back.append(el("rect", { x: x(i), y: y(memory), width: colW, height: y(0) - y(memory), class: `gpu-box ${kind}${outside}`, rx: 3 }));
+    const label = kind === "plan" ? (colW < 44 ? `${i}` : `GPU ${i}`) : kind;
+    front.append(el("text", { x: x(i) + colW / 2, y: H - bottom + 15, class: `gpu-label ${kind}${outside}`, "text-anchor": "middle" }, label));
+  }
+  front.append(el("line", { x1: left - 4, x2: left + linesW, y1: y(memory), y2: y(memory), class: "hbm-line" }));
+  front.append(el("text", { x: left - 6, y: y(memory) + 4, class: "axis-label", "text-anchor": "end" }, `HBM ${fmt(memory, units, memory % 1e9 ? 2 : 0)}`));
+  front.append(el("line", { x1: left - 4, x2: left + linesW, y1: y(budget), y2: y(budget), class: "headroom-line" }));
+  front.append(el("text", { x: left - 6, y: y(budget) + 14, class: "axis-label", "text-anchor": "end" }, `${Math.round(data.headroom * 100)} % line`));
+
+  // blocks: persistent per (column, line) so their size changes animate
+  const keep = new Set();
+  for (let i = 0; i < drawn; i++) {
+    const kind = columnKind(i, data, view);
+    let g = cols.querySelector(`g[data-gpu="${i}"]`);
+    if (!g) {
+      g = el("g", { "data-gpu": i });
+      cols.append(g);
+    }
+    g.setAttribute("class", `gpu ${kind}`);
+    keep.add(g);
+    const live = new Set();
+    if (kind === "plan" || kind === "copy") {
       let used = 0;
       for (const item of items) {
         const y0 = y(used), y1 = y(used + item.bytes);
         used += item.bytes;
-        if (item.bytes <= 0) continue;
-        const block = el("rect", {
-          x: x(i) + 2, y: y1, width: colW - 4, height: Math.max(0.5, y0 - y1),
-          class: `block cat-${item.category}`, "data-key": item.key,
-        });
+        let block = g.querySelector(`rect[data-key="${item.key}"]`);
+        if (!block) {
+          block = el("rect", { x: x(i) + 2, y: y0, width: colW - 4, height: 0, "data-key": item.key });
+          g.append(block);
+          block.getBoundingClientRect(); // start from zero height, then transition
+        }
+        live.add(block);
+        block.setAttribute("class", `block cat-${item.category}`);
+        block.setAttribute("x", x(i) + 2);
+        block.setAttribute("width", Math.max(1, colW - 4));
+        block.setAttribute("y", y1);
+        block.setAttribute("height", Math.max(item.bytes > 0 ? 0.5 : 0, y0 - y1));
         if (i === 0) {
           block.setAttribute("tabindex", "0");
           block.setAttribute("role", "img");
-          block.setAttribute("aria-label", `${item.name}: ${fmt(item.bytes, units)}. ${item.explain}`);
-        }
-        g.append(block);
-        if (i === 0 && y0 - y1 > 15 && colW > 54) {
-          g.append(el("text", { x: x(i) + colW / 2, y: (y0 + y1) / 2 + 4, class: "block-label", "text-anchor": "middle" },
-            colW > 90 ? `${item.name} ${fmt(item.bytes, units, 1)}` : fmt(item.bytes, units, 1)));
+          block.setAttribute("aria-label", masked ? `${item.name}` : `${item.name}: ${fmt(item.bytes, units)}. ${item.explain}`);
+          if (!masked && y0 - y1 > 15 && colW > 52) {
+            const name = colW > 96 ? `${item.name} ` : "";
+            front.append(el("text", { x: x(i) + colW / 2, y: (y0 + y1) / 2 + 4, class: "block-label", "text-anchor": "middle" },
+              `${name}${fmt(item.bytes, units, 1)}`));
+          }
         }
       }
     }
-    const label = outside ? "extra" : replica ? "copy" : inPlan ? `GPU ${i}` : "idle";
-    g.append(el("text", { x: x(i) + colW / 2, y: H - bottom + 16, class: "gpu-label", "text-anchor": "middle" }, label));
-    svg.append(g);
+    for (const block of [...g.querySelectorAll("rect.block")]) if (!live.has(block)) block.remove();
   }
-  if (columns > drawn) {
-    svg.append(el("text", { x: W - 4, y: H - 4, class: "axis-label", "text-anchor": "end" }, `… ${columns - drawn} more GPUs with the same bill`));
-  }
+  for (const g of [...cols.children]) if (!keep.has(g)) g.remove();
+  kinds.notDrawn = columns - drawn;
 
+  // where the stack crosses the limit: an outline and a label, never a tint over the blocks
   const over = view.overflow;
   if (over && over.status !== "fits") {
     const oom = over.status === "oom";
     const limit = oom ? memory : budget;
     const g = el("g", { id: oom ? "oom-marker" : "headroom-marker", class: oom ? "oom" : "over" });
     const width = x(Math.min(drawn, planned) - 1) + colW - left;
-    g.append(el("rect", { x: left, y: y(total), width, height: Math.max(2, y(limit) - y(total)), class: "overflow-band" }));
+    g.append(el("rect", { x: left - 1, y: y(total), width: width + 2, height: Math.max(2, y(limit) - y(total)), class: "overflow-band" }));
     const where = items.find((i) => i.key === (oom ? over.crosses_memory_at : over.crosses_budget_at));
     const amount = oom ? over.over_memory_bytes : over.over_budget_bytes;
-    const text = oom
-      ? `OOM: +${fmt(amount, units)} over HBM${where ? ` (at ${where.name})` : ""}`
-      : `Over the ${Math.round(data.headroom * 100)} % line by ${fmt(amount, units)}`;
-    g.append(el("text", { x: left + 4, y: Math.max(14, y(total) - 8), class: "overflow-label" }, text));
-    svg.append(g);
+    const text = masked
+      ? (oom ? "OOM" : `over the ${Math.round(data.headroom * 100)} % line`)
+      : oom
+        ? `OOM: +${fmt(amount, units)} over HBM${where && !narrow ? ` (at ${where.name})` : ""}`
+        : `${narrow ? "Over" : `Over the ${Math.round(data.headroom * 100)} % line`} by ${fmt(amount, units)}`;
+    const ty = Math.max(14, y(total) - 6);
+    const label = el("text", { x: left + 4, y: ty, class: "overflow-label" }, text);
+    g.append(label);
+    front.append(g);
   }
+  return kinds;
 }
 
-export function legend(node, items) {
+export function legend(node, items, kinds) {
   node.replaceChildren();
   const seen = new Set();
   for (const item of items) {
@@ -118,4 +184,67 @@ export function legend(node, items) {
     span.append(sw, CATEGORY_NAMES[item.category] || item.category);
     node.append(span);
   }
+  if (kinds && kinds.notDrawn > 0) {
+    const span = document.createElement("span");
+    span.className = "legend-item column-note more-gpus";
+    span.textContent = `+ ${kinds.notDrawn} more GPUs not drawn (same columns as those shown)`;
+    node.append(span);
+  }
+  for (const kind of ["copy", "idle", "extra"]) {
+    if (!kinds || !kinds.has(kind)) continue;
+    const span = document.createElement("span");
+    span.className = `legend-item column-note ${kind}`;
+    span.textContent = COLUMN_NOTES[kind];
+    node.append(span);
+  }
+}
+
+// A training bill's phases (when the engine gives them): one bar per phase, the peak marked.
+export function drawTimeline(node, data, { scale, masked = false } = {}) {
+  const phases = Array.isArray(data.phases) ? data.phases : [];
+  node.hidden = !phases.length;
+  node.replaceChildren();
+  if (!phases.length) return;
+  const units = data.units || "GB";
+  const h = document.createElement("p");
+  h.className = "timeline-title";
+  h.textContent = "The step as a timeline: memory per GPU in each phase";
+  node.append(h);
+  const list = document.createElement("ol");
+  list.className = "phases";
+  const top = Math.max(scale || 0, ...phases.map((p) => phaseTotal(p) || 0));
+  const peak = phases.findIndex((p) => p.peak === true || p.is_peak === true);
+  phases.forEach((phase, n) => {
+    const li = document.createElement("li");
+    li.className = `phase${n === peak ? " peak" : ""}`;
+    const bar = document.createElement("div");
+    bar.className = "phase-bar";
+    for (const part of phaseParts(phase)) {
+      const seg = document.createElement("i");
+      seg.className = `swatch cat-${part.category || "other"}`;
+      seg.style.height = `${top ? (100 * part.bytes) / top : 0}%`;
+      seg.title = `${part.name || part.category}: ${fmt(part.bytes, units)}`;
+      bar.append(seg);
+    }
+    const name = document.createElement("span");
+    name.className = "phase-name";
+    name.textContent = phase.name || phase.label || phase.phase || `phase ${n + 1}`;
+    const total = document.createElement("span");
+    total.className = "phase-total";
+    total.textContent = masked ? "?" : fmt(phaseTotal(phase), units, 1) + (n === peak ? " (peak)" : "");
+    li.append(bar, name, total);
+    list.append(li);
+  });
+  node.append(list);
+}
+
+function phaseTotal(p) {
+  return p.total_bytes ?? p.bytes ?? p.peak_bytes ?? null;
+}
+
+function phaseParts(p) {
+  if (Array.isArray(p.items)) return p.items.map((i) => ({ category: i.category, bytes: i.bytes, name: i.name || i.key }));
+  const cats = p.by_category || p.categories;
+  if (cats && typeof cats === "object") return Object.entries(cats).map(([category, bytes]) => ({ category, bytes }));
+  return [];
 }

@@ -11,7 +11,7 @@ export const DEFAULTS = Object.freeze({
   context: 4096,
   users: 1,
   gpu: "h100-sxm",
-  gpu_memory: "",
+  gpu_memory: "", // "" = as the driver reports it, "marketed", or a typed size ("80GB")
   server_gpus: 8,
   gpus: "",
   tp: "",
@@ -21,28 +21,38 @@ export const DEFAULTS = Object.freeze({
   units: "GB",
   method: "full",
   lora_rank: 16,
-  zero: 0,
+  zero: "0", // "0".."3", or "auto": the planner's choice
   micro_batch: 1,
   seq: 4096,
   checkpointing: false,
 });
 
-const NUMBERS = new Set(["context", "users", "server_gpus", "headroom", "zero", "micro_batch", "seq", "lora_rank"]);
+const NUMBERS = new Set(["context", "users", "server_gpus", "headroom", "micro_batch", "seq", "lora_rank"]);
 export const PASTED = "__config__";
+
+// One API field -> the state: what a lesson scenario or a fix's `change` says, as the controls hold it.
+export function fromApi(change) {
+  const out = {};
+  for (const [k, v] of Object.entries(change || {})) {
+    if (k === "mode") out.mode = v;
+    else if (k === "overrides") out.kv_heads = v && v.num_key_value_heads ? String(v.num_key_value_heads) : "";
+    else if (k === "zero") out.zero = v === null || v === undefined ? "auto" : String(v);
+    else if (k === "checkpointing") out.checkpointing = v === true || v === "full" || v === "selective";
+    else if (["dtype", "kv_dtype"].includes(k)) out[k] = v === null || v === undefined ? "auto" : String(v);
+    else if (k in DEFAULTS) out[k] = v === null || v === undefined ? DEFAULTS[k] : v;
+  }
+  return out;
+}
 
 export function normalise(partial) {
   const s = { ...DEFAULTS };
   for (const [k, v] of Object.entries(partial || {})) {
     if (!(k in DEFAULTS)) continue;
     if (k === "checkpointing") s[k] = v === true || v === "true" || v === "1";
-    else if (NUMBERS.has(k)) s[k] = v === "" || v === null ? DEFAULTS[k] : Number(v);
-    else if (k === "overrides") continue;
+    else if (NUMBERS.has(k)) s[k] = v === "" || v === null || !Number.isFinite(Number(v)) ? DEFAULTS[k] : Number(v);
     else s[k] = v === null || v === undefined ? "" : String(v);
   }
-  // lesson scenarios write the KV-heads override the way the API takes it
-  if (partial && partial.overrides && partial.overrides.num_key_value_heads) {
-    s.kv_heads = String(partial.overrides.num_key_value_heads);
-  }
+  if (!["0", "1", "2", "3", "auto"].includes(s.zero)) s.zero = DEFAULTS.zero;
   return s;
 }
 
@@ -133,7 +143,7 @@ export function toRequest(state) {
       body: {
         ...common,
         dp: intOrNull(state.dp),
-        zero: state.zero,
+        zero: state.zero === "auto" ? null : Number(state.zero),
         micro_batch: state.micro_batch,
         seq: state.seq,
         checkpointing: state.checkpointing,
@@ -177,5 +187,28 @@ export function fmt(bytes, units = "GB", digits = 2) {
 }
 
 export function count(n) {
-  return Number(n).toLocaleString("en-US");
+  if (n === null || n === undefined) return "—";
+  return Number(n).toLocaleString("en-US", { maximumFractionDigits: 0 });
+}
+
+// An engine error in the page's words: the names of the controls, not of CLI flags.
+const FLAGS = [
+  [/; pass --tp and --pp explicitly/g, "; set TP and PP under All controls"],
+  [/--micro-batch/g, "micro-batch"],
+  [/--checkpointing full/g, "activation checkpointing"],
+  [/--gpu-memory/g, "Memory per GPU"],
+  [/--gpus/g, "GPUs"],
+  [/--tp/g, "TP"],
+  [/--pp/g, "PP"],
+  [/--dp/g, "DP"],
+  [/--seq/g, "sequence length"],
+  [/--cp\b/g, "context parallelism"],
+  [/ × cp\b/g, ""],
+  [/--[a-z-]+/g, (m) => m.slice(2).replaceAll("-", " ")],
+];
+
+export function plainError(message) {
+  let text = String(message || "");
+  for (const [re, to] of FLAGS) text = text.replace(re, to);
+  return text;
 }

@@ -100,13 +100,12 @@ def options_from_args(args: Mapping[str, Any], gpus: int | None = None) -> Llama
             changes["n_gpu_layers"] = 10**6  # <= -2: all layers
     for key in ("cache_type_k", "cache_type_v"):
         if args.get(key) is not None:
-            cache_type = str(args[key]).lower()
-            if cache_type not in KV_TYPES:
+            kv = str(args[key]).lower()
+            if kv not in KV_TYPES:
                 raise GpuplanError(
-                    f"llama.cpp --{key.replace('_', '-')} {cache_type!r}:"
-                    f" not one of {', '.join(KV_TYPES)}"
+                    f"llama.cpp --{key.replace('_', '-')} {kv!r}: not one of {', '.join(KV_TYPES)}"
                 )
-            changes[key] = cache_type
+            changes[key] = kv
     if args.get("split_mode") is not None:
         mode = str(args["split_mode"]).lower()
         if mode not in SPLIT_MODES:
@@ -191,7 +190,8 @@ def _ranges(layers: list[int]) -> str:
     if not layers:
         return ""
     out, start, prev = [], layers[0], layers[0]
-    for i in [*layers[1:], None]:
+    nxt: list[int | None] = [*layers[1:], None]
+    for i in nxt:
         if i is not None and i == prev + 1:
             prev = i
             continue

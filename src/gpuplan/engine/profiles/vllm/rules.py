@@ -24,6 +24,7 @@ def rules_at(version: str, engine: str | None = None) -> dict[str, Any]:
         values[key[len(prefix) :]] = values[key]
     if values["engine"] == "v0":
         values["hybrid_kv"] = False
+        values["sampler_path"] = "v0"  # the V0 sampler, whichever release still shipped it
     return values
 
 
