@@ -105,7 +105,7 @@ def _parts(a: Amounts) -> dict[str, dict[str, int]]:
             "activations": a.activations,
             "gathered_weights": a.gather_loss,
             "dequant_buffer": 0,
-            "loss": a.loss,
+            "logits": a.loss,
         }
     out["backward_last"] = {
         **bwd,

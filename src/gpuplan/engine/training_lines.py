@@ -159,8 +159,8 @@ def step_lines(
             },
             "activations",
         ),
-        "loss": LineItem(
-            "loss",
+        "logits": LineItem(
+            "logits",
             "Loss (logits and their gradient)",
             a.loss,
             f"{loss.describe()}: its largest moment, forward or gradient (engine/loss.py)",

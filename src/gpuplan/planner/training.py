@@ -7,7 +7,7 @@ GPU counts go up one by one within a node and in whole nodes beyond it; for each
 then pipeline stages), without recompute before full recompute unless the checkpointing was
 given, and the first whose heaviest GPU fits wins. Every smaller count gets its reason. When not
 even the most frugal layout fits (activations that no amount of sharding divides), CPU offload
-(ZeRO-Offload / ZeRO-3 parameter offload, Ren et al. 2021) is tried unless the offload was
+(ZeRO-3 parameter offload, Ren et al. 2021) is tried unless the offload or the ZeRO stage was
 given; then the search stops and says so.
 """
 
@@ -126,7 +126,7 @@ def fewest_gpus(
     """Search GPU counts from the lower bound up for the first layout whose bill fits."""
     start = lower_bound(setup)
     frugal = _frugal(setup, set(fixed), max_gpus)
-    if not frugal.fits and "offload" not in fixed:
+    if not frugal.fits and "offload" not in fixed and "zero" not in fixed:
         offloaded = replace(setup, offload="params", layout=replace(setup.layout, zero=3))
         if _frugal(offloaded, set(fixed) | {"zero"}, max_gpus).fits:
             return fewest_gpus(offloaded, fixed | {"zero", "offload"}, max_gpus)
