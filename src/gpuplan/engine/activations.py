@@ -110,6 +110,7 @@ def validate_activations(spec: ActivationSpec) -> None:
 COUNTED = ("every", "block", "uniform")  # modes that take a layer count
 
 
+@lru_cache(maxsize=256)
 def parse_recompute(text: str) -> tuple[str, int]:
     """'none', 'selective', 'op', 'full', 'every:k', 'block:n' or 'uniform:k' → (mode, k).
 
@@ -469,11 +470,11 @@ def stage_bytes(
     mode, k = parse_recompute(spec.recompute)
     if mode == "uniform":  # one saved input per group of k layers
         groups = -(-len(layers) // k)
-        full = replace(spec, recompute="full")
+        full = with_recompute(spec, "full")
         return groups * layer_input_bytes(arch, spec) + edge_bytes(arch, full, first, last)
     if mode in ("every", "block"):
-        kept = replace(spec, recompute="full")
-        plain = replace(spec, recompute="none")
+        kept = with_recompute(spec, "full")
+        plain = with_recompute(spec, "none")
         total = 0
         ck = checkpointed_layers(spec, len(layers))
         for kind, n in layer_kinds(arch, layers.start, layers.stop):
@@ -505,8 +506,8 @@ def recompute_buffer_bytes(arch: Architecture, spec: ActivationSpec, layers: ran
     mode, k = parse_recompute(spec.recompute)
     if mode == "none" or not layers:
         return 0
-    plain = replace(spec, recompute="none")
-    kept = replace(spec, recompute="full") if mode in COUNTED else spec
+    plain = with_recompute(spec, "none")
+    kept = with_recompute(spec, "full") if mode in COUNTED else spec
     if mode in COUNTED and checkpointed_layers(spec, len(layers)) == 0:
         return 0
     one = max(
@@ -583,3 +584,9 @@ def megatron_layer_bytes(
     if sp:
         return s * b * h / t * (34 + scores)
     return s * b * h * (10 + 24 / t + scores / t)
+
+
+@lru_cache(maxsize=4096)
+def with_recompute(spec: ActivationSpec, recompute: str) -> ActivationSpec:
+    """`spec` under another recompute mode (cached: the bill asks for the same few often)."""
+    return replace(spec, recompute=recompute)

@@ -41,6 +41,7 @@ what it keeps from forward to backward (`saved`):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from gpuplan.errors import GpuplanError
 
@@ -94,6 +95,7 @@ class LossMemory:
     backward: int  # the most alive while computing its gradient (saved included)
 
 
+@lru_cache(maxsize=256)
 def parse_loss(text: str) -> LossSpec:
     """'standard', 'chunked', 'chunked:16', 'linear_chunked:8', 'compiled', 'fused',
     'vocab_parallel'."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from gpuplan.engine.bill import LineItem
 
@@ -74,7 +75,8 @@ class Amounts:
     last_stage: bool = True
 
 
-def _parts(a: Amounts) -> dict[str, dict[str, int]]:
+@lru_cache(maxsize=1024)
+def phase_parts(a: Amounts) -> dict[str, dict[str, int]]:
     """Line key → bytes, for each phase (module docstring)."""
     states = {"weights": a.weights, "master": a.master, "optimizer": a.optimizer}
     held = {**dict(a.held), "fp8_weights": a.fp8_weights}
@@ -138,7 +140,7 @@ def _parts(a: Amounts) -> dict[str, dict[str, int]]:
 
 def phase_totals(a: Amounts) -> dict[str, int]:
     """Each phase's total bytes (fast: no lines built)."""
-    return {name: sum(parts.values()) for name, parts in _parts(a).items()}
+    return {name: sum(parts.values()) for name, parts in phase_parts(a).items()}
 
 
 @dataclass(frozen=True)
@@ -169,17 +171,22 @@ class Phase:
         }
 
 
-def build_phases(a: Amounts, lines: Mapping[str, LineItem]) -> tuple[Phase, ...]:
-    """The phases as bill lines: each line of `lines` (its formula and inputs, at its full
+def needed_lines(parts: dict[str, int]) -> set[str]:
+    """The line keys a phase shows: those holding bytes, and always the states and activations."""
+    return {key for key, n in parts.items() if n or key in ALWAYS}
+
+
+def build_phase(name: str, parts: dict[str, int], lines: Mapping[str, LineItem]) -> Phase:
+    """One phase as bill lines: each line of `lines` (its formula and inputs, at its full
     amount) with the bytes it has in that phase — the substituted arithmetic only where the
     phase holds the full amount; lines at zero are left out except states and activations."""
-    out = []
-    for name, parts in _parts(a).items():
-        chosen = [
-            _at(lines[key], b, PHASES[name]) for key, b in parts.items() if b or key in ALWAYS
-        ]
-        out.append(Phase(name, PHASES[name], tuple(chosen)))
-    return tuple(out)
+    chosen = [_at(lines[key], n, PHASES[name]) for key, n in parts.items() if n or key in ALWAYS]
+    return Phase(name, PHASES[name], tuple(chosen))
+
+
+def build_phases(a: Amounts, lines: Mapping[str, LineItem]) -> tuple[Phase, ...]:
+    """Every phase of the step as bill lines (`build_phase`)."""
+    return tuple(build_phase(name, parts, lines) for name, parts in phase_parts(a).items())
 
 
 def _at(line: LineItem, n: int, phase: str) -> LineItem:

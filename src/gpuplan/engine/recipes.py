@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 from gpuplan.engine.precision import Precision
 
@@ -47,7 +48,7 @@ class TrainingRecipe:
     autocast: bool = False  # torch.autocast over these (fp32) weights: bf16 casts per matmul
     source: str = ""
 
-    @property
+    @cached_property
     def optimizer_bytes_per_param(self) -> Fraction:
         """Σ of the optimizer states (the fp32 master is its own line and not counted here)."""
         return sum((s.format.bytes_per_param for s in self.states), Fraction(0))

@@ -25,6 +25,7 @@ from gpuplan.engine.activations import (
     parse_recompute,
     recompute_buffer_bytes,
     stage_bytes,
+    with_recompute,
 )
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.gathered import Gathered, Units, fsdp_gathered
@@ -150,10 +151,8 @@ def _activations(
     freed = backward_released_bytes(arch, spec, st.layers)
     ck_last, ck_first = is_checkpointed(spec, n - 1), is_checkpointed(spec, 0)
     loss_side = edge_bytes(arch, spec, first, last) - edge_bytes(arch, spec, first, False)
-    plain = (
-        replace(spec, recompute="none") if parse_recompute(spec.recompute)[0] in COUNTED else spec
-    )
-    first_spec = replace(spec, recompute="full") if ck_first and plain is not spec else plain
+    plain = with_recompute(spec, "none") if parse_recompute(spec.recompute)[0] in COUNTED else spec
+    first_spec = with_recompute(spec, "full") if ck_first and plain is not spec else plain
     first_layer = layer_bytes(arch, arch.layers[st.layers[0]], first_spec) if st.layers else 0
     act_last = act - loss_side - (0 if ck_last else freed)
     act_first = (in_flight - 1) * one + first_layer + edge_bytes(arch, spec, first, False)

@@ -16,8 +16,9 @@ al. 2021 §4; FSDP CPUOffload).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from gpuplan.engine.activations import (
     COUNTED,
@@ -63,7 +64,15 @@ from gpuplan.engine.model_states import (
     stage_param_list,
 )
 from gpuplan.engine.params import ParamCounts, count_params
-from gpuplan.engine.phases import Amounts, Phase, build_phases, phase_totals
+from gpuplan.engine.phases import (
+    Amounts,
+    Phase,
+    build_phase,
+    build_phases,
+    needed_lines,
+    phase_parts,
+    phase_totals,
+)
 from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.serving import DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_HEADROOM
 from gpuplan.engine.sharding import Layout, validate_layout
@@ -118,9 +127,13 @@ class TrainingSetup:
 
     @property
     def loss_spec(self) -> LossSpec:
-        spec = parse_loss(self.loss or self.framework.loss)
         fw = self.framework
-        return replace(spec, keep_logits=fw.keep_logits, compiled=fw.compile_loss)
+        return _loss_spec(self.loss or fw.loss, fw.keep_logits, fw.compile_loss)
+
+
+@lru_cache(maxsize=256)
+def _loss_spec(text: str, keep_logits: bool, compiled: bool) -> LossSpec:
+    return replace(parse_loss(text), keep_logits=keep_logits, compiled=compiled)
 
 
 @dataclass(frozen=True)
@@ -141,7 +154,10 @@ class TrainingBill(Bill):
     flops: StepFlops
     comm: CommBytes
     time: StepTime | None
-    phases: tuple[Phase, ...] = field(default=())
+    amounts: Amounts | None = None
+    line_makers: dict[str, Callable[[], LineItem]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
     peak_phase: str = ""
     notes: tuple[str, ...] = field(default=())
 
@@ -157,10 +173,20 @@ class TrainingBill(Bill):
         (offloaded states are on the host bill)."""
         return self.model_states_on_gpu
 
+    @cached_property
+    def phases(self) -> tuple[Phase, ...]:
+        """Every phase of the step as bill lines (built on first use: the bill itself is the
+        peak phase's lines)."""
+        if self.amounts is None:
+            return ()
+        return build_phases(self.amounts, {k: make() for k, make in self.line_makers.items()})
+
     @property
     def allocated_bytes(self) -> int:
         """The peak phase's live tensors: what torch.cuda.max_memory_allocated() reports."""
-        return self.phase(self.peak_phase).total
+        if self.amounts is None:
+            return 0
+        return phase_totals(self.amounts)[self.peak_phase]
 
     @property
     def reserved_bytes(self) -> int:
@@ -329,14 +355,15 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
     stages = stage_param_list(arch, lo.tp, lo.pp, lo.ep)
     chosen = [stages[setup.stage]] if setup.stage is not None else stages
     best = max((_stage(setup, spec, st, base_fraction) for st in chosen), key=lambda s: s.peak)
-    lines = {
-        **state_lines(setup, held(setup), best.params, best.states, base_fraction),
-        **step_lines(setup, spec, best.params, best.in_flight, best.amounts),
+    states_lines = state_lines(setup, held(setup), best.params, best.states, base_fraction)
+    makers: dict[str, Callable[[], LineItem]] = {
+        key: _constant(line) for key, line in states_lines.items()
     }
-    phases = build_phases(best.amounts, lines)
-    peak = next(p for p in phases if p.name == best.peak_phase)
+    makers.update(step_lines(setup, spec, best.params, best.in_flight, best.amounts))
+    parts = phase_parts(best.amounts)[best.peak_phase]
+    peak = build_phase(best.peak_phase, parts, {k: makers[k]() for k in needed_lines(parts)})
     items = _bill_items(setup, peak)
-    host = _host_items(setup, lines, best)
+    host = _host_items(setup, states_lines, best)
     trainable_total = _lora_total(arch, setup.lora) if setup.lora else counts.total
     flops, comm, time = _cost(setup, spec, best.params, best.trainable, counts)
     st = best.params
@@ -356,11 +383,16 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
         flops=flops,
         comm=comm,
         time=time,
-        phases=phases,
+        amounts=best.amounts,
+        line_makers=makers,
         peak_phase=best.peak_phase,
         model_states_on_gpu=_on_gpu_states(best.amounts),
         notes=tuple(_notes(setup, st, best.in_flight)),
     )
+
+
+def _constant(line: LineItem) -> Callable[[], LineItem]:
+    return lambda: line
 
 
 def _on_gpu_states(a: Amounts) -> int:
@@ -472,7 +504,7 @@ def _cost(
         base_bytes = st.total * _base_bytes(arch, setup.base) / counts.total
         dp += frozen_gather_bytes(base_bytes, lo.shard_degree, m)
     layers = len(st.layers)
-    moe_layers = sum(1 for i in st.layers if arch.layers[i].moe)
+    moe_layers = _moe_layers(arch, st.layers)
     full = parse_recompute(setup.recompute)[0] == "full"
     comm = CommBytes(
         dp=dp,
@@ -501,6 +533,11 @@ def _cost(
         micro_batches=m,
     )
     return flops, comm, time
+
+
+@lru_cache(maxsize=1024)
+def _moe_layers(arch: Architecture, layers: range) -> int:
+    return sum(1 for i in layers if arch.layers[i].moe)
 
 
 def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> list[str]:

@@ -8,6 +8,9 @@ activations half freed) shows the line's formula without the substituted arithme
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from gpuplan.engine.activations import ActivationSpec, layer_bytes, parse_recompute
@@ -32,8 +35,9 @@ def _shard_text(lo: Layout, stage: int) -> str:
     return f" ÷ {lo.shard_degree} shards" if lo.zero >= stage and lo.shard_degree > 1 else ""
 
 
-def _f(x: object) -> float:
-    return float(x)  # type: ignore[arg-type]
+@lru_cache(maxsize=256)
+def _f(x: Fraction) -> float:
+    return float(x)
 
 
 def state_lines(
@@ -129,14 +133,15 @@ def state_lines(
 
 def step_lines(
     setup: Any, spec: ActivationSpec, st: StageParams, in_flight: int, a: Amounts
-) -> dict[str, LineItem]:
-    """Every other line a phase can hold, each at its largest amount."""
+) -> dict[str, Callable[[], LineItem]]:
+    """Every other line a phase can hold, each at its largest amount (built when asked for:
+    a bill shows only its peak phase until its timeline is read)."""
     arch, lo, fw = setup.arch, setup.layout, setup.framework
     mode, k = parse_recompute(setup.recompute)
     per_layer = layer_bytes(arch, arch.layers[st.layers[0]], spec) if st.layers else 0
     loss = setup.loss_spec
     return {
-        "activations": LineItem(
+        "activations": lambda: LineItem(
             "activations",
             "Activations (saved)",
             a.activations,
@@ -159,7 +164,7 @@ def step_lines(
             },
             "activations",
         ),
-        "logits": LineItem(
+        "logits": lambda: LineItem(
             "logits",
             "Loss (logits and their gradient)",
             a.loss,
@@ -174,35 +179,35 @@ def step_lines(
             },
             "transient",
         ),
-        "recompute_buffer": _simple(
+        "recompute_buffer": lambda: _simple(
             "recompute_buffer",
             "Recomputed layer",
             max(a.recompute_last, a.recompute_first),
             "one layer's tensors rebuilt in backward, beyond what the recompute mode kept",
             "transient",
         ),
-        "activation_grads": _simple(
+        "activation_grads": lambda: _simple(
             "activation_grads",
             "Activation gradients",
             a.act_grads,
             "gradients flowing through one layer's backward: its output's + the widest op's",
             "transient",
         ),
-        "new_gradient": _simple(
+        "new_gradient": lambda: _simple(
             "new_gradient",
             "New weight gradient (accumulating)",
             a.new_grad,
             "a layer's freshly computed weight gradient before AccumulateGrad adds it in place",
             "transient",
         ),
-        "autocast_casts": _simple(
+        "autocast_casts": lambda: _simple(
             "autocast_casts",
             "Autocast bf16 weight casts",
             a.casts,
             "2 bytes × linear params × micro-batches in flight (saved by each matmul)",
             "transient",
         ),
-        "gathered_weights": _simple(
+        "gathered_weights": lambda: _simple(
             "gathered_weights",
             "All-gathered weights (FSDP)",
             max(a.gather_forward, a.gather_last),
@@ -210,7 +215,7 @@ def step_lines(
             " out), or every unit of the stage when not resharded after forward",
             "comm",
         ),
-        "unit_grads": _simple(
+        "unit_grads": lambda: _simple(
             "unit_grads",
             "Unsharded gradient of one unit",
             max(a.unit_grads_last, a.unit_grads_first),
@@ -218,7 +223,7 @@ def step_lines(
             + (" (fp32)" if fw.reduce_fp32 else ""),
             "comm",
         ),
-        "deferred_grads": _simple(
+        "deferred_grads": lambda: _simple(
             "deferred_grads",
             "Unsharded gradients (pipeline defers reduce)",
             a.deferred_grads,
@@ -226,14 +231,14 @@ def step_lines(
             " micro-batch (torch.distributed.pipelining with FSDP)",
             "comm",
         ),
-        "allgather_buffer": _simple(
+        "allgather_buffer": lambda: _simple(
             "allgather_buffer",
             "All-gathered units (ZeRO-3/FSDP)",
             dict(a.held).get("allgather_buffer", 0),
             "2 × largest unit (current + prefetched) × weight bytes",
             "comm",
         ),
-        "grad_buffer": _simple(
+        "grad_buffer": lambda: _simple(
             "grad_buffer",
             "Gradient reduce buffer",
             dict(a.held).get("grad_buffer", 0),
@@ -241,42 +246,42 @@ def step_lines(
             " unsharded gradient",
             "comm",
         ),
-        "allgather_bucket": _simple(
+        "allgather_bucket": lambda: _simple(
             "allgather_bucket",
             "Weight all-gather bucket",
             dict(a.held).get("allgather_bucket", 0),
             "min(allgather_bucket_size, params) × weight bytes (ZeRO-1/2 after the step)",
             "comm",
         ),
-        "ddp_buckets": _simple(
+        "ddp_buckets": lambda: _simple(
             "ddp_buckets",
             "DDP gradient buckets",
             dict(a.held).get("ddp_buckets", 0),
             "a second copy of every gradient (gradient_as_bucket_view=False)",
             "comm",
         ),
-        "gemm_workspace": _simple(
+        "gemm_workspace": lambda: _simple(
             "gemm_workspace",
             "GEMM workspaces",
             dict(a.held).get("gemm_workspace", 0),
             "cuBLAS (and Transformer Engine) workspaces taken from the caching allocator",
             "transient",
         ),
-        "fp8_weights": _simple(
+        "fp8_weights": lambda: _simple(
             "fp8_weights",
             "fp8 weight copies",
             a.fp8_weights,
             "fp8 weight + its transpose per linear parameter (Transformer Engine)",
             "weights",
         ),
-        "dequant_buffer": _simple(
+        "dequant_buffer": lambda: _simple(
             "dequant_buffer",
             "NF4 dequantised weight",
             a.dequant,
             "largest linear weight dequantised to bf16 for its matmul (bitsandbytes)",
             "transient",
         ),
-        "optimizer_temporaries": _simple(
+        "optimizer_temporaries": lambda: _simple(
             "optimizer_temporaries",
             "Optimizer step temporaries",
             a.step_temp,
