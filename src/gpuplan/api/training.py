@@ -275,62 +275,30 @@ def train(
     profile = resolve_framework(framework, framework_overrides, **knobs)
     if isinstance(fsdp, bool):
         fsdp = "full_shard" if fsdp else None
-    if method is not None:
-        if method not in ("full", "lora", "qlora"):
-            raise GpuplanError(f"method must be full, lora or qlora, got {method!r}")
-        if method == "qlora":
-            qlora = True
-        elif method == "lora" and not lora_rank:
-            lora_rank = 16
+    qlora, lora_rank = _method(method, qlora, lora_rank)
+    gpus = _gpus_from_dp(gpus, dp, tp, pp, cp)
+    _check_counts(
+        gpus,
+        zero,
+        fsdp,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        ep=ep,
+        seq=seq,
+        micro_batch=micro_batch,
+        grad_accum=grad_accum,
+        lora_rank=lora_rank,
+    )
+    ref = resolve(model)
+    spec = resolve_gpu(gpu, gpu_memory)
     if recipe is None:
         recipe = optimizer or profile.recipe
-    if dp is not None:
-        _positive("dp", dp)
-        replica = (tp or 1) * (pp or 1) * int(cp)
-        if isinstance(gpus, int) and gpus != dp * replica:
-            raise GpuplanError(
-                f"gpus={gpus} disagrees with dp={dp} × tp × pp × cp = {dp * replica}"
-            )
-        gpus = dp * replica
-    for name, value in (
-        ("tp", tp),
-        ("pp", pp),
-        ("cp", cp),
-        ("ep", ep),
-        ("seq", seq),
-        ("micro_batch", micro_batch),
-        ("grad_accum", grad_accum),
-        ("lora_rank", lora_rank),
-    ):
-        _positive(name.replace("_", "-"), value)
-    if isinstance(gpus, int):
-        _positive("gpus", gpus)
-    if zero is not None and fsdp is not None:
-        raise GpuplanError("give either a ZeRO stage or an FSDP mode, not both")
-    if zero is not None and (isinstance(zero, bool) or zero not in (0, 1, 2, 3)):
-        raise GpuplanError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero!r}")
-    ref = resolve(model)
-    arch, model_id, hf_id = ref.arch, ref.model_id, ref.hf_id
-    spec = resolve_gpu(gpu, gpu_memory)
     rec = recipe if isinstance(recipe, TrainingRecipe) else get_recipe(recipe)
-    lora, base = _lora(arch, lora_rank, lora_targets, qlora)
-    stage_zero, hybrid = (zero or 0), False
-    if fsdp is not None:
-        stage_zero, hybrid = fsdp_layout(fsdp)
-    layout = Layout(
-        dp=1,
-        tp=tp or 1,
-        pp=pp or 1,
-        cp=int(cp),
-        ep=int(ep),
-        sp=bool(sp) or (profile.sequence_parallel and (tp or 1) > 1),
-        zero=stage_zero,
-        fsdp=fsdp.lower().replace("-", "_") if fsdp else None,
-        hybrid=hybrid,
-        gpus_per_node=spec.gpus_per_node,
-    )
+    lora, base = _lora(ref.arch, lora_rank, lora_targets, qlora)
+    layout = _layout(profile, spec, zero, fsdp, tp, pp, cp, ep, sp)
     setup = TrainingSetup(
-        arch=arch,
+        arch=ref.arch,
         recipe=rec,
         gpu=spec,
         layout=layout,
@@ -349,46 +317,124 @@ def train(
         if cuda_context is None
         else _bytes(cuda_context),
         mfu=float(mfu),
-        network_bytes_per_s=DEFAULT_NETWORK_BYTES_PER_S
-        if network_bandwidth is None
-        else float(
-            parse_bytes(network_bandwidth)
-            if isinstance(network_bandwidth, str)
-            else network_bandwidth
-        ),
+        network_bytes_per_s=_bandwidth(network_bandwidth),
         framework=profile,
         loss=parse_loss(loss).mode_text() if loss else "",
         stage=_stage(stage, pp or 1),
     )
     implied = zero is None and fsdp is None and profile.zero >= 0
     if isinstance(gpus, int):
-        per_replica = layout.tp * layout.pp * layout.cp
-        if gpus % per_replica:
-            raise GpuplanError(f"--gpus {gpus} is not a multiple of tp × pp × cp = {per_replica}")
-        dp_ranks = gpus // per_replica
-        sharding = profile.zero if implied and dp_ranks * layout.cp > 1 else stage_zero
-        setup = replace(setup, layout=replace(layout, dp=dp_ranks, zero=sharding))
-        if global_batch is not None:
-            setup = replace(setup, grad_accum=_accumulation(global_batch, micro_batch, dp_ranks))
-        return TrainingPlan(_with_headers(training_bill(setup), ref), model_id, hf_id)
+        setup = _on_gpus(setup, gpus, profile.zero if implied else None, global_batch)
+        return TrainingPlan(_with_headers(training_bill(setup), ref), ref.model_id, ref.hf_id)
     if gpus not in (None, "auto"):
         raise GpuplanError(f"gpus must be a number or 'auto', got {gpus!r}")
-    fixed = {name for name, value in (("tp", tp), ("pp", pp)) if value is not None}
-    if zero is not None or fsdp is not None or implied:
-        fixed.add("zero")
-        if implied:
-            setup = replace(setup, layout=replace(setup.layout, zero=profile.zero))
-    if checkpointing is not None:
-        fixed.add("recompute")
-    if offload is not None or offload_activations:
+    given = {"tp": tp, "pp": pp, "recompute": checkpointing, "offload": offload}
+    fixed = {name for name, value in given.items() if value is not None}
+    if offload_activations:
         fixed.add("offload")
-    if offload == "params":
+    if zero is not None or fsdp is not None or implied or offload == "params":
         fixed.add("zero")
-        setup = replace(setup, layout=replace(setup.layout, zero=3))
+        stage_zero = 3 if offload == "params" else (profile.zero if implied else layout.zero)
+        setup = replace(setup, layout=replace(setup.layout, zero=stage_zero))
     bill, attempts = fewest_train_gpus(setup, frozenset(fixed))
     return TrainingPlan(
-        _with_headers(bill, ref), model_id, hf_id, tuple(attempts), train_lower_bound(setup)
+        _with_headers(bill, ref),
+        ref.model_id,
+        ref.hf_id,
+        tuple(attempts),
+        train_lower_bound(setup),
     )
+
+
+def _method(method: str | None, qlora: bool, lora_rank: int | None) -> tuple[bool, int | None]:
+    """method full / lora (rank 16 unless given) / qlora as the (qlora, lora_rank) knobs."""
+    if method is None:
+        return qlora, lora_rank
+    if method not in ("full", "lora", "qlora"):
+        raise GpuplanError(f"method must be full, lora or qlora, got {method!r}")
+    if method == "qlora":
+        return True, lora_rank
+    if method == "lora" and not lora_rank:
+        return qlora, 16
+    return qlora, lora_rank
+
+
+def _gpus_from_dp(
+    gpus: int | str | None, dp: int | None, tp: int | None, pp: int | None, cp: int
+) -> int | str | None:
+    """With dp given, gpus = dp × tp × pp × cp (and a gpus that disagrees is refused)."""
+    if dp is None:
+        return gpus
+    _positive("dp", dp)
+    replica = (tp or 1) * (pp or 1) * int(cp)
+    if isinstance(gpus, int) and gpus != dp * replica:
+        raise GpuplanError(f"gpus={gpus} disagrees with dp={dp} × tp × pp × cp = {dp * replica}")
+    return dp * replica
+
+
+def _check_counts(
+    gpus: int | str | None, zero: int | None, fsdp: str | None, **counts: int | None
+) -> None:
+    for name, value in counts.items():
+        _positive(name.replace("_", "-"), value)
+    if isinstance(gpus, int):
+        _positive("gpus", gpus)
+    if zero is not None and fsdp is not None:
+        raise GpuplanError("give either a ZeRO stage or an FSDP mode, not both")
+    if zero is not None and (isinstance(zero, bool) or zero not in (0, 1, 2, 3)):
+        raise GpuplanError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero!r}")
+
+
+def _layout(
+    profile: FrameworkProfile,
+    spec: GpuSpec,
+    zero: int | None,
+    fsdp: str | None,
+    tp: int | None,
+    pp: int | None,
+    cp: int,
+    ep: int,
+    sp: bool,
+) -> Layout:
+    """The layout before the GPU count is known (dp = 1)."""
+    stage_zero, hybrid = (zero or 0), False
+    if fsdp is not None:
+        stage_zero, hybrid = fsdp_layout(fsdp)
+    return Layout(
+        dp=1,
+        tp=tp or 1,
+        pp=pp or 1,
+        cp=int(cp),
+        ep=int(ep),
+        sp=bool(sp) or (profile.sequence_parallel and (tp or 1) > 1),
+        zero=stage_zero,
+        fsdp=fsdp.lower().replace("-", "_") if fsdp else None,
+        hybrid=hybrid,
+        gpus_per_node=spec.gpus_per_node,
+    )
+
+
+def _bandwidth(value: str | float | None) -> float:
+    if value is None:
+        return DEFAULT_NETWORK_BYTES_PER_S
+    return float(parse_bytes(value) if isinstance(value, str) else value)
+
+
+def _on_gpus(
+    setup: TrainingSetup, gpus: int, implied_zero: int | None, global_batch: int | None
+) -> TrainingSetup:
+    """The setup on a given GPU count: dp = gpus ÷ (tp × pp × cp); the framework's own sharding
+    when it implies one and there are ranks to shard over; grad_accum from a global batch."""
+    lo = setup.layout
+    per_replica = lo.tp * lo.pp * lo.cp
+    if gpus % per_replica:
+        raise GpuplanError(f"--gpus {gpus} is not a multiple of tp × pp × cp = {per_replica}")
+    dp = gpus // per_replica
+    zero = implied_zero if implied_zero is not None and dp * lo.cp > 1 else lo.zero
+    setup = replace(setup, layout=replace(lo, dp=dp, zero=zero))
+    if global_batch is not None:
+        setup = replace(setup, grad_accum=_accumulation(global_batch, setup.micro_batch, dp))
+    return setup
 
 
 def _with_headers(bill: TrainingBill, ref: Any) -> TrainingBill:
