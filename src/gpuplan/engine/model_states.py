@@ -165,6 +165,7 @@ def model_states(
     frozen_bytes: int = 0,
     frozen_params: int = 0,
     factored: int = 0,
+    buckets: tuple[int, int] = (DEEPSPEED_BUCKET_ELEMENTS, DEEPSPEED_BUCKET_ELEMENTS),
 ) -> ModelStates:
     """Per-GPU model states of `dense` + `experts` trainable parameters under `layout`.
 
@@ -174,6 +175,7 @@ def model_states(
     `largest_unit` is the trainable parameters of the largest FSDP unit (its unsharded gradient),
     `largest_unit_bytes` its stored bytes when they are not the recipe's weight dtype (a 4-bit
     base). `factored` adds Adafactor's row/column accumulators (fp32) for recipes that factor.
+    `buckets` are DeepSpeed's (reduce_bucket_size, allgather_bucket_size) in elements.
     """
     d, de = layout.shard_degree, layout.expert_shard_degree
 
@@ -200,11 +202,11 @@ def model_states(
         if layout.zero >= 2:
             grad_buffer = recipe.grads.bytes_for(largest_unit)
         elif trainable:
-            grad_buffer = recipe.grads.bytes_for(min(trainable, DEEPSPEED_BUCKET_ELEMENTS))
+            grad_buffer = recipe.grads.bytes_for(min(trainable, buckets[0]))
     elif trainable:
-        grad_buffer = recipe.grads.bytes_for(min(trainable, DEEPSPEED_BUCKET_ELEMENTS))
+        grad_buffer = recipe.grads.bytes_for(min(trainable, buckets[0]))
         if layout.zero in (1, 2) and layout.shard_degree > 1:
-            allgather = recipe.weights.bytes_for(min(trainable, DEEPSPEED_BUCKET_ELEMENTS))
+            allgather = recipe.weights.bytes_for(min(trainable, buckets[1]))
     return ModelStates(
         weights=weights + base,
         gradients=grads,

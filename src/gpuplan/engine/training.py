@@ -306,9 +306,13 @@ def _stage_states(
     """Model states of one stage, and its trainable parameter count."""
     lo, arch = setup.layout, setup.arch
     recipe = held(setup)
+    fw = setup.framework
+    buckets = (fw.reduce_bucket_elems, fw.allgather_bucket_elems)
     if setup.lora is None:
         factored = factored_moment_params(arch, st.layers, lo.tp) if recipe.factored else 0
-        states = model_states(recipe, lo, st.dense, st.experts, st.largest_unit, factored=factored)
+        states = model_states(
+            recipe, lo, st.dense, st.experts, st.largest_unit, factored=factored, buckets=buckets
+        )
         return states, st.total
     adapters = round(lora_params(arch, setup.lora, st.layers) / lo.tp)
     assert setup.base is not None
@@ -321,6 +325,7 @@ def _stage_states(
         largest_unit_bytes=round(st.largest_unit * base_fraction),
         frozen_bytes=round(st.total * base_fraction),
         frozen_params=st.total,
+        buckets=buckets,
     )
     return states, adapters
 

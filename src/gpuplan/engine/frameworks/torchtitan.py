@@ -133,7 +133,9 @@ def read(text: str, gpus: int | None = None) -> TrainOverrides:
     )
     float8, fp8_gather = _float8(doc)
     optimizer = _section(doc, "optimizer")
-    kernel = str(optimizer.get("implementation", "fused" if optimizer.get("fused") else "foreach"))
+    # `implementation` (2025: default "fused"); 2024 releases had a `fused` flag, off by default
+    default = "fused" if "fused" not in optimizer or optimizer["fused"] else "foreach"
+    kernel = str(optimizer.get("implementation", default))
     reshard = str(par.get("fsdp_reshard_after_forward", "default")).lower()
     if reshard not in ("default", "always", "never"):
         raise GpuplanError(
