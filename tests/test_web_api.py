@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import pytest
 
@@ -14,8 +15,9 @@ from gpuplan.web.app import MAX_BODY_BYTES, MAX_SWEEP_POINTS, create_app  # noqa
 
 
 @pytest.fixture(scope="module")
-def client() -> TestClient:
-    return TestClient(create_app(), raise_server_exceptions=False)
+def client() -> Iterator[TestClient]:
+    with TestClient(create_app(), raise_server_exceptions=False) as c:
+        yield c
 
 
 def test_serve_matches_the_engine(client: TestClient) -> None:
@@ -192,15 +194,6 @@ def test_catalogs_and_schema(client: TestClient) -> None:
     assert {"model", "config", "context", "users", "gpu"} <= set(serve_schema)
 
 
-def test_train_is_wired_or_says_not_yet(client: TestClient) -> None:
-    r = client.post("/api/train", json={"model": "llama-3.1-8b", "zero": 3, "gpus": 8})
-    if hasattr(gpuplan.api, "train"):
-        assert r.status_code in (200, 400), r.text
-    else:
-        assert r.status_code == 501
-        assert "not yet available" in r.json()["detail"]
-
-
 def test_page_and_static_files(client: TestClient) -> None:
     r = client.get("/")
     assert r.status_code == 200 and "<svg" in r.text
@@ -253,47 +246,280 @@ def test_json_numbers_are_exact_integers(client: TestClient) -> None:
     assert all(isinstance(i["bytes"], int) for i in data["per_gpu"]["items"])
 
 
-def test_train_endpoint_passes_only_the_controls_train_accepts(
-    client: TestClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The wiring for gpuplan.api.train, with a stand-in until the real one lands."""
-    seen: dict = {}
-
-    class FakePlan:
-        def to_dict(self, units: str = "GB") -> dict:
-            items = [
-                {"key": "weights", "name": "Weights", "category": "weights", "bytes": 10},
-                {"key": "optimizer", "name": "Optimizer", "category": "optimizer", "bytes": 95},
-            ]
-            return {
-                "mode": "train",
-                "gpus": 8,
-                "per_gpu": {"items": items, "total_bytes": 105},
-                "per_gpu_total_bytes": 105,
-                "budget_bytes": 90,
-                "fits": False,
-                "gpu": {"memory_bytes": 100},
-            }
-
-    def fake_train(model, gpu="h100", *, gpus=None, zero=0, micro_batch=1, seq=2048):  # type: ignore[no-untyped-def]
-        seen.update(model=model, gpu=gpu, gpus=gpus, zero=zero, micro_batch=micro_batch, seq=seq)
-        return FakePlan()
-
-    monkeypatch.setattr(gpuplan.api, "train", fake_train, raising=False)
-    body = {"model": "llama-3.1-8b", "gpus": 8, "zero": 3, "seq": 4096, "checkpointing": True}
-    body["fixes"] = False  # the stand-in plan has no bill to look for fixes in
+def test_train_endpoint_passes_only_the_controls_train_accepts(client: TestClient) -> None:
+    body = {"model": "llama-3.1-8b", "gpus": 8, "zero": 3, "seq": 4096, "dtype": "fp8"}
     r = client.post("/api/train", json=body)
     assert r.status_code == 200, r.text
     data = r.json()
-    assert seen == {
-        "model": "llama-3.1-8b",
-        "gpu": "h100",
-        "gpus": 8,
-        "zero": 3,
-        "micro_batch": 1,
-        "seq": 4096,
-    }
-    assert data["view"]["overflow"]["status"] == "oom"
-    assert data["view"]["overflow"]["crosses_memory_at"] == "optimizer"
-    assert data["view"]["ignored_controls"] == ["checkpointing"]
+    plan = gpuplan.train("llama-3.1-8b", "h100", gpus=8, zero=3, seq=4096).to_dict()
+    assert data["per_gpu_total_bytes"] == plan["per_gpu_total_bytes"]
+    assert data["view"]["ignored_controls"] == ["dtype"]
     assert client.get("/api/features").json()["train"] is True
+
+
+# --- bounded work, security headers, Host/Origin, shutdown (issue 10) -------------------------
+
+import os  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from gpuplan.web.guard import SECURITY_HEADERS  # noqa: E402
+from gpuplan.web.limits import WORK_BUDGET  # noqa: E402
+
+# the issue's request: training deepseek-r1 on an A10G, 64 sequence lengths, fewest GPUs each
+HEAVY_SWEEP = {
+    "mode": "train",
+    "base": {"model": "deepseek-r1", "gpu": "a10g"},
+    "vary": "seq",
+    "values": [1024 * (i + 1) for i in range(64)],
+}
+# a request inside the budget that still takes seconds: 16 searches up to 1,024 GPUs
+SLOW_SWEEP = {
+    "mode": "serve",
+    "base": {"model": "llama-3.1-405b", "gpu": "a10g", "users": 1000},
+    "vary": "context",
+    "values": [10_000_000 - i for i in range(16)],
+}
+
+
+def _rss(pid: int) -> int:
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() if sys.platform == "linux" else True
+
+
+def _assert_headers(r) -> None:  # type: ignore[no-untyped-def]
+    for name, value in SECURITY_HEADERS:
+        assert r.headers.get(name.decode()) == value.decode(), (r.status_code, name)
+
+
+def test_the_heavy_sweep_is_refused_at_once(client: TestClient) -> None:
+    start = time.monotonic()
+    r = client.post("/api/sweep", json=HEAVY_SWEEP)
+    elapsed = time.monotonic() - start
+    print(f"the issue's heavy sweep answered in {elapsed * 1000:.0f} ms")
+    assert elapsed < 5, elapsed
+    assert r.status_code == 422
+    detail = r.json()["detail"]
+    assert (
+        "too much work" in detail and f"> {WORK_BUDGET:,}" in detail and "sweep at most" in detail
+    )
+    # narrowed as the message says, it is answered
+    fewer = {**HEAVY_SWEEP, "values": HEAVY_SWEEP["values"][:1]}
+    assert client.post("/api/sweep", json=fewer).status_code == 200
+
+
+def test_huge_layer_counts_are_refused_before_any_work(client: TestClient) -> None:
+    for overrides in ({"num_hidden_layers": 10**7}, {"num_hidden_layers": 200_000}):
+        r = client.post("/api/serve", json={"model": "llama-3.1-8b", "overrides": overrides})
+        assert r.status_code == 422 and "too much work" in r.json()["detail"]
+
+
+def test_every_response_carries_the_security_headers(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    responses = [
+        client.get("/"),
+        client.get("/api/models"),
+        client.get("/nowhere"),
+        client.get("/api/serve"),  # 405
+        client.post("/api/serve", json={"model": "llama-3.1-8b", "context": 0}),  # 422
+        client.post("/api/serve", json={"model": "llama-3.1-8b", "tp": 3}),  # 400
+        client.post("/api/serve", content=b"x" * (MAX_BODY_BYTES + 1)),  # 413
+        client.post("/api/serve", json={"model": "llama-3.1-8b"}, headers={"host": "evil.test"}),
+    ]
+    import gpuplan.web.app as web_app
+
+    def bug(body: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(web_app, "_canonical_model", bug)
+    responses.append(client.post("/api/serve", json={"model": "llama-3.1-8b"}))
+    assert [r.status_code for r in responses] == [200, 200, 404, 405, 422, 400, 413, 400, 500]
+    for r in responses:
+        _assert_headers(r)
+        if r.status_code >= 400:
+            assert isinstance(r.json()["detail"], str)
+    assert "RuntimeError" in responses[-1].json()["detail"] and "a bug" not in responses[-1].text
+
+
+def test_dns_rebinding_and_cross_origin_requests_are_refused(client: TestClient) -> None:
+    body = {"model": "llama-3.2-1b", "gpus": 1}
+    for host in ("127.0.0.1:8000", "localhost:8000", "[::1]:8000", "LOCALHOST"):
+        r = client.post("/api/serve", json=body, headers={"host": host})
+        assert r.status_code == 200, host
+    same = client.post(
+        "/api/serve",
+        json=body,
+        headers={"host": "127.0.0.1:8000", "origin": "http://127.0.0.1:8000"},
+    )
+    assert same.status_code == 200
+    for headers in (
+        {"host": "attacker.example:8000"},  # a page whose name was rebound to 127.0.0.1
+        {"host": "127.0.0.1.nip.io:8000"},
+    ):
+        r = client.post("/api/serve", json=body, headers=headers)
+        assert r.status_code == 400 and "Host" in r.json()["detail"], headers
+    r = client.post(
+        "/api/serve", json=body, headers={"host": "127.0.0.1:8000", "origin": "http://evil.example"}
+    )
+    assert r.status_code == 403 and "cross-origin" in r.json()["detail"]
+    exposed = TestClient(create_app(workers=1, hosts=None), raise_server_exceptions=False)
+    assert exposed.get("/api/features", headers={"host": "my-lan-box:8000"}).status_code == 200
+
+
+def test_answers_are_cached_by_normalised_request(client: TestClient) -> None:
+    engine = client.app.state.engine  # type: ignore[attr-defined]
+    body = {"model": "Llama-3.2-1B", "gpus": 1, "context": 2048}
+    first = client.post("/api/serve", json=body)
+    entries = len(engine.cache)
+    # the same request spelled differently: the catalog's other spelling, defaults written out
+    again = client.post(
+        "/api/serve", json={"model": "llama-3.2-1b", "gpus": 1, "context": 2048, "users": 1}
+    )
+    assert again.status_code == first.status_code == 200 and again.content == first.content
+    assert len(engine.cache) == entries
+
+
+class _Server:
+    """The app under a real uvicorn on loopback, in a thread."""
+
+    def __init__(self, **app_options: object) -> None:
+        import uvicorn
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.app = create_app(**app_options)  # type: ignore[arg-type]
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="error")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> _Server:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+    def send(self, path: str, body: dict) -> socket.socket:
+        data = json.dumps(body).encode()
+        sock = socket.create_connection(("127.0.0.1", self.port))
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
+        return sock
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_a_disconnected_request_stops_consuming_cpu() -> None:
+    with _Server(workers=1) as srv:
+        pool = srv.app.state.engine.pool  # type: ignore[attr-defined]
+        sock = srv.send("/api/sweep", SLOW_SWEEP)
+        deadline = time.monotonic() + 10
+        while not pool.busy_pids():
+            assert time.monotonic() < deadline, "the request never reached a worker"
+            time.sleep(0.02)
+        (pid,) = pool.busy_pids()
+        time.sleep(0.3)
+        assert _alive(pid)
+        sock.close()  # the client goes away
+        closed = time.monotonic()
+        while _alive(pid):
+            assert time.monotonic() < closed + 2, "the abandoned computation kept running"
+            time.sleep(0.02)
+        print(f"worker ended {time.monotonic() - closed:.2f} s after the client went away")
+        # and the server answers the next request as usual
+        with srv.send("/api/serve", {"model": "llama-3.2-1b", "gpus": 1}) as again:
+            reply = again.recv(65536).decode("latin-1")
+        assert reply.startswith("HTTP/1.1 200"), reply[:200]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_server_memory_stays_bounded_after_100_distinct_huge_configs() -> None:
+    """Each distinct 3,000-layer model leaves ~0.4 MB in the engine's caches; a worker that
+    holds 12 MiB more than it started with retires, so the total stays flat."""
+    from gpuplan.catalog.models import _catalog_config
+
+    base = dict(_catalog_config("llama-3.2-1b"))
+    app = create_app(workers=1)
+    engine = app.state.engine  # type: ignore[attr-defined]
+    with TestClient(app, raise_server_exceptions=False) as client:
+        assert (
+            client.post("/api/train", json={"model": "llama-3.2-1b", "gpus": 8}).status_code == 200
+        )
+        (first,) = engine.pool.pids()
+        engine.pool.max_rss = _rss(first) + 12 * 2**20
+        before = _rss(os.getpid()) + _rss(first)
+        used = set()
+        for i in range(100):
+            config = {**base, "num_hidden_layers": 3000 + i, "vocab_size": 128_256 + i}
+            r = client.post("/api/train", json={"config": config, "gpus": 8, "fixes": False})
+            assert r.status_code == 200, r.text[:300]
+            used.update(engine.pool.pids())
+        workers = [_rss(pid) for pid in engine.pool.pids()]
+        after = _rss(os.getpid()) + sum(workers)
+    print(
+        f"server + worker memory {before / 2**20:.0f} MiB before, {after / 2**20:.0f} MiB after"
+        f" 100 distinct 3,000-layer configs; {len(used)} workers used in turn"
+    )
+    assert len(used) > 1, "no worker retired: the bound was never exercised"
+    assert after - before < 48 * 2**20
+
+
+def test_ctrl_c_stops_gpuplan_web_quickly(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuplan.cli.main", "web", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "web did not start"
+                time.sleep(0.1)
+        srv = _Server.__new__(_Server)
+        srv.port = port
+        sock = srv.send("/api/sweep", SLOW_SWEEP)  # work in flight when Ctrl+C comes
+        time.sleep(0.5)
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=10)
+        stopped_in = time.monotonic() - start
+        sock.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    print(f"gpuplan web stopped {stopped_in:.2f} s after Ctrl+C with a computation in flight")
+    assert stopped_in < 3, stopped_in
+    assert "Traceback" not in err, err

@@ -3,10 +3,14 @@
 Inside gpuplan every size is an integer number of bytes. Units appear only here.
 Decimal units (GB = 10**9) are the default, as in the lesson; binary units (GiB = 2**30)
 are available on request and always labelled.
+
+A size a user gives is finite, not negative, at most MAX_BYTES, and a size that is not zero
+but rounds to zero bytes ('0.4B', '5e-324GB') is an error, never a silent 0.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 from gpuplan.errors import GpuplanError
@@ -17,23 +21,53 @@ _FACTORS = {**DECIMAL, **BINARY}
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
 UNIT_SYSTEMS = ("GB", "GiB")
+MAX_BYTES = 10**15  # 1 PB: far above any GPU, host or link a plan describes
+MAX_SIZE_TEXT = 64  # characters; '79.2GiB' needs 7
+
+
+def shown(value: object, limit: int = 40) -> str:
+    """`value` as an error message quotes it: its repr, shortened to `limit` characters."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**limit:
+        return f"a {len(str(abs(value)))}-digit number"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
 
 
 def parse_bytes(text: str | int | float, default_unit: str = "GB", allow_zero: bool = False) -> int:
     """Parse '79.2GiB', '80 GB', '81559MiB' or a bare number (in `default_unit`) into bytes."""
+    if isinstance(text, bool):
+        raise GpuplanError(f"a size is a number of bytes or a string like 80GB, got {text!r}")
     if isinstance(text, int | float):
-        value, unit = float(text), default_unit
+        value, unit = float(text) if isinstance(text, float) else text, default_unit
     else:
+        if len(text) > MAX_SIZE_TEXT:
+            raise GpuplanError(
+                f"a size is at most {MAX_SIZE_TEXT} characters (like 80GB), got {len(text)}"
+            )
         match = _SIZE.match(text)
         if not match:
-            raise GpuplanError(f"cannot read {text!r} as a size; write it like 80GB or 79.2GiB")
+            raise GpuplanError(
+                f"cannot read {shown(text)} as a size; write it like 80GB or 79.2GiB"
+            )
         value, unit = float(match.group(1)), match.group(2) or default_unit
+        mantissa = re.split("[eE]", match.group(1))[0]
+        if value == 0 and mantissa.strip("0."):
+            raise GpuplanError(f"size {shown(text)} rounds to 0 bytes")
     factor = _FACTORS.get(unit.upper())
     if factor is None:
-        raise GpuplanError(f"unknown unit {unit!r} in {text!r}; use B, MB, GB, TB, MiB, GiB or TiB")
+        raise GpuplanError(
+            f"unknown unit {shown(unit)} in {shown(text)}; use B, MB, GB, TB, MiB, GiB or TiB"
+        )
+    if isinstance(value, float) and math.isnan(value):
+        raise GpuplanError(f"size {shown(text)} is not a finite number")
     if value < 0 or (value == 0 and not allow_zero):
-        raise GpuplanError(f"size must be positive, got {text!r}")
-    return round(value * factor)
+        raise GpuplanError(f"size must be positive, got {shown(text)}")
+    if value > MAX_BYTES / factor:
+        raise GpuplanError(f"size {shown(text)} is larger than {format_bytes(MAX_BYTES, 'GB', 0)}")
+    size = round(value * factor)
+    if size == 0 and value != 0:
+        raise GpuplanError(f"size {shown(text)} rounds to 0 bytes")
+    return size
 
 
 def format_bytes(n: int | float, units: str = "GB", digits: int = 2) -> str:

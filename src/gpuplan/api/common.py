@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,7 @@ from gpuplan.engine.precision import Precision
 from gpuplan.engine.quantization import QuantizationSpec
 from gpuplan.engine.weights import WeightFormat, as_stored
 from gpuplan.errors import GpuplanError
-from gpuplan.units import parse_bytes
+from gpuplan.units import MAX_BYTES, parse_bytes, shown
 
 if TYPE_CHECKING:
     from gpuplan.engine.checkpoint import Checkpoint
@@ -34,9 +35,7 @@ def resolve_gpu(gpu: str | GpuSpec, gpu_memory: str | int | None = None) -> GpuS
             return spec.with_memory(spec.marketed_bytes)
         return spec
     if gpu_memory is not None:
-        spec = spec.with_memory(
-            parse_bytes(gpu_memory) if isinstance(gpu_memory, str) else int(gpu_memory)
-        )
+        spec = spec.with_memory(size_bytes(gpu_memory))
     return spec
 
 
@@ -103,17 +102,88 @@ def model_summaries() -> list[dict[str, Any]]:
     return rows
 
 
-def _positive(name: str, value: int | None) -> None:
-    if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
-        raise GpuplanError(f"{name} must be a positive whole number, got {value!r}")
+# Generous bounds on the numbers a user gives: far above any real deployment, low enough that
+# the arithmetic stays exact in floats and every search stays short.
+MAX_TOKENS = 10**9  # context, seq, max-model-len: 1,000× the longest context served today
+MAX_SEQUENCES = 10**7  # users, micro-batch, grad-accum, max-num-seqs
+MAX_GPUS = 2**20  # gpus and each parallel degree
+MAX_COUNT = 10**9  # anything else counted
+MAX_CAPACITY_FACTOR = 1024.0  # MoE capacity factor: > experts ÷ top-k already means no drops
+LIMITS = {
+    "context": MAX_TOKENS,
+    "seq": MAX_TOKENS,
+    "max_model_len": MAX_TOKENS,
+    "max_num_batched_tokens": MAX_TOKENS,
+    "global-batch-tokens": MAX_TOKENS * MAX_SEQUENCES,
+    "users": MAX_SEQUENCES,
+    "micro-batch": MAX_SEQUENCES,
+    "grad-accum": MAX_SEQUENCES,
+    "max_num_seqs": MAX_SEQUENCES,
+    **dict.fromkeys(
+        ("max_total_tokens", "chunked_prefill_size", "max_num_tokens", "block_size"), MAX_TOKENS
+    ),
+    **dict.fromkeys(("page_size", "tokens_per_block"), MAX_TOKENS),
+    **dict.fromkeys(("max_batch_size", "cuda_graph_max_bs"), MAX_SEQUENCES),
+    "kv_cache_memory_bytes": MAX_BYTES,
+    "lora-rank": 2**16,
+    **dict.fromkeys(("gpus", "tp", "pp", "dp", "cp", "ep", "top"), MAX_GPUS),
+}
+
+
+def whole_number(name: str, value: object, lowest: int = 1, highest: int | None = None) -> int:
+    """`value` as a whole number in [lowest, highest (default LIMITS[name])], or a one-line
+    GpuplanError naming it."""
+    highest = LIMITS.get(name, MAX_COUNT) if highest is None else highest
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        number = int(value)
+    if number is None or not lowest <= number <= highest:
+        raise GpuplanError(
+            f"{name} must be a whole number from {lowest} to {highest:,}, got {shown(value)}"
+        )
+    return number
+
+
+def _positive(name: str, value: object) -> None:
+    if value is not None:
+        whole_number(name, value)
+
+
+def real_number(name: str, value: object, highest: float = 1.0, lowest: float = 1e-9) -> float:
+    """`value` as a finite number in [lowest, highest], or a one-line GpuplanError. The default
+    `lowest` keeps fractions positive and their reciprocals (step time ∝ 1 / MFU) finite."""
+    number: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value) if abs(value) < 1e308 else math.inf
+    elif isinstance(value, str) and len(value) <= 64:
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+    if number is None or not (math.isfinite(number) and 0 < number <= highest):
+        raise GpuplanError(f"{name} must be in (0, {highest:g}], got {shown(value)}")
+    if number < lowest:
+        raise GpuplanError(f"{name} {shown(value)} is too small: the least is {lowest:g}")
+    return number
+
+
+def usable_memory(gpu: GpuSpec, fraction: object, name: str = "headroom") -> float:
+    """A fraction of the GPU's memory, refused when it rounds to 0 bytes."""
+    number = real_number(name, fraction)
+    if int(gpu.memory_bytes * number) < 1:
+        raise GpuplanError(f"{name} {shown(fraction)} of {gpu.name} rounds to 0 bytes")
+    return number
+
+
+def size_bytes(value: str | int | float, allow_zero: bool = False) -> int:
+    """A size as the API takes it: a string with units (bare numbers in GB) or a number of bytes."""
+    return parse_bytes(value, "GB" if isinstance(value, str) else "B", allow_zero)
 
 
 def _bytes(value: str | int) -> int:
-    if isinstance(value, str):
-        return parse_bytes(value, allow_zero=True)
-    if value < 0:
-        raise GpuplanError(f"size must not be negative, got {value}")
-    return int(value)
+    return size_bytes(value, allow_zero=True)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from gpuplan.api.common import (
     resolve_gpu,
     resolve_kv,
     resolve_weight_format,
+    usable_memory,
 )
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.gpu import GpuSpec
@@ -181,6 +182,7 @@ def serve(
     ref = resolve(model, revision)
     arch, model_id, hf_id = ref.arch, ref.model_id, ref.hf_id
     spec = resolve_gpu(gpu, gpu_memory)
+    headroom = usable_memory(spec, headroom)
     fmt = resolve_weight_format(arch, dtype, ref.stored)
     setup = ServingSetup(
         arch=arch,

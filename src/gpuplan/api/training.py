@@ -6,13 +6,17 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from gpuplan.api.common import (
+    MAX_CAPACITY_FACTOR,
     PlanHeadline,
     _bytes,
     _positive,
     gpu_dict,
     model_dict,
+    real_number,
     resolve,
     resolve_gpu,
+    size_bytes,
+    usable_memory,
 )
 from gpuplan.catalog import get_precision
 from gpuplan.engine.activations import parse_recompute
@@ -36,7 +40,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.planner.training import TrainAttempt
 from gpuplan.planner.training import fewest_gpus as fewest_train_gpus
 from gpuplan.planner.training import lower_bound as train_lower_bound
-from gpuplan.units import format_bytes, parse_bytes
+from gpuplan.units import format_bytes
 
 TRAIN_SCHEMA_VERSION = "gpuplan.train/1"
 
@@ -292,8 +296,13 @@ def train(
     )
     ref = resolve(model)
     spec = resolve_gpu(gpu, gpu_memory)
+    headroom = usable_memory(spec, headroom)
+    mfu = real_number("MFU", mfu)
+    capacity_factor = real_number("capacity-factor", capacity_factor, MAX_CAPACITY_FACTOR)
+    if optimizer is not None and recipe in (None, "adamw-bf16"):
+        recipe = optimizer  # an optimizer alias picks the recipe when none (or the default) is
     if recipe is None:
-        recipe = optimizer or profile.recipe
+        recipe = profile.recipe
     rec = recipe if isinstance(recipe, TrainingRecipe) else get_recipe(recipe)
     lora, base = _lora(ref.arch, lora_rank, lora_targets, qlora)
     layout = _layout(profile, spec, zero, fsdp, tp, pp, cp, ep, sp)
@@ -417,7 +426,7 @@ def _layout(
 def _bandwidth(value: str | float | None) -> float:
     if value is None:
         return DEFAULT_NETWORK_BYTES_PER_S
-    return float(parse_bytes(value) if isinstance(value, str) else value)
+    return float(size_bytes(value))
 
 
 def _on_gpus(

@@ -80,7 +80,7 @@ TRAINING_ENGINES = ("deepspeed", "fsdp", "megatron")
     help="Print the launch command (serving: vllm, sglang) or config (--train: deepspeed,"
     " fsdp, megatron) for the top option.",
 )
-@click.option("--top", type=int, default=10, show_default=True)
+@click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True)
 @click.option(
     "--train",
     is_flag=True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.errors import MarkupError
 from rich.table import Table
 from rich.text import Text
 
@@ -27,11 +28,22 @@ COLOURS = {
 BAR_WIDTH = 60
 
 
+class _Console(Console):
+    """A console on which text from the user (a model name, a launch flag, a log line) that
+    happens to read as broken markup ('[/]') prints as plain text instead of failing."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        try:
+            super().print(*objects, **kwargs)
+        except MarkupError:
+            super().print(*objects, **{**kwargs, "markup": False})
+
+
 def console() -> Console:
     """A console that does not squeeze tables to 80 columns when output is piped."""
-    out = Console(highlight=False)
+    out = _Console(highlight=False)
     if not out.is_terminal:
-        out = Console(highlight=False, width=160)
+        out = _Console(highlight=False, width=160)
     return out
 
 

@@ -306,7 +306,7 @@ def render_engine(data: dict, units: str, explain: bool) -> None:
     e = data["engine"]
     m, gpu = data["model"], data["gpu"]
     out.print(
-        f"[bold]{m['id']}[/bold] on {data['gpus']} × {gpu['name']}  tp={data['tp']} pp={data['pp']}"
+        f"[bold]{escape(m['id'])}[/bold] on {data['gpus']} × {gpu['name']}  tp={data['tp']} pp={data['pp']}"
         f" · {e['name']} ({e['version']})"
     )
     settings = ", ".join(f"{k} {v}" for k, v in e["settings"].items() if k != "devices")

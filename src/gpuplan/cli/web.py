@@ -17,11 +17,26 @@ def web_command(host: str, port: int, open_browser: bool) -> None:
     import uvicorn
 
     from gpuplan.web.app import create_app
+    from gpuplan.web.guard import LOOPBACK_HOSTS
 
+    loopback = host in ("127.0.0.1", "localhost", "::1")
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/"
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if not loopback:
         click.echo(f"gpuplan: listening on {host}: anyone who can reach it can use it", err=True)
     click.echo(f"gpuplan web: {url} (Ctrl+C to stop)")
     if open_browser:
         threading.Timer(1.0, lambda: webbrowser.open(url)).start()
-    uvicorn.run(create_app(), host=host, port=port, log_level="warning")
+    # bound to loopback, it answers only to loopback names (no DNS rebinding)
+    app = create_app(hosts=LOOPBACK_HOSTS if loopback else None)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=1
+    )
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: object) -> None:
+            # Ctrl+C means now: stop the computations (their requests answer 503 at once)
+            # rather than wait for them
+            threading.Thread(target=app.state.engine.close, daemon=True).start()
+            super().handle_exit(sig, frame)  # type: ignore[arg-type]
+
+    Server(config).run()

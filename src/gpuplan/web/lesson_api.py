@@ -19,7 +19,7 @@ from functools import cache
 from importlib import resources
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpuplan.api.compare import compare, describe_change
@@ -59,7 +59,8 @@ class CheckRequest(BaseModel):
 
 def run_body(body: dict[str, Any]) -> dict[str, Any]:
     """A serve or train body (with `mode`) → the engine's answer, without looking for fixes."""
-    from gpuplan.web.app import ServeRequest, TrainRequest, run_serve, run_train
+    from gpuplan.web.compute import run_serve, run_train
+    from gpuplan.web.schema import ServeRequest, TrainRequest
 
     fields = dict(body)
     mode: Literal["serve", "train"] = fields.pop("mode", "serve")
@@ -299,16 +300,33 @@ def check(step_id: int, answer: str) -> dict[str, Any]:
 # --- routes ----------------------------------------------------------------------------------
 
 
+# The engine work runs in the web server's worker pool (web/pool.py: bounded, budgeted, stopped
+# when the client goes away); these are the jobs it runs, by name in web/compute.py JOBS.
+
+
+def compare_job(body: dict[str, Any]) -> dict[str, Any]:
+    return run_compare(CompareRequest.model_validate(body))
+
+
+def change_job(body: dict[str, Any]) -> dict[str, Any]:
+    return run_change(ChangeRequest.model_validate(body))
+
+
+def check_job(body: dict[str, Any]) -> dict[str, Any]:
+    req = CheckRequest.model_validate(body)
+    return check(req.step, req.answer)
+
+
 @router.post("/compare", summary="Headlines of a base request and its variants, side by side")
-def compare_endpoint(body: CompareRequest) -> dict[str, Any]:
-    return run_compare(body)
+async def compare_endpoint(body: CompareRequest, request: Request) -> Response:
+    return await request.app.state.engine.answer(request, "lesson.compare", body)
 
 
 @router.post("/change", summary="What changed between two requests' bills")
-def change_endpoint(body: ChangeRequest) -> dict[str, Any]:
-    return run_change(body)
+async def change_endpoint(body: ChangeRequest, request: Request) -> Response:
+    return await request.app.state.engine.answer(request, "lesson.change", body)
 
 
 @router.post("/check", summary="Check a drill answer against the engine")
-def check_endpoint(body: CheckRequest) -> dict[str, Any]:
-    return check(body.step, body.answer)
+async def check_endpoint(body: CheckRequest, request: Request) -> Response:
+    return await request.app.state.engine.answer(request, "lesson.check", body)

@@ -185,6 +185,8 @@ class Flag:
             value = float(value) if self.kind == "float" else int(value)
             if self.kind == "float" and not math.isfinite(value):
                 raise GpuplanError(f"{self.name} must be a finite number")
+            if abs(value) > MAX_INT:  # as human_int bounds a typed one
+                raise GpuplanError(f"{self.name}: {str(value)[:24]}… is too large")
             try:
                 return self._check(value)
             except ValueError as err:
