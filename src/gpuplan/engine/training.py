@@ -25,6 +25,7 @@ from gpuplan.engine.activations import (
     ActivationSpec,
     checkpointed_layers,
     layer_bytes,
+    layer_kinds,
     parse_recompute,
     validate_activations,
 )
@@ -358,7 +359,7 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
         assert setup.base is not None
         base_fraction = _base_bytes(arch, setup.base) / counts.total
     stages = stage_param_list(arch, lo.tp, lo.pp, lo.ep)
-    chosen = [stages[setup.stage]] if setup.stage is not None else stages
+    chosen = [stages[setup.stage]] if setup.stage is not None else _distinct_stages(arch, stages)
     best = max((_stage(setup, spec, st, base_fraction) for st in chosen), key=lambda s: s.peak)
     states_lines = state_lines(setup, held(setup), best.params, best.states, base_fraction)
     makers: dict[str, Callable[[], LineItem]] = {
@@ -394,6 +395,20 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
         model_states_on_gpu=_on_gpu_states(best.amounts),
         notes=tuple(_notes(setup, st, best.in_flight)),
     )
+
+
+@lru_cache(maxsize=1024)
+def _distinct_stages(
+    arch: Architecture, stages: tuple[StageParams, ...]
+) -> tuple[StageParams, ...]:
+    """The stages that can be the heaviest: of stages with the same layers (by kind), embedding
+    and LM head, the earliest holds the most micro-batches in flight under 1F1B (pp − s), so
+    only it is billed."""
+    seen: dict[object, StageParams] = {}
+    for st in stages:
+        key = (layer_kinds(arch, st.layers.start, st.layers.stop), st.embedding, st.lm_head)
+        seen.setdefault(key, st)
+    return tuple(seen.values())
 
 
 def _constant(line: LineItem) -> Callable[[], LineItem]:
