@@ -93,6 +93,7 @@ class ServingPlan(PlanHeadline):
             "weights_bytes": b.weights_bytes,
             "kv_bytes_per_token": b.kv_bytes_per_token,
             "kv_bytes_per_sequence": b.kv_bytes_per_sequence,
+            "state_bytes_per_sequence": b.state_bytes_per_sequence,
             "gpu": gpu_dict(s.gpu),
             "gpus": s.gpus,
             "tp": s.tp,

@@ -28,6 +28,14 @@ h hidden, a bytes per activation element (2 for bf16, 4 for fp32), heads and wid
   Model level: token ids (8·T) on the first stage; final norm and the fp32 log-softmax of the
       loss (4·T·V, vocab-parallel ÷ tp) and labels (8·T) on the last; RoPE cos/sin (shared).
 
+Family variations (tests/test_reference_activations.py measures ten families): norms that scale in
+fp32 (Gemma's (1 + w), OLMo 2, Cohere's fp32 LayerNorm) keep their normalised input in fp32;
+post-norms (OLMo 2) and sandwich norms (Gemma 2) add a norm after attention and FFN whose output
+goes to the residual add (nothing reads it to save); a parallel block with one norm (GPT-J, Phi,
+Falcon, Cohere) feeds the same normed input to attention and FFN; eager softcapped attention
+(Gemma 2: tanh(s/c)·c) keeps the tanh output (s² per head) and softcapped logits keep tanh of the
+logits (a·T·V); a ReLU MLP keeps only the ReLU output (the fc2 input).
+
 Residual adds and dropout with p = 0 save nothing. Under tensor parallelism the tensors inside
 attention and MLP are ÷ tp; those at the layer boundary (norm inputs and outputs) are divided
 only with sequence parallelism (Korthikanti et al. 2022, §4.2.2). Context parallelism divides
@@ -153,6 +161,33 @@ def _norm(
     ]
 
 
+def _model_norm(
+    arch: Architecture, prefix: str, rows: int, width: int, a: int, fused: str = "none"
+) -> list[Saved]:
+    """A hidden-width norm of `arch`'s kind (its output is listed by its reader, if any):
+    fp32-scaling norms keep x and x̂ in fp32 (OlmoRMSNorm, GemmaRMSNorm and its (1 + w) in fp32,
+    CohereLayerNorm: x, x − mean, rstd, x̂ and the weight in fp32). A fused kernel (`fused`)
+    keeps only the input and the statistics whatever the kind (`_norm`)."""
+    if not arch.norm_fp32 or fused != "none":
+        return _norm(prefix, rows, width, a, arch.norm, fused)
+    if arch.norm == "layernorm":
+        return [
+            Saved(f"{prefix}.input_fp32", 4 * rows * width),
+            Saved(f"{prefix}.centered_fp32", 4 * rows * width),
+            Saved(f"{prefix}.rstd", 4 * rows),
+            Saved(f"{prefix}.normalized_fp32", 4 * rows * width),
+            Saved(f"{prefix}.weight_fp32", 4 * width),
+        ]
+    out = [
+        Saved(f"{prefix}.input_fp32", 4 * rows * width),
+        Saved(f"{prefix}.normalized_fp32", 4 * rows * width),
+        Saved(f"{prefix}.rsqrt", 4 * rows),
+    ]
+    if arch.family.startswith("gemma"):
+        out.append(Saved(f"{prefix}.(1+weight) fp32", 4 * width))
+    return out
+
+
 def _attention(arch: Architecture, spec: ActivationSpec, t: int) -> list[Saved]:
     """An attention block's saved tensors, heads ÷ tp: flash/SDPA keeps q, k, v, the output and
     the fp32 log-sum-exp (Dao et al. 2022 §3.1: only O and the softmax statistics are stored);
@@ -173,9 +208,20 @@ def _attention(arch: Architecture, spec: ActivationSpec, t: int) -> list[Saved]:
         nkv, dk = nq, d
     else:
         dk = d
-        if at.qk_norm:
-            out += _norm("q_norm", t * nq, d, a, "rms")
-            out += _norm("k_norm", t * nkv, d, a, "rms")
+        if at.qk_norm and at.qk_norm_scope == "proj":  # one norm over all heads (OLMo 2)
+            out += _model_norm(arch, "q_norm", t, nq * d, a)
+            out += _model_norm(arch, "k_norm", t, nkv * d, a)
+        elif at.qk_norm:
+            out += (
+                _model_norm(arch, "q_norm", t * nq, d, a)
+                if arch.norm == "rms"
+                else _norm("q_norm", t * nq, d, a, "layernorm")
+            )
+            out += (
+                _model_norm(arch, "k_norm", t * nkv, d, a)
+                if arch.norm == "rms"
+                else _norm("k_norm", t * nkv, d, a, "layernorm")
+            )
     eager = spec.kernel == "eager" and spec.recompute == "none"
     if eager:
         s_q = spec.seq // spec.cp
@@ -186,6 +232,8 @@ def _attention(arch: Architecture, spec: ActivationSpec, t: int) -> list[Saved]:
             Saved("v (repeated to query heads)", a * t * nq * dv),
             Saved("attention output (merged heads)", a * t * nq * dv),
         ]
+        if arch.attn_softcap:  # Gemma 2: tanh(scores / cap) × cap keeps the tanh output
+            out.append(Saved("softcapped scores (tanh)", a * probs))
         if arch.model_type == "gpt2":  # GPT-2's eager softmax stays in the compute dtype
             out.append(Saved("softmax probabilities", a * probs))
         else:  # Llama-family eager_attention_forward: softmax(dtype=float32).to(dtype)
@@ -224,6 +272,8 @@ def _mlp(arch: Architecture, spec: ActivationSpec, t: int, width: int, gated: bo
             Saved("mlp.act(gate)", a * t * w),
             Saved("mlp.act(gate)*up", a * t * w),
         ]
+    if arch.hidden_act == "relu":  # ReLU keeps only its output, which fc2 reads
+        return [Saved("mlp.relu output", a * t * w)]
     out = [Saved("mlp.fc", a * t * w), Saved("mlp.act", a * t * w)]
     if arch.hidden_act in UNFUSED_GELU and spec.fused == "none":
         out.append(Saved("mlp.gelu intermediates (tanh, 1+tanh, x/2)", 3 * a * t * w))
@@ -266,20 +316,30 @@ def layer_tensors(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) ->
     t = spec.tokens
     a, h = spec.act_bytes, arch.hidden_size
     edge = _edge_tokens(spec)  # tokens at the layer boundary
-    out: list[Saved] = []
-    norm = arch.norm if arch.norm == "layernorm" else "rms"
-    keep_norm_out = True  # the linear after a norm saves the norm's output
+    _attention_mixer(arch, layer)
     # the linears after a norm save their input: under PyTorch DTensor sequence parallelism that
     # is the all-gathered (whole-sequence) tensor, under Megatron-LM the sequence shard, which
     # it all-gathers again in backward (tensor_parallel/layers.py LinearWithGradAccumulation...)
     linear_in = t if spec.sp_gathered else edge
-    out += _norm("attn_norm", edge, h, a, norm, spec.fused)
-    if keep_norm_out or spec.sp_gathered:
+    out: list[Saved] = []
+    placement = arch.norm_placement
+    one_norm = arch.parallel_block and arch.norms_per_layer == 1  # GPT-J, Phi, Falcon-7B, Cohere
+    fused = spec.fused
+    if placement == "post":  # OLMo 2: attention reads the residual stream itself
+        out.append(Saved("layer input (read by q, k, v)", a * edge * h))
+    else:
+        out += _model_norm(arch, "attn_norm", edge, h, a, fused)
         out.append(Saved("attn_norm.output", a * linear_in * h))
     out += _attention(arch, spec, t)
-    out += _norm("mlp_norm", edge, h, a, norm, spec.fused)
-    if keep_norm_out or spec.sp_gathered:
+    if placement != "pre":
+        out += _model_norm(arch, "post_attn_norm", edge, h, a, fused)
+    if placement == "post":
+        out.append(Saved("residual (read by the FFN)", a * edge * h))
+    elif not one_norm:
+        out += _model_norm(arch, "mlp_norm", edge, h, a, fused)
         out.append(Saved("mlp_norm.output", a * linear_in * h))
+    if placement != "pre":
+        out += _model_norm(arch, "post_ffn_norm", edge, h, a, fused)
     if layer.moe and arch.moe is not None:
         out += _moe(arch, spec, t)
     elif arch.mlp is not None:
@@ -289,6 +349,14 @@ def layer_tensors(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) ->
     if spec.dropout:  # bias-dropout-add after attention and after the MLP: one bool per element
         out.append(Saved("dropout masks (attention, MLP)", 2 * edge * h))
     return tuple(out)
+
+
+def _attention_mixer(arch: Architecture, layer: LayerSpec) -> None:
+    if layer.mixer != "attention":
+        raise GpuplanError(
+            f"{arch.name}: training activations of {layer.mixer} layers are not modelled yet;"
+            " gpuplan sizes serving for this model but not training"
+        )
 
 
 def layer_input_bytes(arch: Architecture, spec: ActivationSpec) -> int:
@@ -345,6 +413,7 @@ def op_sac_tensors(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) -
     activation_checkpoint.py SelectiveAC): the checkpoint keeps the block's input, attention's
     outputs (output and log-sum-exp) are saved, matmul outputs are saved except every second one
     (the 1st, 3rd, 5th, ... in forward order), and everything else is recomputed in backward."""
+    _attention_mixer(arch, layer)
     at, a, t, tp = arch.attention, spec.act_bytes, spec.tokens, spec.tp
     nq = _ceil_div(at.num_heads, tp)
     out = [
@@ -405,9 +474,13 @@ def edge_tensors(
         )
     if last:
         edge = _edge_tokens(spec)
-        norm = "layernorm" if arch.norm == "layernorm" else "rms"
-        out += _norm("final_norm", edge, h, a, norm, spec.fused)
-        out.append(Saved("final_norm.output", a * edge * h))
+        if arch.final_norm:
+            out += _model_norm(arch, "final_norm", edge, h, a, spec.fused)
+            out.append(Saved("final_norm.output", a * edge * h))
+        if arch.final_softcap:  # tanh(logits / cap) × cap keeps the tanh output
+            out.append(
+                Saved("softcapped logits (tanh)", a * t * _ceil_div(arch.vocab_size, spec.tp))
+            )
         out.append(Saved("labels (int64)", 8 * t))
     return tuple(out)
 

@@ -1,12 +1,18 @@
-"""One architecture record for every decoder-only transformer gpuplan sizes.
+"""One architecture record for every decoder gpuplan sizes, read from any config.json.
 
-`Architecture` holds only the shapes that decide memory: widths, head counts, layer kinds,
-expert counts, quantisation. `architecture_from_config` reads a Hugging Face `config.json`
-(already parsed into a dict: the engine does no I/O) into that record.
+`Architecture` holds only the shapes that decide memory: widths, head counts, what each layer is
+(attention, sliding or chunked attention, Mamba, gated-delta or lightning linear attention, a short
+convolution, an FFN-only block), its FFN (dense or experts), norms, embeddings, quantisation.
+`architecture_from_config` reads a Hugging Face `config.json` (already parsed into a dict: the
+engine does no file I/O) through the family traits table (catalog/data/families.toml, loaded by
+engine/families.py): the table says how the family spells its keys, transformers' defaults, and
+its mechanisms; this module turns them into the record. Every value is read through
+engine/config_schema.py, which types and bounds it and names the key in any error.
 
-The key names and their defaults mirror the `configuration_*.py` files of `transformers`
-(LlamaConfig, Qwen2Config, Qwen3MoeConfig, MixtralConfig, DeepseekV3Config, GptOssConfig,
-Gemma2Config, Gemma3TextConfig, Phi3Config, GPT2Config).
+A `model_type` the table does not know is read with the standard keys as a Llama-style decoder and
+says so in `notes`; if such a config declares a mechanism that reading would miss (a state-space
+or linear-attention layer, an unknown nested sub-config, an unknown layer type) it is refused with
+one line naming the key, instead of being sized as Llama.
 """
 
 from __future__ import annotations
@@ -15,14 +21,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpuplan.engine.config_schema import ConfigView
+from gpuplan.engine.families import Family, base_family, family_for
 from gpuplan.engine.quantization import QuantizationSpec, quantization_from_config
 from gpuplan.engine.vision import vision_encoder_params
 from gpuplan.errors import GpuplanError
 
+# What a layer's token mixer is. "hybrid" = attention and a Mamba-2 mixer side by side (Falcon-H1).
+MIXERS = ("attention", "mamba", "gated_delta", "lightning", "short_conv", "hybrid", "none")
+STATE_MIXERS = ("mamba", "gated_delta", "lightning", "short_conv", "hybrid")
+
 
 @dataclass(frozen=True)
 class AttentionSpec:
-    """Shapes of one attention block (the same in every layer)."""
+    """Shapes of one attention block."""
 
     num_heads: int
     num_kv_heads: int
@@ -30,13 +42,19 @@ class AttentionSpec:
     v_head_dim: int
     qkv_bias: bool = False
     o_bias: bool = False
-    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3, Gemma 3)
+    qk_norm: bool = False  # RMS/LayerNorm on q and k (Qwen3, Gemma 3, OLMo 2, Cohere, ...)
+    qk_norm_scope: str = "head"  # "head": one weight of head_dim; "proj": one per channel of q / k
+    qk_norm_bias: bool = False
     sinks: bool = False  # one learned sink logit per head (gpt-oss)
+    output_gate: bool = False  # q_proj also emits a sigmoid gate on the output (Qwen3-Next)
     # Multi-head latent attention (DeepSeek V2/V3); kv_lora_rank is None for ordinary attention.
     q_lora_rank: int | None = None
     kv_lora_rank: int | None = None
     qk_rope_head_dim: int = 0
     qk_nope_head_dim: int = 0
+    # DeepSeek-V3.2's lightning indexer (sparse attention): its heads and key width
+    indexer_heads: int = 0
+    indexer_head_dim: int = 0
 
     @property
     def is_mla(self) -> bool:
@@ -74,14 +92,82 @@ class MoESpec:
     shared_expert_gate: bool = False  # Qwen2-MoE's sigmoid gate on the shared expert
     router_bias: bool = False
     expert_bias: bool = False  # biases inside each expert (gpt-oss)
+    expert_gated: bool = True  # experts are gated MLPs (False: up, down — Nemotron-H)
+    shared_gated: bool = True
+    router_score_bias: bool = False  # a learned per-expert routing bias parameter (ERNIE 4.5)
+    latent_size: int = 0  # experts work in a latent width with projections in and out (Nemotron 3)
+
+
+@dataclass(frozen=True)
+class MambaSpec:
+    """A selective state-space mixer: Mamba-1 (Gu & Dao 2023) or Mamba-2 (Dao & Gu 2024)."""
+
+    version: int  # 1 or 2
+    d_inner: int  # expand × hidden, or heads × head_dim (Mamba-2)
+    d_state: int
+    d_conv: int
+    n_heads: int = 0  # Mamba-2
+    head_dim: int = 0  # Mamba-2
+    n_groups: int = 1  # Mamba-2: groups sharing B and C
+    dt_rank: int = 0  # Mamba-1
+    conv_bias: bool = True
+    proj_bias: bool = False
+    gated_norm: bool = True  # Mamba-2's RMSNorm over d_inner, gated by z
+    bcdt_norms: bool = False  # Jamba's RMSNorms on dt, B and C
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of the causal convolution: x (Mamba-1), or x, B and C (Mamba-2)."""
+        if self.version == 1:
+            return self.d_inner
+        return self.d_inner + 2 * self.n_groups * self.d_state
+
+
+@dataclass(frozen=True)
+class LinearAttentionSpec:
+    """Linear attention with a recurrent state: gated DeltaNet (Yang et al. 2024; Qwen3-Next) or
+    lightning attention (Qin et al. 2024; MiniMax-01)."""
+
+    kind: str  # "gated_delta" | "lightning"
+    num_k_heads: int
+    num_v_heads: int
+    k_head_dim: int
+    v_head_dim: int
+    conv_kernel: int = 0  # gated DeltaNet's causal convolution over q, k, v
+
+    @property
+    def conv_dim(self) -> int:
+        return 2 * self.num_k_heads * self.k_head_dim + self.num_v_heads * self.v_head_dim
+
+
+@dataclass(frozen=True)
+class ShortConvSpec:
+    """LFM2's gated short convolution: in_proj (3h), a depthwise conv of `kernel` taps, out_proj."""
+
+    kernel: int
+    bias: bool = False
 
 
 @dataclass(frozen=True)
 class LayerSpec:
-    """What differs between layers: attention window and whether the FFN is MoE."""
+    """What one decoder layer is: its mixer, attention window, FFN, and per-layer overrides."""
 
-    sliding_window: int | None = None  # None = full attention
+    sliding_window: int | None = None  # None = full attention (or no attention)
     moe: bool = False
+    mixer: str = "attention"  # one of MIXERS
+    ffn: bool = True  # False: a mixer-only block (Nemotron-H's M and * blocks, Mamba)
+    attention: AttentionSpec | None = None  # this layer's attention when not Architecture.attention
+    kv_shared: bool = False  # reads an earlier layer's KV cache and keeps none (Gemma 3n)
+    mlp_width: int | None = None  # this layer's dense FFN width when not the model's
+    v_from_k: bool = False  # no v_proj: V is K (Gemma 4's attention_k_eq_v global layers)
+
+    @property
+    def has_attention(self) -> bool:
+        return self.mixer in ("attention", "hybrid")
+
+    @property
+    def has_state(self) -> bool:
+        return self.mixer in STATE_MIXERS
 
 
 @dataclass(frozen=True)
@@ -104,23 +190,49 @@ class Architecture:
     hidden_size: int
     num_layers: int
     vocab_size: int
-    attention: AttentionSpec
+    attention: (
+        AttentionSpec  # the attention layers' shape (heads of the mixer for attention-free models)
+    )
     layers: tuple[LayerSpec, ...]
     mlp: MLPSpec | None = None  # dense FFN (used by every non-MoE layer)
     moe: MoESpec | None = None
     tie_word_embeddings: bool = False
-    norm: str = "rms"  # "rms" (weight only) or "layernorm" (weight and bias)
+    norm: str = "rms"  # "rms" or "layernorm"
     norms_per_layer: int = 2
-    learned_positions: int = 0  # rows of a learned position table (GPT-2), 0 for RoPE
+    learned_positions: int = 0  # rows of a learned position table (GPT-2, OPT), 0 otherwise
     max_position_embeddings: int = 0
     torch_dtype: str = "bfloat16"
     quantization: QuantizationSpec | None = None
     hidden_act: str = "silu"  # the MLP activation (decides what autograd saves in training)
-    vision_params: int = (
-        0  # image encoder + projector of a vision-language checkpoint (engine/vision.py)
-    )
+    vision_params: int = 0  # image encoder + projector of a vision-language checkpoint (vision.py)
     notes: tuple[str, ...] = field(default=())
-    rope: RopeSpec | None = None  # None: no rotary embedding (learned positions)
+    rope: RopeSpec | None = None  # None: no rotary embedding (learned positions, ALiBi)
+    family: str = "base"  # the families.toml record that read the config
+    norm_bias: bool = False  # LayerNorm with a bias
+    norm_weight: bool = True  # False: non-parametric norms (OLMo 1)
+    parallel_block: bool = False  # attention and FFN read the same normed input (GPT-J, Cohere)
+    final_norm: bool = True
+    embedding_norm: bool = False  # a norm right after the token embedding (BLOOM)
+    lm_head_bias: bool = False
+    embedding_dim: int = 0  # width of the token embedding when it is projected (OPT-350m)
+    positions: str = "rope"  # rope | learned | alibi | none
+    mamba: MambaSpec | None = None
+    linear_attention: LinearAttentionSpec | None = None
+    short_conv: ShortConvSpec | None = None
+    ssm_state_dtype: str | None = None  # the checkpoint's own mamba_ssm_cache_dtype, if any
+    # Gemma 3n / Gemma 4: per-layer input embeddings (width per layer, their vocabulary), AltUp
+    # streams and LAuReL rank (Gemma 3n), an MoE block beside the dense MLP (Gemma 4)
+    # what training saves for backward (engine/activations.py): where the norms sit (pre, post or
+    # both around each block), whether they scale in fp32 (Gemma, OLMo 2, Cohere), softcapping
+    norm_placement: str = "pre"
+    norm_fp32: bool = False
+    attn_softcap: float = 0.0
+    final_softcap: float = 0.0
+    per_layer_input: int = 0
+    per_layer_vocab: int = 0
+    altup_inputs: int = 0
+    laurel_rank: int = 0
+    moe_beside_mlp: bool = False
 
     def __hash__(self) -> int:
         """Hash once: bills are cached by architecture, and a deep hash of every layer is slow."""
@@ -130,6 +242,7 @@ class Architecture:
                 (
                     self.name,
                     self.model_type,
+                    self.family,
                     self.hidden_size,
                     self.num_layers,
                     self.vocab_size,
@@ -137,6 +250,9 @@ class Architecture:
                     self.layers,
                     self.mlp,
                     self.moe,
+                    self.mamba,
+                    self.linear_attention,
+                    self.short_conv,
                     self.tie_word_embeddings,
                     self.learned_positions,
                     self.torch_dtype,
@@ -148,349 +264,854 @@ class Architecture:
             self.__dict__["_hash"] = cached
         return cached
 
-    def window_counts(self, layers: range | None = None) -> tuple[tuple[int | None, int], ...]:
-        """(sliding window or None, number of layers) for the given layers (all by default)."""
-        key = "_windows" if layers is None else f"_windows_{layers.start}_{layers.stop}"
+    def layer_groups(self, layers: range | None = None) -> tuple[tuple[LayerSpec, int], ...]:
+        """(layer kind, how many) over the given layers (all by default): layers of one kind
+        weigh and cache the same, so sums run over a handful of kinds, not every layer."""
+        key = "_groups" if layers is None else f"_groups_{layers.start}_{layers.stop}"
         cached = self.__dict__.get(key)
         if cached is None:
-            counts: dict[int | None, int] = {}
+            counts: dict[LayerSpec, int] = {}
             for i in layers if layers is not None else range(self.num_layers):
-                w = self.layers[i].sliding_window
-                counts[w] = counts.get(w, 0) + 1
+                spec = self.layers[i]
+                counts[spec] = counts.get(spec, 0) + 1
             cached = tuple(counts.items())
             self.__dict__[key] = cached
         return cached
 
+    def window_counts(self, layers: range | None = None) -> tuple[tuple[int | None, int], ...]:
+        """(sliding window or None, number of attention layers) for the given layers."""
+        counts: dict[int | None, int] = {}
+        for spec, n in self.layer_groups(layers):
+            if spec.has_attention:
+                counts[spec.sliding_window] = counts.get(spec.sliding_window, 0) + n
+        return tuple(counts.items())
+
+    def attention_of(self, layer: LayerSpec) -> AttentionSpec:
+        """The attention shape of `layer` (its own, or the model's)."""
+        return layer.attention or self.attention
+
     @property
     def num_moe_layers(self) -> int:
-        return sum(1 for layer in self.layers if layer.moe)
+        return sum(n for spec, n in self.layer_groups() if spec.moe)
 
     @property
     def num_sliding_layers(self) -> int:
-        return sum(1 for layer in self.layers if layer.sliding_window is not None)
+        return sum(n for spec, n in self.layer_groups() if spec.sliding_window is not None)
+
+    @property
+    def num_attention_layers(self) -> int:
+        return sum(n for spec, n in self.layer_groups() if spec.has_attention)
+
+    @property
+    def num_state_layers(self) -> int:
+        return sum(n for spec, n in self.layer_groups() if spec.has_state)
+
+    @property
+    def norm_elements(self) -> int:
+        """Parameters of one hidden-width norm: weight (and bias), none if non-parametric."""
+        return self.hidden_size * (int(self.norm_weight) + int(self.norm_bias))
 
 
 # --------------------------------------------------------------------------------------
 # Reading a config.json
 # --------------------------------------------------------------------------------------
 
-_ALIASES = {
-    # GPT-2 style names -> the standard ones
-    "n_embd": "hidden_size",
-    "n_layer": "num_hidden_layers",
-    "n_head": "num_attention_heads",
-    "n_positions": "max_position_embeddings",
-    "n_inner": "intermediate_size",
-    "num_layers": "num_hidden_layers",
-    "d_model": "hidden_size",
-    "ffn_dim": "intermediate_size",
-}
-
 _MULTIMODAL_WRAPPERS = ("text_config", "llm_config", "language_config")
-
-
-class _Config:
-    """A config dict with the lookups and clear errors the parser needs."""
-
-    def __init__(self, raw: Mapping[str, Any], name: str):
-        self.raw = dict(raw)
-        for old, new in _ALIASES.items():
-            if old in self.raw and self.raw.get(new) is None:
-                self.raw[new] = self.raw[old]
-        self.name = name
-
-    def get(self, key: str, default: Any = None) -> Any:
-        value = self.raw.get(key)
-        return default if value is None else value
-
-    def whole(self, key: str, default: int | None = None) -> int:
-        value = self.raw.get(key)
-        if value is None:
-            if default is None:
-                raise GpuplanError(f"{self.name}: config.json has no {key!r}")
-            return default
-        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
-            raise GpuplanError(f"{self.name}: {key!r} must be a whole number, got {value!r}")
-        if value < 0:
-            raise GpuplanError(f"{self.name}: {key!r} must not be negative, got {value!r}")
-        return int(value)
-
-    def positive(self, key: str, default: int | None = None) -> int:
-        value = self.whole(key, default)
-        if value <= 0:
-            raise GpuplanError(f"{self.name}: {key!r} must be positive, got {value}")
-        return value
-
-
-REQUIRED_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+_OUTER_KEYS = ("quantization_config", "torch_dtype", "dtype", "tie_word_embeddings")
+# nested objects any family may carry without changing the decoder's shape
+_NEUTRAL_OBJECTS = frozenset(
+    {
+        "quantization_config",
+        "rope_scaling",
+        "rope_parameters",
+        "vision_config",
+        "text_config",
+        "auto_map",
+        "id2label",
+        "label2id",
+        "task_specific_params",
+        "generation_config",
+        "compression_config",
+        "sliding_window_config",
+        "attention_config",
+        "rope_config",
+    }
+)
+# keys that declare a mechanism the Llama-style reading of an unknown family would miss
+_MECHANISM_KEYS = (
+    "layer_types",
+    "layers_block_type",
+    "hybrid_override_pattern",
+    "attn_type_list",
+    "full_attn_idxs",
+    "block_configs",
+    "ssm_state_size",
+    "state_size",
+    "mamba_d_state",
+    "mamba_d_ssm",
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "conv_L_cache",
+    "num_kv_shared_layers",
+    "hidden_size_per_layer_input",
+    "altup_num_inputs",
+    "laurel_rank",
+    "attn_layer_period",
+    "expert_layer_period",
+    "kv_lora_rank_per_layer",
+    "use_parallel_residual",
+    "parallel_attn",
+    "alibi",
+    "multi_query",
+    "new_decoder_architecture",
+)
 
 
 def architecture_from_config(config: Mapping[str, Any], name: str = "model") -> Architecture:
     """Build an `Architecture` from a Hugging Face `config.json` dict.
 
-    Known families get their exact module layout; any other `model_type` with the standard
-    keys (hidden_size, num_hidden_layers, num_attention_heads, vocab_size, intermediate_size)
-    is read as a Llama-style decoder. A config missing those keys fails naming them.
+    Known families (engine/families.py) get their exact module layout. Any other `model_type`
+    with the standard keys is read as a Llama-style decoder, with a note naming the assumptions;
+    one declaring a mechanism that reading would miss is refused naming the key.
     """
     if not isinstance(config, Mapping):
         raise GpuplanError(f"{name}: config.json must be a JSON object")
-    raw = dict(config)
-    for wrapper in _MULTIMODAL_WRAPPERS:
-        inner = raw.get(wrapper)
-        if isinstance(inner, Mapping) and "hidden_size" in inner:
-            merged = {**inner}
-            for key in ("quantization_config", "torch_dtype", "dtype", "tie_word_embeddings"):
-                if key in raw and key not in merged:
-                    merged[key] = raw[key]
-            raw = merged
-            break
-    cfg = _Config(raw, name)
-    missing = [k for k in REQUIRED_KEYS if cfg.raw.get(k) is None]
-    if missing:
-        raise GpuplanError(
-            f"{name}: config.json is missing {', '.join(missing)}"
-            f" (model_type {cfg.get('model_type', 'unknown')!r}); cannot size this model"
+    raw = _language_model(config)
+    model_type = raw.get("model_type", config.get("model_type", "unknown"))
+    if not isinstance(model_type, str) or len(model_type) > 128:
+        raise GpuplanError(f"{name}: config field 'model_type' must be a short string")
+    family = family_for(model_type)
+    notes: list[str] = []
+    if family is None:
+        _refuse_unread_mechanisms(raw, name, model_type)
+        family = base_family()
+        notes.append(
+            f"unknown model family {model_type!r}: read as a Llama-style decoder (gated MLP,"
+            " RMSNorm, RoPE, no biases unless attention_bias/mlp_bias, every layer the same)"
         )
-    model_type = str(cfg.get("model_type", "unknown"))
-    arch = _gpt2(cfg, model_type) if model_type == "gpt2" else _decoder(cfg, model_type)
-    vision = vision_encoder_params(config)
+    view, traits = family.resolve(raw, name)
+    arch = _Reader(view, traits, family, model_type, notes).build()
+    vision = vision_encoder_params(config, name)
     if vision:
         arch = replace(arch, vision_params=vision)
     return arch
 
 
-def _torch_dtype(cfg: _Config) -> str:
-    dtype = cfg.get("torch_dtype", cfg.get("dtype", "bfloat16"))
-    return str(dtype).replace("torch.", "")
+def _language_model(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The language model's config: a VLM's `text_config` (with the outer dtype, quantization
+    and tying when the inner one lacks them), else the config itself."""
+    raw = dict(config)
+    for wrapper in _MULTIMODAL_WRAPPERS:
+        inner = raw.get(wrapper)
+        if isinstance(inner, Mapping) and any(
+            k in inner for k in ("hidden_size", "n_embd", "d_model", "num_hidden_layers")
+        ):
+            merged = dict(inner)
+            for key in _OUTER_KEYS:
+                if key in raw and key not in merged:
+                    merged[key] = raw[key]
+            if "model_type" not in merged and "model_type" in raw:
+                merged["model_type"] = raw["model_type"]
+            return merged
+    return raw
 
 
-def _gpt2(cfg: _Config, model_type: str) -> Architecture:
-    """GPT-2: learned positions, LayerNorm with bias, fused c_attn with bias, 4h GELU MLP."""
-    hidden = cfg.positive("hidden_size")
-    heads = cfg.positive("num_attention_heads")
-    if hidden % heads:
-        raise GpuplanError(f"{cfg.name}: n_embd {hidden} is not divisible by n_head {heads}")
-    layers = cfg.positive("num_hidden_layers")
-    return Architecture(
-        name=cfg.name,
-        model_type=model_type,
-        hidden_size=hidden,
-        num_layers=layers,
-        vocab_size=cfg.positive("vocab_size"),
-        attention=AttentionSpec(
-            num_heads=heads,
-            num_kv_heads=heads,
-            head_dim=hidden // heads,
-            v_head_dim=hidden // heads,
-            qkv_bias=True,
-            o_bias=True,
-        ),
-        layers=tuple(LayerSpec() for _ in range(layers)),
-        mlp=MLPSpec(cfg.positive("intermediate_size", 4 * hidden), gated=False, bias=True),
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
-        norm="layernorm",
-        norms_per_layer=2,
-        learned_positions=cfg.positive("max_position_embeddings", 1024),
-        max_position_embeddings=cfg.positive("max_position_embeddings", 1024),
-        torch_dtype=_torch_dtype(cfg),
-        quantization=quantization_from_config(cfg.get("quantization_config"), cfg.name),
-        hidden_act=str(cfg.get("activation_function", "gelu_new")),
+def _refuse_unread_mechanisms(raw: Mapping[str, Any], name: str, model_type: str) -> None:
+    """An unknown family is read Llama-style only when nothing in it says that would be wrong."""
+    for key in _MECHANISM_KEYS:
+        if raw.get(key) not in (None, False, [], ""):
+            raise GpuplanError(
+                f"{name}: model_type {model_type!r} is not a known family and its config declares"
+                f" {key!r}, a mechanism gpuplan cannot read for an unknown family; cannot size it"
+            )
+    for key, value in raw.items():
+        if isinstance(value, Mapping) and key not in _NEUTRAL_OBJECTS:
+            raise GpuplanError(
+                f"{name}: model_type {model_type!r} is not a known family and its config has a"
+                f" nested {key!r} gpuplan cannot read; cannot size it"
+            )
+
+
+class _Reader:
+    """Turns one family's view of a config into an `Architecture`, one named step at a time."""
+
+    def __init__(
+        self,
+        view: ConfigView,
+        traits: dict[str, Any],
+        family: Family,
+        model_type: str,
+        notes: list[str],
+    ):
+        self.v = view
+        self.t = traits
+        self.family = family
+        self.model_type = model_type
+        self.notes = notes
+        self._layers_cache: tuple[LayerSpec, ...] = ()
+
+    def build(self) -> Architecture:
+        v, t = self.v, self.t
+        self._check_required()
+        hidden = v.require("hidden_size")
+        num_layers = self._num_layers()
+        attention = self._attention(hidden)
+        kinds = self._schedule(num_layers)
+        moe, moe_flags = self._moe(num_layers, kinds)
+        mamba = self._mamba(hidden) if t["mamba"] else None
+        linear = self._linear_attention(attention) if t["linear_attention"] else None
+        short = self._short_conv() if t["short_conv"] else None
+        layers = tuple(
+            self._layer(kind, window, m) for (kind, window), m in zip(kinds, moe_flags, strict=True)
+        )
+        extras: dict[str, Any] = {}
+        if t["per_layer_embeddings"]:
+            assert attention is not None
+            layers, extras = self._gemma_layers(layers, attention, moe)
+        if v.raw.get("per_layer_config") is not None:
+            assert attention is not None
+            layers = self._per_layer_config(layers, attention)
+        self._check_mixers(layers, mamba, linear, short)
+        self._layers_cache = layers
+        dense = any(s.ffn and (not s.moe or extras.get("moe_beside_mlp")) for s in layers)
+        mlp = self._mlp(hidden) if dense else None
+        if attention is None:
+            attention = self._stand_in_attention(mamba, hidden)
+        learned = 0
+        if t["positions"] == "learned":
+            learned = v.require("max_position_embeddings") + t["position_offset"]
+        if v.get("num_nextn_predict_layers"):
+            self.notes.append(
+                f"{v.get('num_nextn_predict_layers')} multi-token-prediction layer(s) in the"
+                " checkpoint are not counted (transformers does not build them; engines load them"
+                " only for speculative decoding)"
+            )
+        embedding_dim = v.get("word_embed_proj_dim") or 0
+        return Architecture(
+            name=v.name,
+            model_type=self.model_type,
+            family=self.family.name,
+            hidden_size=hidden,
+            num_layers=num_layers,
+            vocab_size=v.require("vocab_size"),
+            attention=attention,
+            layers=layers,
+            mlp=mlp,
+            moe=moe,
+            mamba=mamba,
+            linear_attention=linear,
+            short_conv=short,
+            tie_word_embeddings=bool(v.get("tie_word_embeddings")),
+            norm=t["norm"],
+            norm_bias=t["norm_bias"] and t["norm"] == "layernorm",
+            norm_weight=t["norm_weight"],
+            norms_per_layer=t["norms_per_layer"],
+            parallel_block=t["block"] == "parallel",
+            final_norm=t["final_norm"],
+            embedding_norm=t["embedding_norm"],
+            lm_head_bias=t["lm_head_bias"],
+            embedding_dim=embedding_dim if embedding_dim != hidden else 0,
+            positions=t["positions"],
+            learned_positions=learned,
+            max_position_embeddings=v.get("max_position_embeddings") or 0,
+            torch_dtype=str(v.get("torch_dtype")).replace("torch.", ""),
+            quantization=quantization_from_config(v.raw.get("quantization_config"), v.name),
+            hidden_act=str(v.get("hidden_act")),
+            notes=tuple(self.notes),
+            rope=self._rope() if t["positions"] == "rope" else None,
+            ssm_state_dtype=v.get("mamba_ssm_cache_dtype"),
+            norm_placement=t["norm_placement"],
+            norm_fp32=t["norm_fp32"],
+            attn_softcap=v.get("attn_logit_softcapping") or 0.0,
+            final_softcap=v.get("final_logit_softcapping") or 0.0,
+            **extras,
+        )
+
+    def _check_required(self) -> None:
+        """Name every missing size at once: hidden, layers, heads (if attention), vocabulary."""
+        v = self.v
+        fields = ["hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"]
+        if self.t["attention"] == "none":
+            fields.remove("num_attention_heads")
+        if self.t["schedule"] == "hybrid_pattern" and v.get("hybrid_override_pattern"):
+            fields.remove("num_hidden_layers")
+        missing = [v.spelling(f) for f in fields if v.get(f) is None]
+        if missing:
+            raise GpuplanError(
+                f"{v.name}: config.json is missing {', '.join(missing)}"
+                f" (model_type {self.model_type!r}); cannot size this model"
+            )
+
+    # -- layers -------------------------------------------------------------------------------
+
+    def _num_layers(self) -> int:
+        v = self.v
+        pattern = (
+            v.get("hybrid_override_pattern") if self.t["schedule"] == "hybrid_pattern" else None
+        )
+        if pattern is not None:
+            if v.present("num_hidden_layers") and v.get("num_hidden_layers") != len(pattern):
+                raise v.fail(
+                    "hybrid_override_pattern",
+                    f"has {len(pattern)} layers but num_hidden_layers is {v.get('num_hidden_layers')}",
+                )
+            if not pattern:
+                raise v.fail("hybrid_override_pattern", "is empty")
+            return len(pattern)
+        layer_types = v.get("layer_types")
+        if layer_types is not None and not v.present("num_hidden_layers") and layer_types:
+            return len(layer_types)
+        return v.require("num_hidden_layers")
+
+    def _schedule(self, n: int) -> list[tuple[str, int | None]]:
+        """(kind, window) per layer: from the config's `layer_types`, else the family's rule."""
+        v, t = self.v, self.t
+        window = v.get("sliding_window") or None
+        chunk = v.get("attention_chunk_size") or None
+        names = v.get("layer_types")
+        if names is not None and len(names) != n:
+            raise v.fail("layer_types", f"has {len(names)} entries for {n} layers")
+        if names is None:
+            kinds = self._schedule_rule(n, window)
+        else:
+            kinds = [self._layer_kind(name) for name in names]
+        if t["schedule"] in ("qwen2", "qwen2_moe") and not v.get("use_sliding_window"):
+            window = None  # Qwen2Config: sliding_window only counts with use_sliding_window
+        out: list[tuple[str, int | None]] = []
+        for kind in kinds:
+            if kind == "sliding":
+                out.append(("sliding", window) if window else ("full", None))
+            elif kind == "chunked":
+                out.append(("chunked", chunk) if chunk else ("full", None))
+            else:
+                out.append((kind, None))
+        return out
+
+    def _layer_kind(self, name: str) -> str:
+        kinds = self.t["layer_kinds"]
+        if name not in kinds:
+            raise self.v.fail(
+                "layer_types",
+                f"names layer type {name!r}, which gpuplan does not model for"
+                f" {self.family.name if self.family.name != 'base' else 'an unknown family'}"
+                f" (known: {', '.join(sorted(kinds))})",
+            )
+        return str(kinds[name])
+
+    def _schedule_rule(self, n: int, window: int | None) -> list[str]:
+        v, rule = self.v, self.t["schedule"]
+        if rule == "uniform":
+            return ["sliding" if self.t["sliding"] and window else "full"] * n
+        if rule == "alternate":  # Gemma 2, gpt-oss: sliding, full, sliding, ...
+            return ["sliding" if i % 2 == 0 else "full" for i in range(n)]
+        if rule == "pattern":
+            return self._pattern_schedule(n)
+        if rule == "qwen2":
+            if not v.get("use_sliding_window"):
+                return ["full"] * n
+            first = v.get("max_window_layers")
+            first = 28 if first is None else first
+            return ["sliding" if i >= first else "full" for i in range(n)]
+        if rule == "qwen2_moe":
+            if not v.get("use_sliding_window"):
+                return ["full"] * n
+            last = v.get("max_window_layers")
+            last = 28 if last is None else last
+            return ["sliding" if (i + 1) % 2 and i < last else "full" for i in range(n)]
+        if rule == "llama4":
+            return self._llama4_schedule(n)
+        if rule == "interval":
+            k = v.get("full_attention_interval") or 4
+            linear = self.t["layer_kinds"].get("linear_attention", "gated_delta")
+            return ["full" if (i + 1) % k == 0 else linear for i in range(n)]
+        if rule == "hybrid_pattern":
+            return self._hybrid_pattern(n)
+        if rule == "jamba":
+            period, offset = v.get("attn_layer_period"), v.get("attn_layer_offset")
+            if not period:
+                raise v.fail("attn_layer_period", "must be at least 1")
+            return ["full" if i % period == offset else "mamba" for i in range(n)]
+        if rule == "attn_type_list":
+            flags = v.get("attn_type_list")
+            if flags is None:  # MiniMaxConfig's default: full, linear, full, ...
+                return ["full" if (i + 1) % 2 else "lightning" for i in range(n)]
+            if len(flags) != n:
+                raise v.fail("attn_type_list", f"has {len(flags)} entries for {n} layers")
+            return ["full" if f else "lightning" for f in flags]
+        if rule == "full_attn_idxs":
+            idxs = v.get("full_attn_idxs")
+            full = set(range(n)) if idxs is None else set(idxs)
+            return ["full" if i in full else "short_conv" for i in range(n)]
+        if rule == "smollm3":  # SmolLM3Config: NoPE layers slide when use_sliding_window
+            rope = v.get("no_rope_layers")
+            if rope is None:
+                interval = v.get("no_rope_layer_interval") or 4
+                rope = tuple(int((i + 1) % interval != 0) for i in range(n))
+            if len(rope) != n:
+                raise v.fail("no_rope_layers", f"has {len(rope)} entries for {n} layers")
+            slide = bool(v.get("use_sliding_window")) and window is not None
+            return ["sliding" if slide and not r else "full" for r in rope]
+        if rule == "all_mamba":
+            return ["mamba"] * n
+        if rule == "all_hybrid":
+            return ["hybrid"] * n
+        raise AssertionError(rule)
+
+    def _pattern_schedule(self, n: int) -> list[str]:
+        """Gemma 3 / Cohere 2 / EXAONE 4: every `sliding_window_pattern`-th layer is global;
+        a string pattern ("LLLG") spells local and global layers and repeats."""
+        v = self.v
+        pattern = v.get("sliding_window_pattern")
+        if v.get("sliding_window") is None:
+            return ["full"] * n
+        if isinstance(pattern, str):
+            if not pattern or set(pattern.upper()) - {"L", "G"}:
+                raise v.fail("sliding_window_pattern", "must be a number or a string of L and G")
+            p = pattern.upper()
+            return ["sliding" if p[i % len(p)] == "L" else "full" for i in range(n)]
+        if not pattern:
+            return ["full"] * n
+        return ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(n)]
+
+    def _llama4_schedule(self, n: int) -> list[str]:
+        """Llama 4: RoPE layers attend within chunks of attention_chunk_size; NoPE layers (every
+        no_rope_layer_interval-th, or 0 in no_rope_layers) are global."""
+        v = self.v
+        rope = v.get("no_rope_layers")
+        if rope is None or len(rope) == 0:
+            interval = v.get("no_rope_layer_interval") or 4
+            rope = tuple(int((i + 1) % interval != 0) for i in range(n))
+        if len(rope) != n:
+            raise v.fail("no_rope_layers", f"has {len(rope)} entries for {n} layers")
+        return ["chunked" if r else "full" for r in rope]
+
+    def _hybrid_pattern(self, n: int) -> list[str]:
+        """Nemotron-H: M Mamba-2, * attention, - MLP, E experts, one block each."""
+        v = self.v
+        pattern = v.get("hybrid_override_pattern")
+        if pattern is None:
+            raise GpuplanError(
+                f"{v.name}: config.json has neither 'hybrid_override_pattern' nor 'layer_types'"
+                " (model_type nemotron_h); cannot tell its layers apart"
+            )
+        chars = {"M": "mamba", "*": "full", "-": "mlp_only", "E": "moe_only"}
+        bad = sorted(set(pattern) - set(chars))
+        if bad:
+            raise v.fail(
+                "hybrid_override_pattern",
+                f"has block type(s) {''.join(bad)!r} gpuplan does not model (known: M * - E)",
+            )
+        return [chars[c] for c in pattern]
+
+    def _layer(self, kind: str, window: int | None, moe: bool) -> LayerSpec:
+        block_ffn = self.family.name not in ("nemotron_h", "mamba", "mamba2")
+        if kind in ("full", "sliding", "chunked"):
+            return LayerSpec(window, moe, "attention", ffn=block_ffn)
+        if kind == "moe_only":
+            return LayerSpec(None, True, "none")
+        if kind == "mlp_only":
+            return LayerSpec(None, False, "none")
+        mixer = {"mamba": "mamba", "hybrid": "hybrid"}.get(kind, kind)
+        return LayerSpec(None, moe, mixer, ffn=block_ffn)
+
+    def _check_mixers(
+        self,
+        layers: tuple[LayerSpec, ...],
+        mamba: MambaSpec | None,
+        linear: LinearAttentionSpec | None,
+        short: ShortConvSpec | None,
+    ) -> None:
+        """Every layer's mixer has its shape (a family must declare the mixers it uses)."""
+        for spec in layers:
+            missing = (
+                (spec.mixer in ("mamba", "hybrid") and mamba is None)
+                or (spec.mixer in ("gated_delta", "lightning") and linear is None)
+                or (spec.mixer == "short_conv" and short is None)
+                or (
+                    spec.mixer in ("gated_delta", "lightning")
+                    and linear
+                    and linear.kind != spec.mixer
+                )
+            )
+            if missing:
+                raise self.v.fail(
+                    "layer_types",
+                    f"has {spec.mixer} layers, which the {self.family.name} family does not model",
+                )
+
+    def _gemma_layers(
+        self, layers: tuple[LayerSpec, ...], attention: AttentionSpec, moe: MoESpec | None
+    ) -> tuple[tuple[LayerSpec, ...], dict[str, Any]]:
+        """Gemma 3n / Gemma 4 per-layer variation: the last num_kv_shared_layers reuse an earlier
+        layer's K and V (no k/v projections, no cache: Gemma3nTextAttention, Gemma4TextAttention),
+        Gemma 3n's per-layer FFN widths, Gemma 4's global layers with global_head_dim (and with
+        attention_k_eq_v, num_global_key_value_heads and no v_proj), double-wide MLPs on the
+        KV-sharing layers, and an MoE block beside the dense MLP (enable_moe_block)."""
+        v = self.v
+        n = len(layers)
+        shared = v.get("num_kv_shared_layers") or 0
+        if shared > n:
+            raise v.fail("num_kv_shared_layers", f"({shared}) exceeds the {n} layers")
+        widths = v.raw.get("intermediate_size")
+        per_layer_width: list[int | None] = [None] * n
+        if isinstance(widths, list):
+            if len(widths) != n:
+                raise v.fail("intermediate_size", f"lists {len(widths)} widths for {n} layers")
+            for i, w in enumerate(widths):
+                if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= 1 << 22:
+                    raise v.fail(
+                        "intermediate_size", f"entry {i} must be a whole number in [1, 4194304]"
+                    )
+                per_layer_width[i] = w
+        double = bool(v.get("use_double_wide_mlp"))
+        k_eq_v = bool(v.get("attention_k_eq_v"))
+        global_spec = attention
+        if self.model_type.startswith("gemma4") and v.raw.get("per_layer_config") is None:
+            global_spec = replace(
+                attention,
+                head_dim=v.get("global_head_dim") or 512,
+                v_head_dim=v.get("global_head_dim") or 512,
+                num_kv_heads=(v.get("num_global_key_value_heads") or attention.num_kv_heads)
+                if k_eq_v
+                else attention.num_kv_heads,
+            )
+        if (
+            self.model_type.startswith("gemma4")
+            and layers
+            and layers[-1].sliding_window is not None
+        ):
+            layers = (*layers[:-1], replace(layers[-1], sliding_window=None))  # Gemma4TextConfig
+        out = []
+        base_width = None if isinstance(widths, list) else (v.get("intermediate_size") or None)
+        for i, spec in enumerate(layers):
+            is_shared = i >= n - shared
+            attn = (
+                global_spec
+                if spec.sliding_window is None and global_spec is not attention
+                else None
+            )
+            width = per_layer_width[i]
+            if double and is_shared and base_width:
+                width = 2 * base_width
+            out.append(
+                replace(
+                    spec,
+                    attention=attn,
+                    kv_shared=is_shared,
+                    mlp_width=width,
+                    v_from_k=k_eq_v and spec.sliding_window is None,
+                )
+            )
+        extras = {
+            "per_layer_input": v.get("hidden_size_per_layer_input") or 0,
+            "per_layer_vocab": v.get("vocab_size_per_layer_input") or v.require("vocab_size"),
+            "altup_inputs": v.get("altup_num_inputs") or 0,
+            "laurel_rank": v.get("laurel_rank") or 0,
+            "moe_beside_mlp": moe is not None,
+        }
+        return tuple(out), extras
+
+    _PER_LAYER_KEYS = (
+        "head_dim",
+        "num_key_value_heads",
+        "num_attention_heads",
+        "intermediate_size",
     )
 
+    def _per_layer_config(
+        self, layers: tuple[LayerSpec, ...], attention: AttentionSpec
+    ) -> tuple[LayerSpec, ...]:
+        """transformers' heterogeneous configs (`per_layer_config`: layer index -> overrides of
+        head_dim, num_key_value_heads, num_attention_heads, intermediate_size); any other key is
+        refused, naming it."""
+        v, raw = self.v, self.v.raw.get("per_layer_config")
+        if not isinstance(raw, Mapping):
+            raise v.fail("per_layer_config", "must be a JSON object of layer index -> overrides")
+        out = list(layers)
+        for key, overrides in raw.items():
+            try:
+                i = int(key)
+            except (TypeError, ValueError):
+                raise v.fail(
+                    "per_layer_config", f"has a key {str(key)[:20]!r} that is not a layer index"
+                ) from None
+            if not 0 <= i < len(out) or not isinstance(overrides, Mapping):
+                raise v.fail(
+                    "per_layer_config", f"entry {str(key)[:20]!r} is not a layer of this model"
+                )
+            unknown = sorted(set(overrides) - set(self._PER_LAYER_KEYS))
+            if unknown:
+                raise GpuplanError(
+                    f"{v.name}: config field 'per_layer_config.{i}.{unknown[0]}' is a per-layer"
+                    " override gpuplan does not model; cannot size this model"
+                )
+            sub = ConfigView(overrides, f"{v.name}: per_layer_config.{i}", {}, {})
+            base = out[i].attention or attention
+            heads = sub.get("num_attention_heads") or base.num_heads
+            kv = sub.get("num_key_value_heads") or base.num_kv_heads
+            hd = sub.get("head_dim") or base.head_dim
+            if heads % kv:
+                raise sub.fail("num_key_value_heads", f"({kv}) must divide {heads} heads")
+            spec = replace(base, num_heads=heads, num_kv_heads=kv, head_dim=hd, v_head_dim=hd)
+            out[i] = replace(
+                out[i],
+                attention=None if spec == attention else spec,
+                mlp_width=sub.get("intermediate_size") or out[i].mlp_width,
+            )
+        return tuple(out)
 
-def _attention(cfg: _Config, model_type: str) -> AttentionSpec:
-    hidden = cfg.positive("hidden_size")
-    heads = cfg.positive("num_attention_heads")
-    kv_heads = cfg.positive("num_key_value_heads", heads)
-    if heads % kv_heads:
-        raise GpuplanError(
-            f"{cfg.name}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
-        )
-    if cfg.raw.get("kv_lora_rank") is not None:  # DeepSeek V2/V3 multi-head latent attention
-        nope = cfg.positive("qk_nope_head_dim")
-        rope = cfg.positive("qk_rope_head_dim")
-        bias = bool(cfg.get("attention_bias", False))
+    # -- attention ----------------------------------------------------------------------------
+
+    def _attention(self, hidden: int) -> AttentionSpec | None:
+        v, t = self.v, self.t
+        if t["attention"] == "none":
+            return None
+        heads = v.require("num_attention_heads")
+        qk_norm = t["qk_norm"]
+        common: dict[str, Any] = {
+            "qkv_bias": bool(t["qkv_bias"]),
+            "o_bias": bool(t["o_bias"]),
+            "qk_norm": qk_norm != "none",
+            "qk_norm_scope": qk_norm if qk_norm != "none" else "head",
+            "qk_norm_bias": bool(t["qk_norm_bias"]),
+            "sinks": bool(t["sinks"]),
+            "output_gate": bool(t["output_gate"]),
+        }
+        if t["attention"] == "mla" or v.get("kv_lora_rank") is not None:
+            nope = v.require("qk_nope_head_dim")
+            rope = v.require("qk_rope_head_dim")
+            if nope + rope == 0:
+                raise v.fail("qk_nope_head_dim", "and qk_rope_head_dim are both 0")
+            indexer = self.model_type == "deepseek_v32"
+            return AttentionSpec(
+                num_heads=heads,
+                num_kv_heads=heads,
+                head_dim=nope + rope,
+                v_head_dim=v.require("v_head_dim"),
+                q_lora_rank=v.get("q_lora_rank") or None,
+                kv_lora_rank=v.require("kv_lora_rank"),
+                qk_rope_head_dim=rope,
+                qk_nope_head_dim=nope,
+                indexer_heads=v.require("index_n_heads") if indexer else 0,
+                indexer_head_dim=v.require("index_head_dim") if indexer else 0,
+                **common,
+            )
+        kv_heads = v.require("num_key_value_heads")
+        if heads % kv_heads:
+            raise v.fail(
+                "num_key_value_heads",
+                f"({kv_heads}) must divide num_attention_heads ({heads})",
+            )
+        if not v.present("head_dim") and hidden % heads:
+            raise v.fail(
+                "num_attention_heads",
+                f"({heads}) does not divide hidden_size ({hidden}) and there is no head_dim",
+            )
+        head_dim = v.require("head_dim")
         return AttentionSpec(
             num_heads=heads,
-            num_kv_heads=heads,
-            head_dim=nope + rope,
-            v_head_dim=cfg.positive("v_head_dim"),
-            qkv_bias=bias,
-            o_bias=bias,
-            q_lora_rank=cfg.get("q_lora_rank"),
-            kv_lora_rank=cfg.positive("kv_lora_rank"),
-            qk_rope_head_dim=rope,
-            qk_nope_head_dim=nope,
+            num_kv_heads=kv_heads,
+            head_dim=head_dim,
+            v_head_dim=v.get("v_head_dim") if v.present("v_head_dim") else head_dim,
+            **common,
         )
-    default_head_dim = hidden // heads if hidden % heads == 0 else None
-    head_dim = cfg.whole("head_dim", default_head_dim)
-    bias = bool(cfg.get("attention_bias", False))
-    qkv_bias, o_bias = bias, bias
-    if model_type in ("qwen2", "qwen2_5"):
-        qkv_bias, o_bias = True, False  # Qwen2Attention: bias on q, k, v only
-    elif model_type == "qwen2_moe":
-        qkv_bias, o_bias = bool(cfg.get("qkv_bias", True)), False
-    elif model_type in ("gpt_oss", "phi"):  # PhiAttention: q, k, v and dense all carry biases
-        qkv_bias, o_bias = True, True
-    return AttentionSpec(
-        num_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=head_dim,
-        v_head_dim=head_dim,
-        qkv_bias=qkv_bias,
-        o_bias=o_bias,
-        qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text"),
-        sinks=model_type == "gpt_oss",
-    )
 
+    def _stand_in_attention(self, mamba: MambaSpec | None, hidden: int) -> AttentionSpec:
+        """Attention-free models (Mamba): a shape with no KV and the mixer's heads, so tensor
+        parallelism checks divide what engines shard (Mamba-2 heads, Mamba-1 channels)."""
+        heads = (mamba.n_heads or mamba.d_inner) if mamba else 1
+        return AttentionSpec(num_heads=heads, num_kv_heads=heads, head_dim=0, v_head_dim=0)
 
-def _layer_windows(cfg: _Config, model_type: str, num_layers: int) -> list[int | None]:
-    """Per-layer sliding window (None = full attention), from `layer_types` or the family rule."""
-    window = cfg.get("sliding_window")
-    chunk = cfg.get("attention_chunk_size")
-    layer_types = cfg.get("layer_types")
-    if isinstance(layer_types, list) and len(layer_types) == num_layers:
-        local = {"sliding_attention": window, "chunked_attention": chunk}
-        return [local.get(t) or None for t in layer_types]
-    if model_type in ("llama4", "llama4_text") and chunk:
-        # Llama4TextConfig: RoPE layers attend within chunks of attention_chunk_size (at most
-        # that many tokens cached); every no_rope_layer_interval-th layer is global (NoPE)
-        interval = cfg.whole("no_rope_layer_interval", 4)
-        rope = cfg.get("no_rope_layers") or [
-            int((i + 1) % interval != 0) for i in range(num_layers)
-        ]
-        return [chunk if rope[i] else None for i in range(num_layers)]
-    if not window:
-        return [None] * num_layers
-    if model_type == "gemma2":  # Gemma2Config: even layers slide, odd layers are global
-        return [window if i % 2 == 0 else None for i in range(num_layers)]
-    if model_type in ("gemma3", "gemma3_text"):  # Gemma3TextConfig: every Nth layer is global
-        pattern = cfg.whole("sliding_window_pattern", 6)
-        return [None if (i + 1) % pattern == 0 else window for i in range(num_layers)]
-    if model_type == "gpt_oss":  # GptOssConfig: sliding, full, sliding, full, ...
-        return [window if i % 2 == 0 else None for i in range(num_layers)]
-    if model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
-        if not cfg.get("use_sliding_window", False):
-            return [None] * num_layers
-        max_window_layers = cfg.whole("max_window_layers", num_layers)
-        return [window if i >= max_window_layers else None for i in range(num_layers)]
-    return [window] * num_layers  # Mistral v0.1, Phi-3: every layer slides
-
-
-def _moe(cfg: _Config, model_type: str) -> tuple[MoESpec | None, list[bool]]:
-    """The MoE block and which layers use it, per family."""
-    num_layers = cfg.positive("num_hidden_layers")
-    experts = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts")
-    if not experts:
-        return None, [False] * num_layers
-    experts = int(experts)
-    top_k = cfg.positive("num_experts_per_tok", cfg.whole("experts_per_token", 2))
-    if model_type in ("deepseek_v2", "deepseek_v3", "deepseek_v32"):
-        first_dense = cfg.whole("first_k_dense_replace", 0)
-        freq = cfg.positive("moe_layer_freq", 1)
-        is_moe = [i >= first_dense and i % freq == 0 for i in range(num_layers)]
-        width = cfg.positive("moe_intermediate_size")
-        shared = cfg.whole("n_shared_experts", 0)
-        spec = MoESpec(experts, top_k, width, shared, shared * width)
-        return spec, is_moe
-    if model_type in ("qwen2_moe", "qwen3_moe"):
-        step = cfg.positive("decoder_sparse_step", 1)
-        dense_only = set(cfg.get("mlp_only_layers", []) or [])
-        is_moe = [i not in dense_only and (i + 1) % step == 0 for i in range(num_layers)]
-        shared_width = cfg.whole("shared_expert_intermediate_size", 0)
-        spec = MoESpec(
-            experts,
-            top_k,
-            cfg.positive("moe_intermediate_size"),
-            num_shared_experts=1 if shared_width else 0,
-            shared_intermediate_size=shared_width,
-            shared_expert_gate=bool(shared_width),
-        )
-        return spec, is_moe
-    if model_type == "llama4_text":
-        # Llama4TextConfig: every `interleave_moe_layer_step`-th layer is MoE, with one shared
-        # expert of intermediate_size; the other layers use a dense MLP of intermediate_size_mlp
-        step = cfg.positive("interleave_moe_layer_step", 1)
-        is_moe = [(i + 1) % step == 0 for i in range(num_layers)]
-        width = cfg.positive("intermediate_size")
-        return MoESpec(experts, top_k, width, 1, width), is_moe
-    if model_type == "gpt_oss":
-        spec = MoESpec(
-            experts,
-            top_k,
-            cfg.positive("intermediate_size"),
-            router_bias=True,
-            expert_bias=True,
-        )
-        return spec, [True] * num_layers
-    # Mixtral and any Mixtral-like config: every layer is MoE with experts of intermediate_size
-    width = cfg.positive("moe_intermediate_size", cfg.positive("intermediate_size"))
-    return MoESpec(experts, top_k, width), [True] * num_layers
-
-
-def _decoder(cfg: _Config, model_type: str) -> Architecture:
-    """Llama-style decoders and their relatives (Mistral, Qwen, Mixtral, DeepSeek, gpt-oss, Gemma, Phi-3)."""
-    num_layers = cfg.positive("num_hidden_layers")
-    attention = _attention(cfg, model_type)
-    moe, is_moe = _moe(cfg, model_type)
-    windows = _layer_windows(cfg, model_type, num_layers)
-    layers = tuple(LayerSpec(w, m) for w, m in zip(windows, is_moe, strict=True))
-    needs_dense = any(not m for m in is_moe)
-    mlp = None
-    if needs_dense:
-        if cfg.raw.get("intermediate_size") is None:
-            raise GpuplanError(
-                f"{cfg.name}: config.json is missing intermediate_size"
-                f" (model_type {model_type!r}); cannot size its MLP"
+    def _rope(self) -> RopeSpec:
+        """The rotary embedding, from `rope_scaling` (or `rope_parameters`)."""
+        v = self.v
+        rs = v.get("rope_scaling") or {}
+        partial = v.get("partial_rotary_factor") or 1.0
+        try:
+            factor = float(rs.get("factor") or 1.0)
+            original = int(rs.get("original_max_position_embeddings") or 0)
+        except (TypeError, ValueError, OverflowError):
+            raise v.fail(
+                "rope_scaling",
+                "has a factor or original_max_position_embeddings that is not a number",
+            ) from None
+        if not (0 < factor < 1e6) or not 0 <= original < 1 << 34:
+            raise v.fail(
+                "rope_scaling", "has a factor or original_max_position_embeddings out of range"
             )
-        if model_type == "phi":  # PhiConfig (phi-1/1.5/2): fc1 -> GELU -> fc2, with biases
-            mlp = MLPSpec(cfg.positive("intermediate_size"), gated=False, bias=True)
-        elif model_type == "llama4_text":
-            mlp = MLPSpec(cfg.positive("intermediate_size_mlp", cfg.positive("intermediate_size")))
+        kind = rs.get("rope_type") or rs.get("type") or "default"
+        return RopeSpec(
+            kind=str(kind)[:32],
+            factor=factor,
+            original_max_position=original,
+            partial_rotary_factor=partial,
+        )
+
+    # -- feed-forward -------------------------------------------------------------------------
+
+    def _mlp(self, hidden: int) -> MLPSpec:
+        v, t = self.v, self.t
+        if self.model_type in ("llama4", "llama4_text") and v.present("intermediate_size_mlp"):
+            width = v.require("intermediate_size_mlp")
+        elif t["per_layer_embeddings"] and isinstance(v.raw.get("intermediate_size"), list):
+            width = next(s.mlp_width for s in self._layers_cache if s.mlp_width)  # Gemma 3n
+        elif t["ffn_width"] == "lfm2":
+            width = self._lfm2_width()
         else:
-            mlp = MLPSpec(
-                cfg.positive("intermediate_size"),
-                gated=True,
-                bias=bool(cfg.get("mlp_bias", False)),
-            )
-    gemma = model_type in ("gemma2", "gemma3", "gemma3_text")
-    tie_default = model_type in ("gemma", "gemma2", "gemma3", "gemma3_text")
-    notes: list[str] = []
-    if cfg.get("num_nextn_predict_layers"):
-        notes.append(
-            f"{cfg.get('num_nextn_predict_layers')} multi-token-prediction layer(s) in the checkpoint"
-            " are not counted (transformers does not build them; engines load them only for speculative decoding)"
+            width = v.require("intermediate_size")
+        return MLPSpec(width, gated=t["mlp"] == "gated", bias=bool(t["mlp_bias"]))
+
+    def _lfm2_width(self) -> int:
+        """Lfm2MLP: with block_auto_adjust_ff_dim, 2/3 of block_ff_dim, times the multiplier and
+        rounded up to block_multiple_of when a multiplier is set."""
+        v = self.v
+        width = v.require("intermediate_size")
+        if v.get("block_auto_adjust_ff_dim"):
+            width = int(2 * width / 3)
+            multiplier = v.get("block_ffn_dim_multiplier")
+            if multiplier is not None:
+                multiple = v.get("block_multiple_of") or 256
+                width = int(multiplier * width)
+                width = multiple * ((width + multiple - 1) // multiple)
+        if width < 1:
+            raise v.fail("intermediate_size", "leaves an FFN of width 0")
+        return width
+
+    def _moe(
+        self, n: int, kinds: list[tuple[str, int | None]]
+    ) -> tuple[MoESpec | None, list[bool]]:
+        """The experts block and which layers route to it."""
+        v, t = self.v, self.t
+        rule = t["moe_layers"]
+        experts = v.get("num_experts") or 0
+        if rule == "pattern":
+            flags = [kind == "moe_only" for kind, _ in kinds]
+            if any(flags) and not experts:
+                raise v.fail("num_experts", "must be at least 1 for the E blocks of the pattern")
+        elif not experts or (rule == "jamba" and experts < 2):
+            return None, [False] * n
+        else:
+            flags = self._moe_flags(rule, n)
+        if not any(flags):
+            return None, flags
+        top_k = v.require("experts_per_token")
+        if top_k > experts:
+            raise v.fail("experts_per_token", f"({top_k}) exceeds the {experts} experts")
+        width = v.require("moe_intermediate_size")
+        shared_width = v.get("shared_expert_intermediate_size") or 0
+        shared = v.get("num_shared_experts") or 0
+        if not shared_width and shared:
+            shared_width = shared * width
+        latent = v.get("moe_latent_size") or 0
+        spec = MoESpec(
+            num_experts=experts,
+            experts_per_token=top_k,
+            expert_intermediate_size=width,
+            num_shared_experts=shared or (1 if shared_width else 0),
+            shared_intermediate_size=shared_width,
+            shared_expert_gate=bool(t["shared_expert_gate"]) and bool(shared_width),
+            router_bias=bool(t["router_bias"]),
+            expert_bias=bool(t["expert_bias"]),
+            expert_gated=t["expert_mlp"] == "gated",
+            shared_gated=t["shared_mlp"] == "gated",
+            router_score_bias=bool(t["router_score_bias"]),
+            latent_size=latent,
         )
-    return Architecture(
-        name=cfg.name,
-        model_type=model_type,
-        hidden_size=cfg.positive("hidden_size"),
-        num_layers=num_layers,
-        vocab_size=cfg.positive("vocab_size"),
-        attention=attention,
-        layers=layers,
-        mlp=mlp,
-        moe=moe,
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", tie_default)),
-        norm="layernorm" if model_type == "phi" else "rms",
-        norms_per_layer=4 if gemma else (1 if model_type == "phi" else 2),
-        max_position_embeddings=cfg.whole("max_position_embeddings", 0),
-        torch_dtype=_torch_dtype(cfg),
-        quantization=quantization_from_config(cfg.get("quantization_config"), cfg.name),
-        hidden_act=str(cfg.get("hidden_act", cfg.get("hidden_activation", "silu"))),
-        notes=tuple(notes),
-        rope=_rope(cfg),
-    )
+        return spec, flags
 
+    def _moe_flags(self, rule: str, n: int) -> list[bool]:
+        v = self.v
+        if rule == "all":
+            return [True] * n
+        if rule == "deepseek":  # DeepseekV3DecoderLayer
+            first, freq = v.get("first_k_dense_replace") or 0, v.get("moe_layer_freq") or 1
+            return [i >= first and i % freq == 0 for i in range(n)]
+        if rule == "first_k":  # Glm4MoeDecoderLayer
+            first = v.get("first_k_dense_replace") or 0
+            return [i >= first for i in range(n)]
+        if rule == "qwen":  # Qwen2MoeDecoderLayer
+            step = v.get("decoder_sparse_step") or 1
+            dense = set(v.get("mlp_only_layers") or ())
+            return [i not in dense and (i + 1) % step == 0 for i in range(n)]
+        if rule == "llama4":  # Llama4TextConfig.moe_layers
+            listed = v.get("moe_layers")
+            if listed is None:
+                step = v.get("interleave_moe_layer_step") or 1
+                listed = tuple(range(step - 1, n, step))
+            chosen = set(listed)
+            return [i in chosen for i in range(n)]
+        if rule == "jamba":
+            period, offset = v.get("expert_layer_period") or 1, v.get("expert_layer_offset") or 0
+            return [i % period == offset for i in range(n)]
+        if rule == "ernie":  # Ernie4_5_MoeDecoderLayer
+            start = v.get("moe_layer_start_index") or 0
+            end = v.get("moe_layer_end_index")
+            end = n - 1 if end is None or end == -1 else end
+            step = v.get("moe_layer_interval") or 1
+            return [(i + 1) % step == 0 and start <= i <= end for i in range(n)]
+        raise AssertionError(rule)
 
-def _rope(cfg: _Config) -> RopeSpec:
-    """The rotary embedding of a RoPE decoder, from `rope_scaling` (or `rope_parameters`)."""
-    rs = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
-    rs = rs if isinstance(rs, Mapping) else {}
-    partial = rs.get("partial_rotary_factor", cfg.get("partial_rotary_factor")) or 1.0
-    return RopeSpec(
-        kind=str(rs.get("rope_type") or rs.get("type") or "default"),
-        factor=float(rs.get("factor") or 1.0),
-        original_max_position=int(rs.get("original_max_position_embeddings") or 0),
-        partial_rotary_factor=float(partial),
-    )
+    # -- state-space and linear-attention mixers ----------------------------------------------
+
+    def _mamba(self, hidden: int) -> MambaSpec:
+        v, t = self.v, self.t
+        version = 1 if t["mamba"] == "mamba1" else 2
+        d_state, d_conv = v.require("mamba_d_state"), v.require("mamba_d_conv")
+        common = {
+            "d_state": d_state,
+            "d_conv": d_conv,
+            "conv_bias": bool(v.get("mamba_conv_bias")),
+            "proj_bias": bool(v.get("mamba_proj_bias")),
+        }
+        if version == 1:
+            d_inner = v.get("mamba_d_inner") or v.require("mamba_expand") * hidden
+            return MambaSpec(
+                version=1,
+                d_inner=d_inner,
+                dt_rank=v.require("mamba_dt_rank"),
+                bcdt_norms=bool(t["mamba_bcdt_norms"]),
+                gated_norm=False,
+                **common,
+            )
+        heads, head_dim = v.require("mamba_n_heads"), v.require("mamba_head_dim")
+        groups = v.require("mamba_n_groups")
+        if heads % groups:
+            raise v.fail("mamba_n_groups", f"({groups}) must divide the {heads} Mamba heads")
+        return MambaSpec(
+            version=2,
+            d_inner=heads * head_dim,
+            n_heads=heads,
+            head_dim=head_dim,
+            n_groups=groups,
+            gated_norm=bool(t["mamba_norm"]),
+            **common,
+        )
+
+    def _linear_attention(self, attention: AttentionSpec | None) -> LinearAttentionSpec:
+        v, kind = self.v, self.t["linear_attention"]
+        if kind == "lightning":  # MiniMaxLightningAttention: the attention heads and head_dim
+            assert attention is not None
+            return LinearAttentionSpec(
+                kind,
+                attention.num_heads,
+                attention.num_heads,
+                attention.head_dim,
+                attention.head_dim,
+            )
+        nk, nv = v.require("linear_num_key_heads"), v.require("linear_num_value_heads")
+        if nv % nk:
+            raise v.fail(
+                "linear_num_value_heads",
+                f"({nv}) must be a multiple of linear_num_key_heads ({nk})",
+            )
+        return LinearAttentionSpec(
+            kind,
+            nk,
+            nv,
+            v.require("linear_key_head_dim"),
+            v.require("linear_value_head_dim"),
+            v.require("linear_conv_kernel_dim"),
+        )
+
+    def _short_conv(self) -> ShortConvSpec:
+        return ShortConvSpec(self.v.require("conv_L_cache"), bool(self.v.get("conv_bias")))

@@ -2,8 +2,11 @@
 
     KV cache per token = 2 × layers × KV heads × head dim × bytes        (the lesson, step 3)
 
-(the 2 is K and V). Grouped-query attention (Ainslie et al. 2023) caches only the KV heads, so
-64 query heads sharing 8 KV heads cache 8× less than multi-head attention would.
+(the 2 is K and V), summed over the layers that attend and keep their own cache: Mamba, linear-
+attention and short-convolution layers keep a fixed-size state instead (engine/state_cache.py), and
+Gemma 3n's KV-sharing layers read an earlier layer's cache. Grouped-query attention (Ainslie et
+al. 2023) caches only the KV heads, so 64 query heads sharing 8 KV heads cache 8× less than
+multi-head attention would; multi-query attention (Shazeer 2019; StarCoder, Falcon-7B) one head.
 
 MLA (DeepSeek-V2 paper §2.1.2, eq. 10 and Table 1): engines (vLLM's MLA backends, SGLang)
 cache only the compressed latent c_KV (kv_lora_rank) and the shared RoPE key (qk_rope_head_dim)
@@ -11,11 +14,20 @@ per layer and token: (kv_lora_rank + qk_rope_head_dim) × bytes, the same on eve
 transformers 5.x does the same (DeepseekV2/V3Attention caches the latent and expands it each
 step with `expand_kv`). `layout="expanded"` gives instead the per-head K of (nope + rope) and
 V of v_head_dim for every head: what `expand_kv` materialises, and what transformers 4.x kept
-in its DynamicCache. (Checked against both in tests/test_reference_params.py.)
+in its DynamicCache. (Checked against both in tests/test_reference_params.py.) For grouped-query
+attention "expanded" means K and V broadcast to every query head: what transformers' Falcon keeps
+for the new decoder architecture (FalconAttention broadcasts the 8 KV heads of Falcon-40B before
+caching them), while serving engines cache the KV heads only.
 
-Sliding-window layers (Mistral, Gemma 2/3, gpt-oss) keep at most `window` tokens, so a sequence
-of length L costs min(L, window) tokens on those layers: the buffer transformers' StaticCache
-allocates (StaticSlidingWindowLayer); its DynamicCache keeps one token fewer (window − 1).
+DeepSeek-V3.2's lightning indexer keeps one more key per layer and token, of index_head_dim:
+vLLM stores it in fp8 with one fp32 scale per 128 values (DeepseekV32IndexerCache: head_dim +
+head_dim / 128 × 4 bytes) whatever the KV dtype; transformers keeps it in the model dtype
+(DynamicIndexedLayer.indexer_keys), layout "expanded" here.
+
+Sliding-window layers (Mistral, Gemma 2/3, gpt-oss) and Llama 4's chunked layers keep at most
+`window` tokens, so a sequence of length L costs min(L, window) tokens on those layers: the buffer
+transformers' StaticCache allocates (StaticSlidingWindowLayer); its DynamicCache keeps one token
+fewer (window − 1).
 
 Under tensor parallelism each rank caches KV heads ÷ tp, but never less than one whole head:
 when tp > KV heads the heads are replicated (vLLM: num_kv_heads per rank = max(1, kv_heads / tp)).
@@ -24,65 +36,108 @@ Under pipeline parallelism a GPU caches only its stage's layers.
 
 from __future__ import annotations
 
-from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.architecture import Architecture, AttentionSpec, LayerSpec
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.weights import stage_layers
 
 LAYOUTS = ("engine", "expanded")
 
 
-def kv_elements_per_token_per_layer(arch: Architecture, layout: str = "engine") -> int:
-    """Elements cached per token in one layer, all KV heads."""
-    a = arch.attention
+def layer_kv_elements(arch: Architecture, layer: LayerSpec, layout: str = "engine") -> int:
+    """Elements one token adds to `layer`'s KV cache, all KV heads (0 if it keeps none)."""
+    if not layer.has_attention or layer.kv_shared:
+        return 0
+    return attention_kv_elements(arch.attention_of(layer), layout)
+
+
+def attention_kv_elements(a: AttentionSpec, layout: str = "engine") -> int:
+    """Elements per token of one attention block's cache: K and V of every KV head, or MLA's
+    latent and RoPE key (layout "engine") / its expanded per-head K and V ("expanded")."""
     if a.is_mla:
         assert a.kv_lora_rank is not None
         if layout == "engine":
             return a.kv_lora_rank + a.qk_rope_head_dim
         return a.num_heads * (a.head_dim + a.v_head_dim)
-    return a.num_kv_heads * (a.head_dim + a.v_head_dim)
+    heads = a.num_kv_heads if layout == "engine" else a.num_heads
+    return heads * (a.head_dim + a.v_head_dim)
 
 
-def kv_heads_per_rank(arch: Architecture, tp: int) -> float:
+INDEXER_QUANT_BLOCK = 128  # vLLM: fp8 indexer keys with one fp32 scale per 128 values
+
+
+def layer_kv_bytes_per_token(
+    arch: Architecture, layer: LayerSpec, kv: Precision, layout: str = "engine"
+) -> int:
+    """Bytes one token adds to `layer`'s caches: its K and V (or MLA latent) and, for
+    DeepSeek-V3.2, its indexer key."""
+    out = kv.bytes_for(layer_kv_elements(arch, layer, layout))
+    if out and arch.attention_of(layer).indexer_head_dim:
+        out += indexer_key_bytes(arch.attention_of(layer), kv, layout)
+    return out
+
+
+def indexer_key_bytes(a: AttentionSpec, kv: Precision, layout: str = "engine") -> int:
+    """Bytes of one token's indexer key in one layer (0 without an indexer)."""
+    d = a.indexer_head_dim
+    if not d:
+        return 0
+    if layout == "engine":
+        return d + 4 * -(-d // INDEXER_QUANT_BLOCK)
+    return kv.bytes_for(d)
+
+
+def kv_elements_per_token_per_layer(arch: Architecture, layout: str = "engine") -> int:
+    """Elements cached per token by one attention layer of the model's main attention shape."""
+    return attention_kv_elements(arch.attention, layout)
+
+
+def kv_heads_per_rank(arch: Architecture, tp: int, spec: AttentionSpec | None = None) -> float:
     """KV heads one TP rank caches: kv_heads / tp, at least one whole head (replication)."""
-    a = arch.attention
+    a = spec or arch.attention
     if a.is_mla:
         return 1.0
     return max(1, a.num_kv_heads // tp) if tp > a.num_kv_heads else a.num_kv_heads / tp
 
 
-def kv_fraction_per_rank(arch: Architecture, tp: int) -> float:
+def kv_fraction_per_rank(arch: Architecture, tp: int, spec: AttentionSpec | None = None) -> float:
     """Share of a layer's KV cache that one TP rank holds (1.0 for MLA: the latent is replicated)."""
-    a = arch.attention
-    if a.is_mla:
+    a = spec or arch.attention
+    if a.is_mla or not a.num_kv_heads:
         return 1.0
-    return kv_heads_per_rank(arch, tp) / a.num_kv_heads
+    return kv_heads_per_rank(arch, tp, a) / a.num_kv_heads
 
 
 def kv_cache_bytes_per_token(arch: Architecture, kv: Precision, layout: str = "engine") -> int:
     """Bytes of KV cache one token adds across all layers (before any sliding-window cap)."""
-    return kv.bytes_for(kv_elements_per_token_per_layer(arch, layout)) * arch.num_layers
+    return sum(
+        n * layer_kv_bytes_per_token(arch, spec, kv, layout) for spec, n in arch.layer_groups()
+    )
 
 
 def kv_cache_bytes_per_sequence(
     arch: Architecture, kv: Precision, context: int, layout: str = "engine"
 ) -> int:
     """Bytes of KV cache for one sequence of `context` tokens, sliding layers capped at their window."""
-    per_layer_token = kv.bytes_for(kv_elements_per_token_per_layer(arch, layout))
-    return per_layer_token * _capped_tokens(arch, context)
+    return sum(
+        n * layer_kv_bytes_per_token(arch, spec, kv, layout) * _tokens(spec, context)
+        for spec, n in arch.layer_groups()
+    )
 
 
 def kv_cache_bytes_per_sequence_per_gpu(
     arch: Architecture, kv: Precision, context: int, tp: int = 1, pp: int = 1, stage: int = 0
 ) -> int:
     """KV bytes one GPU holds for one sequence: its stage's layers, its share of the KV heads."""
-    per_layer_token = kv.bytes_for(kv_elements_per_token_per_layer(arch))
     layers = stage_layers(arch.num_layers, pp)[stage]
-    tokens = _capped_tokens(arch, context, layers)
-    return round(per_layer_token * tokens * kv_fraction_per_rank(arch, tp))
+    total = 0.0
+    for spec, n in arch.layer_groups(layers):
+        per_token = layer_kv_bytes_per_token(arch, spec, kv)
+        if per_token:
+            share = kv_fraction_per_rank(arch, tp, arch.attention_of(spec))
+            total += n * per_token * _tokens(spec, context) * share
+    return round(total)
 
 
-def _capped_tokens(arch: Architecture, context: int, layers: range | None = None) -> int:
-    """Σ over layers of the tokens each caches: context, or its window if smaller."""
-    return sum(
-        count * min(context, window or context) for window, count in arch.window_counts(layers)
-    )
+def _tokens(layer: LayerSpec, context: int) -> int:
+    """Tokens a layer caches for a sequence of `context`: all, or its window if smaller."""
+    return min(context, layer.sliding_window or context)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.architecture import Architecture, LayerSpec
 from gpuplan.engine.params import count_params, expert_params, layer_params
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.recipes import TrainingRecipe
@@ -91,19 +91,19 @@ def stage_param_list(arch: Architecture, tp: int, pp: int, ep: int = 1) -> tuple
     experts_tp = (
         round(arch.moe.num_experts * expert_params(arch) / tp) if arch.moe is not None else 0
     )
-    per_kind: dict[bool, tuple[int, int]] = {}  # moe? -> (dense part, expert part) per layer
+    per_kind: dict[LayerSpec, tuple[int, int]] = {}  # layer kind -> (dense part, expert part)
     for i, layer in enumerate(arch.layers):
-        if layer.moe not in per_kind:
+        if layer not in per_kind:
             total = layer_bytes_per_rank(arch, i, COUNT, tp)
-            e = experts_tp if layer.moe else 0
-            per_kind[layer.moe] = (total - e, _ceil_div(e, ep))
+            e = experts_tp if layer.moe and layer.ffn else 0
+            per_kind[layer] = (total - e, _ceil_div(e, ep))
     out = []
     for s, layers in enumerate(stage_layers(arch.num_layers, pp)):
-        dense = sum(per_kind[arch.layers[i].moe][0] for i in layers)
-        experts = sum(per_kind[arch.layers[i].moe][1] for i in layers)
+        dense = sum(per_kind[arch.layers[i]][0] for i in layers)
+        experts = sum(per_kind[arch.layers[i]][1] for i in layers)
         e = emb if s == 0 else 0
         lm = head if s == pp - 1 else 0
-        kinds = {arch.layers[i].moe for i in layers}
+        kinds = {arch.layers[i] for i in layers}
         unit = max([e, lm] + [sum(per_kind[k]) for k in kinds])
         out.append(StageParams(s, layers, dense + e + lm, experts, unit, e, lm))
     return tuple(out)

@@ -1,10 +1,11 @@
 """Exact parameter counts, itemised by kind of module.
 
 Each count is the number of elements of the `nn.Parameter`s that `transformers` builds for the
-same config (checked against models built on the `meta` device in tests/test_reference_params.py).
-Kinds matter because they are stored differently: a quantised checkpoint packs the linear
-weights of attention, MLP and experts, but keeps embeddings, norms, biases and routers in
-16-bit; tensor parallelism splits the linear layers and replicates the norms.
+same config (checked against models built on the `meta` device in tests/test_reference_params.py
+and tests/test_families.py). Kinds matter because they are stored differently: a quantised
+checkpoint packs the linear weights of attention, mixers, MLP and experts, but keeps embeddings,
+norms, biases, routers and the small state-space tensors in 16-bit; tensor parallelism splits the
+linear layers and replicates the norms.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from gpuplan.engine.architecture import Architecture, LayerSpec
+from gpuplan.engine.architecture import Architecture, AttentionSpec, LayerSpec
 
 # Linear weights that quantisation methods pack and tensor parallelism splits.
-LINEAR_KINDS = ("attention", "mlp", "experts", "shared_experts")
-# Everything else: kept at the checkpoint dtype, and (but for embeddings) replicated under TP.
+LINEAR_KINDS = ("attention", "mixer", "mlp", "experts", "shared_experts")
+# Everything else: kept at the checkpoint dtype. "ssm" (convolution taps, A_log, D, dt biases of
+# state-space and linear-attention mixers) is split by tensor parallelism with its heads.
 OTHER_KINDS = (
     "embedding",
     "positions",
@@ -25,23 +27,28 @@ OTHER_KINDS = (
     "bias",
     "router",
     "sinks",
+    "ssm",
     "vision",
 )
 
 
-def attention_params(arch: Architecture) -> Counter[str]:
-    """Parameters of one attention block.
+def attention_params(
+    arch: Architecture, spec: AttentionSpec | None = None, kv: bool = True, v: bool = True
+) -> Counter[str]:
+    """Parameters of one attention block (the model's, or `spec`).
 
-    Ordinary attention (MHA/GQA/MQA): q = h × (n_heads·d), k and v = h × (n_kv·d),
-    o = (n_heads·d) × h, plus biases and per-head q/k norms where the family has them
-    (LlamaAttention, Qwen2Attention, Qwen3Attention, GptOssAttention in transformers).
+    Ordinary attention (MHA/GQA/MQA): q = h × (n_heads·d) (doubled when q_proj also emits an output
+    gate, Qwen3-Next), k and v = h × (n_kv·d), o = (n_heads·d_v) × h, plus biases, q/k norms (one
+    head_dim weight, or one weight per channel of the whole projection: OLMo 2, Cohere, StableLM)
+    and attention sinks (LlamaAttention, Qwen2Attention, Olmo2Attention, GptOssAttention ...).
 
     MLA (DeepSeek-V2 paper, §2.1.2, eqs. 9-14): q through an optional low-rank q_a (h × r_q,
     RMSNorm r_q) then q_b (r_q × n_heads·(d_nope + d_rope)); kv_a compresses to
     kv_lora_rank + d_rope, RMSNorm(kv_lora_rank), kv_b expands to n_heads·(d_nope + d_v);
-    o = n_heads·d_v × h. Mirrors DeepseekV3Attention in transformers.
+    o = n_heads·d_v × h. Mirrors DeepseekV3Attention. DeepSeek-V3.2's lightning indexer adds
+    wq_b (r_q × heads_I·d_I), wk (h × d_I), a LayerNorm(d_I) and weights_proj (h × heads_I).
     """
-    a = arch.attention
+    a = spec or arch.attention
     h = arch.hidden_size
     c: Counter[str] = Counter()
     if a.is_mla:
@@ -62,27 +69,127 @@ def attention_params(arch: Architecture) -> Counter[str]:
         c["attention"] += a.num_heads * a.v_head_dim * h
         if a.o_bias:
             c["bias"] += h
+        if a.indexer_heads:
+            idx = a.indexer_heads * a.indexer_head_dim
+            c["attention"] += (a.q_lora_rank or h) * idx + h * a.indexer_head_dim
+            c["router"] += h * a.indexer_heads  # weights_proj: per-head weights of the index score
+            c["norm"] += 2 * a.indexer_head_dim
         return c
-    q_out = a.num_heads * a.head_dim
-    kv_out = a.num_kv_heads * (a.head_dim + a.v_head_dim)
+    q_out = a.num_heads * a.head_dim * (2 if a.output_gate else 1)
+    kv_out = a.num_kv_heads * (a.head_dim * kv + a.v_head_dim * (kv and v))
     c["attention"] += h * (q_out + kv_out) + a.num_heads * a.v_head_dim * h
     if a.qkv_bias:
         c["bias"] += q_out + kv_out
     if a.o_bias:
         c["bias"] += h
     if a.qk_norm:
-        c["norm"] += 2 * a.head_dim
+        per_norm = 2 if a.qk_norm_bias else 1
+        if a.qk_norm_scope == "proj":
+            c["norm"] += per_norm * (a.num_heads + a.num_kv_heads * kv) * a.head_dim
+        else:
+            c["norm"] += per_norm * (1 + kv) * a.head_dim
     if a.sinks:
         c["sinks"] += a.num_heads
     return c
 
 
-def dense_mlp_params(arch: Architecture) -> Counter[str]:
+def mixer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
+    """Parameters of a layer's token mixer: attention, a state-space or linear-attention mixer,
+    a short convolution, or (Falcon-H1) attention and Mamba-2 side by side."""
+    c: Counter[str] = Counter()
+    if layer.has_attention:
+        spec = arch.attention_of(layer)
+        c.update(attention_params(arch, spec, kv=not layer.kv_shared, v=not layer.v_from_k))
+    if layer.mixer in ("mamba", "hybrid"):
+        c.update(mamba_params(arch))
+    elif layer.mixer in ("gated_delta", "lightning"):
+        c.update(linear_attention_params(arch))
+    elif layer.mixer == "short_conv":
+        c.update(short_conv_params(arch))
+    return c
+
+
+def mamba_params(arch: Architecture) -> Counter[str]:
+    """One Mamba mixer.
+
+    Mamba-1 (Gu & Dao 2023, Alg. 2; MambaMixer, JambaMambaMixer): in_proj h × 2·d_inner, a
+    depthwise conv1d of d_conv taps over d_inner, x_proj d_inner × (dt_rank + 2·d_state), dt_proj
+    dt_rank × d_inner (+ bias), A_log d_inner × d_state, D d_inner, out_proj d_inner × h; Jamba adds
+    RMSNorms on dt, B and C.
+    Mamba-2 (Dao & Gu 2024, §7; Mamba2Mixer, NemotronHMamba2Mixer): in_proj h × (2·d_inner +
+    2·groups·d_state + heads) for z, x, B, C and dt; conv1d over x, B and C; dt_bias, A_log and D
+    per head; a gated RMSNorm over d_inner; out_proj d_inner × h.
+    """
+    m = arch.mamba
+    assert m is not None
+    h, di = arch.hidden_size, m.d_inner
+    c: Counter[str] = Counter()
+    if m.version == 1:
+        in_proj = 2 * di
+        c["mixer"] += h * in_proj + di * (m.dt_rank + 2 * m.d_state) + m.dt_rank * di + di * h
+        c["ssm"] += di * m.d_conv + di * m.d_state + di + di  # conv, A_log, D, dt_proj bias
+        if m.bcdt_norms:
+            c["norm"] += m.dt_rank + 2 * m.d_state
+    else:
+        in_proj = 2 * di + 2 * m.n_groups * m.d_state + m.n_heads
+        c["mixer"] += h * in_proj + di * h
+        c["ssm"] += m.conv_dim * m.d_conv + 3 * m.n_heads  # conv, dt_bias, A_log, D
+        if m.gated_norm:
+            c["norm"] += di
+    if m.conv_bias:
+        c["ssm"] += m.conv_dim
+    if m.proj_bias:
+        c["bias"] += in_proj + h
+    return c
+
+
+def linear_attention_params(arch: Architecture) -> Counter[str]:
+    """One linear-attention mixer.
+
+    Gated DeltaNet (Yang et al. 2024; Qwen3NextGatedDeltaNet): in_proj for q, k (n_k·d_k each),
+    v and the output gate z (n_v·d_v each), in_proj for β and a (n_v each), a causal conv1d over
+    q, k, v, dt_bias and A_log per value head, a gated RMSNorm of d_v, out_proj n_v·d_v × h.
+    Lightning attention (Qin et al. 2024; MiniMaxLightningAttention): qkv_proj h × 3·H·d,
+    out_proj, output_gate h × H·d, an RMSNorm over H·d.
+    """
+    la = arch.linear_attention
+    assert la is not None
+    h = arch.hidden_size
+    c: Counter[str] = Counter()
+    if la.kind == "lightning":
+        width = la.num_v_heads * la.v_head_dim
+        c["mixer"] += h * 3 * width + width * h + h * width
+        c["norm"] += width
+        return c
+    key = la.num_k_heads * la.k_head_dim
+    value = la.num_v_heads * la.v_head_dim
+    c["mixer"] += h * (2 * key + 2 * value) + h * 2 * la.num_v_heads + value * h
+    c["ssm"] += la.conv_dim * la.conv_kernel + 2 * la.num_v_heads  # conv, dt_bias, A_log
+    c["norm"] += la.v_head_dim
+    return c
+
+
+def short_conv_params(arch: Architecture) -> Counter[str]:
+    """LFM2's gated short convolution (Lfm2ShortConv): in_proj h × 3h (B, C, x), a depthwise conv
+    of L_cache taps over h channels, out_proj h × h, biases on all three when conv_bias."""
+    sc = arch.short_conv
+    assert sc is not None
+    h = arch.hidden_size
+    c: Counter[str] = Counter()
+    c["mixer"] += h * 3 * h + h * h
+    c["ssm"] += h * sc.kernel
+    if sc.bias:
+        c["bias"] += 3 * h + h
+        c["ssm"] += h
+    return c
+
+
+def dense_mlp_params(arch: Architecture, width: int | None = None) -> Counter[str]:
     """One dense FFN: gated = 3 × h × i (gate, up, down), plain = 2 × h × i; biases if any."""
     c: Counter[str] = Counter()
     if arch.mlp is None:
         return c
-    h, i = arch.hidden_size, arch.mlp.intermediate_size
+    h, i = arch.hidden_size, width or arch.mlp.intermediate_size
     matrices = 3 if arch.mlp.gated else 2
     c["mlp"] += matrices * h * i
     if arch.mlp.bias:
@@ -91,12 +198,15 @@ def dense_mlp_params(arch: Architecture) -> Counter[str]:
 
 
 def expert_params(arch: Architecture) -> int:
-    """Parameters of one routed expert: a gated MLP of the expert width (plus gpt-oss biases)."""
+    """Parameters of one routed expert: a gated (3 matrices) or plain (2) MLP of the expert width
+    over the hidden (or latent) width, plus its biases (gpt-oss)."""
     assert arch.moe is not None
-    h, i = arch.hidden_size, arch.moe.expert_intermediate_size
-    n = 3 * h * i
-    if arch.moe.expert_bias:
-        n += 2 * i + h
+    m = arch.moe
+    d, i = m.latent_size or arch.hidden_size, m.expert_intermediate_size
+    matrices = 3 if m.expert_gated else 2
+    n = matrices * d * i
+    if m.expert_bias:
+        n += (matrices - 1) * i + d
     return n
 
 
@@ -104,30 +214,73 @@ def moe_params(arch: Architecture) -> Counter[str]:
     """One MoE block: router (h × E, + bias), E routed experts, shared experts (and gate).
 
     Mixtral (Jiang et al. 2024, §2.1), DeepSeekMoE (Dai et al. 2024, shared + routed experts),
-    Qwen-MoE, gpt-oss; mirrors the expert and router modules of those models in transformers.
+    Qwen-MoE, gpt-oss, Nemotron-H; mirrors the expert and router modules of those models in
+    transformers. ERNIE 4.5 keeps a learned per-expert score bias; Nemotron 3 runs its experts in
+    a latent width with projections in and out.
     """
     c: Counter[str] = Counter()
     if arch.moe is None:
         return c
     m, h = arch.moe, arch.hidden_size
     c["router"] += h * m.num_experts + (m.num_experts if m.router_bias else 0)
-    per_expert = 3 * h * m.expert_intermediate_size
-    c["experts"] += m.num_experts * per_expert
+    if m.router_score_bias:
+        c["router"] += m.num_experts
+    d, i = m.latent_size or h, m.expert_intermediate_size
+    matrices = 3 if m.expert_gated else 2
+    c["experts"] += m.num_experts * matrices * d * i
     if m.expert_bias:
-        c["bias"] += m.num_experts * (2 * m.expert_intermediate_size + h)
+        c["bias"] += m.num_experts * ((matrices - 1) * i + d)
+    if m.latent_size:
+        c["experts"] += 2 * h * m.latent_size
     if m.shared_intermediate_size:
-        c["shared_experts"] += 3 * h * m.shared_intermediate_size
+        c["shared_experts"] += (3 if m.shared_gated else 2) * h * m.shared_intermediate_size
     if m.shared_expert_gate:
         c["router"] += h
     return c
 
 
+def ffn_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
+    """The layer's FFN: dense or MoE; Gemma 4's MoE block sits beside its dense MLP, with three
+    more norms and the router's scale (h) and per-expert scale (E) (Gemma4TextDecoderLayer)."""
+    if not layer.ffn:
+        return Counter()
+    if not layer.moe:
+        return dense_mlp_params(arch, layer.mlp_width)
+    c = moe_params(arch)
+    if arch.moe_beside_mlp:
+        assert arch.moe is not None
+        c.update(dense_mlp_params(arch, layer.mlp_width))
+        c["norm"] += 3 * arch.norm_elements
+        c["router"] += arch.hidden_size + arch.moe.num_experts
+    return c
+
+
+def gemma_layer_extras(arch: Architecture) -> Counter[str]:
+    """Gemma 3n / Gemma 4 modules in every layer (Gemma3nTextDecoderLayer):
+    per-layer input gate (h × p) and projection (p × h) with a norm; AltUp with n streams
+    (output scale h, correction n², prediction n³, router n × h and its norm h); LAuReL of rank r
+    (left r × h, right h × r, a norm)."""
+    c: Counter[str] = Counter()
+    h, p, n, r = arch.hidden_size, arch.per_layer_input, arch.altup_inputs, arch.laurel_rank
+    if p:
+        c["mlp"] += 2 * h * p
+        c["norm"] += h
+    if n:
+        c["router"] += h + n * n + n**3 + n * h
+        c["norm"] += h
+    if r:
+        c["mlp"] += 2 * r * h
+        c["norm"] += h
+    return c
+
+
 def layer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
-    """All parameters of one decoder layer: attention, FFN (dense or MoE) and its norms."""
-    c = attention_params(arch)
-    c.update(moe_params(arch) if layer.moe else dense_mlp_params(arch))
-    norm_size = arch.hidden_size * (2 if arch.norm == "layernorm" else 1)
-    c["norm"] += arch.norms_per_layer * norm_size
+    """All parameters of one decoder layer: its mixer, its FFN (dense or MoE) and its norms."""
+    c = mixer_params(arch, layer)
+    c.update(ffn_params(arch, layer))
+    c["norm"] += arch.norms_per_layer * arch.norm_elements
+    if arch.per_layer_input or arch.altup_inputs or arch.laurel_rank:
+        c.update(gemma_layer_extras(arch))
     return c
 
 
@@ -150,36 +303,67 @@ class ParamCounts:
 def count_params(arch: Architecture) -> ParamCounts:
     """Count every parameter of `arch`, exactly as transformers would allocate them.
 
-    total = embeddings (+ learned positions) + Σ layers + final norm + LM head (if not tied)
-            + the image encoder of a vision-language checkpoint (engine/vision.py).
+    total = embeddings (+ learned positions, embedding norm, input projection) + Σ layers
+            + final norm + LM head (if not tied, + its bias) + the image encoder of a
+            vision-language checkpoint (engine/vision.py).
     active = total − Σ over MoE layers of (experts − experts_per_token) × one expert's params:
     what one token touches, counting embeddings and LM head (the convention of the Mixtral
     and DeepSeek-V3 reports, which give 12.9 B / 37 B active).
     """
     by_kind: Counter[str] = Counter()
-    per_layer = []
-    for layer in arch.layers:
-        c = layer_params(arch, layer)
-        by_kind.update(c)
-        per_layer.append(sum(c.values()))
+    per_kind: dict[LayerSpec, tuple[Counter[str], int]] = {}
+    for spec, n in arch.layer_groups():
+        c = layer_params(arch, spec)
+        per_kind[spec] = (c, sum(c.values()))
+        for kind, count in c.items():
+            by_kind[kind] += count * n
+    per_layer = tuple(per_kind[spec][1] for spec in arch.layers)
     h = arch.hidden_size
-    by_kind["embedding"] += arch.vocab_size * h
+    e = arch.embedding_dim or h
+    embedding = arch.vocab_size * e + arch.learned_positions * h
+    by_kind["embedding"] += arch.vocab_size * e
     by_kind["positions"] += arch.learned_positions * h
-    final_norm = h * (2 if arch.norm == "layernorm" else 1)
-    by_kind["norm"] += final_norm
-    lm_head = 0 if arch.tie_word_embeddings else arch.vocab_size * h
-    by_kind["lm_head"] += lm_head
+    if arch.embedding_norm:
+        by_kind["norm"] += arch.norm_elements
+        embedding += arch.norm_elements
+    if arch.per_layer_input:  # Gemma 3n/4: embed_tokens_per_layer, per_layer_model_projection
+        width = arch.num_layers * arch.per_layer_input
+        by_kind["embedding"] += arch.per_layer_vocab * width + width * h
+        by_kind["norm"] += arch.per_layer_input
+        embedding += arch.per_layer_vocab * width + width * h + arch.per_layer_input
+    head = 0
+    if arch.altup_inputs > 1:  # Gemma 3n: altup projections in, unembed projections out
+        extra = (arch.altup_inputs - 1) * h * h
+        by_kind["embedding"] += extra
+        by_kind["lm_head"] += extra
+        embedding += extra
+        head += extra
+    if arch.embedding_dim:  # OPT-350m: project_in (e -> h) and project_out (h -> e)
+        by_kind["embedding"] += e * h
+        by_kind["lm_head"] += h * e
+        embedding += e * h
+        head += h * e
+    if arch.final_norm:
+        by_kind["norm"] += arch.norm_elements
+        head += arch.norm_elements
+    if not arch.tie_word_embeddings:
+        by_kind["lm_head"] += arch.vocab_size * e
+        head += arch.vocab_size * e
+    if arch.lm_head_bias:
+        by_kind["bias"] += arch.vocab_size
+        head += arch.vocab_size
     by_kind["vision"] += arch.vision_params
     total = sum(by_kind.values())
     inactive = 0
     if arch.moe is not None:
         idle = arch.moe.num_experts - arch.moe.experts_per_token
-        inactive = arch.num_moe_layers * idle * expert_params(arch)
+        moe_layers = sum(n for spec, n in arch.layer_groups() if spec.moe and spec.ffn)
+        inactive = moe_layers * idle * expert_params(arch)
     return ParamCounts(
         by_kind={k: v for k, v in by_kind.items() if v},
-        per_layer=tuple(per_layer),
+        per_layer=per_layer,
         total=total,
         active=total - inactive,
-        embedding=(arch.vocab_size + arch.learned_positions) * h,
-        lm_head=lm_head + final_norm,
+        embedding=embedding,
+        lm_head=head,
     )

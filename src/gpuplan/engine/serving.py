@@ -5,6 +5,10 @@
     KV capacity    = (budget − weights − overhead) × GPUs ÷ KV bytes per token    (lesson, step 3.4)
     users          = KV capacity ÷ context
 
+Models with Mamba, linear-attention or short-convolution layers also keep a recurrent state per
+sequence that does not grow with context (engine/state_cache.py). It is its own line, and it
+shrinks the KV capacity: sequences = free ÷ (KV bytes per sequence + state bytes per sequence).
+
 The defaults for the overheads are the lesson's: a 1.5 GB workspace (activations and library
 scratch of the forward pass) and 1 GB of CUDA context per GPU. Both are named, overridable lines.
 """
@@ -22,10 +26,16 @@ from gpuplan.engine.kv_cache import (
     kv_cache_bytes_per_sequence_per_gpu,
     kv_cache_bytes_per_token,
     kv_heads_per_rank,
+    layer_kv_elements,
 )
 from gpuplan.engine.params import ParamCounts, count_params
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.sharding import tp_problem
+from gpuplan.engine.state_cache import (
+    ssm_precision,
+    state_bytes_per_sequence,
+    state_bytes_per_sequence_per_gpu,
+)
 from gpuplan.engine.weights import WeightFormat, WeightsPerGpu, weights_bytes, weights_per_gpu
 from gpuplan.errors import GpuplanError
 
@@ -49,10 +59,17 @@ class ServingSetup:
     headroom: float = DEFAULT_HEADROOM
     workspace_bytes: int = DEFAULT_WORKSPACE_BYTES
     cuda_context_bytes: int = DEFAULT_CUDA_CONTEXT_BYTES
+    state: Precision | None = None  # recurrent-state format; None: the weights' base dtype
 
     @property
     def gpus(self) -> int:
         return self.tp * self.pp
+
+    @property
+    def state_precision(self) -> Precision:
+        """Engines keep Mamba/linear-attention states in the model dtype (vLLM mamba_cache_dtype
+        "auto"), not in the KV-cache dtype."""
+        return self.state or self.weights.base
 
 
 @dataclass(frozen=True)
@@ -69,6 +86,7 @@ class ServingBill(Bill):
     kv_capacity_tokens: int
     max_concurrent_sequences: int
     notes: tuple[str, ...] = field(default=())
+    state_bytes_per_sequence: int = 0  # whole model, one sequence: recurrent states (any context)
 
     @property
     def fits(self) -> bool:
@@ -130,6 +148,9 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
         arch, setup.kv, setup.context, tp, pp, w.stage
     )
     kv_gpu = per_seq_gpu * setup.users
+    state = setup.state_precision
+    state_seq = state_bytes_per_sequence(arch, state)
+    state_seq_gpu = state_bytes_per_sequence_per_gpu(arch, state, tp, pp, w.stage)
 
     bpp = total_weights / counts.total  # effective: mixed formats keep some parts at 16-bit
     weights_item = _stored_weights_item(setup, w, total_weights) or LineItem(
@@ -163,7 +184,7 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
         formula="2 × layers × KV heads × head dim × bytes × context × sequences ÷ GPUs",
         template=_kv_template(arch, tp, pp),
         inputs={
-            "layers": arch.num_layers,
+            "layers": _kv_layers(arch),
             "kv_heads": arch.attention.num_kv_heads,
             "head_dim": arch.attention.head_dim,
             "kv_elem_size": float(setup.kv.bytes_per_param),
@@ -175,7 +196,7 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
             "tp": tp,
             "pp": pp,
             "kv_heads_per_gpu": _whole(kv_heads_per_rank(arch, tp)),
-            "stage_layers": len(w.layers),
+            "stage_layers": _kv_layers(arch, w.layers),
         },
         category="kv_cache",
     )
@@ -195,13 +216,17 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
         template="CUDA context allowance = {bytes}",
         category="overhead",
     )
-    items = (weights_item, kv_item, workspace_item, context_item)
+    items: tuple[LineItem, ...] = (weights_item, kv_item)
+    if arch.num_state_layers:
+        items += (_state_item(arch, setup, state_seq_gpu, len(w.layers)),)
+    items += (workspace_item, context_item)
 
     budget = int(setup.gpu.memory_bytes * setup.headroom)
     free = budget - w.bytes - setup.workspace_bytes - setup.cuda_context_bytes
-    if free > 0 and per_seq_gpu > 0:
-        max_seqs = free // per_seq_gpu
-        capacity = free * setup.context // per_seq_gpu
+    per_seq_cache = per_seq_gpu + state_seq_gpu
+    if free > 0 and per_seq_cache > 0:
+        max_seqs = free // per_seq_cache
+        capacity = free * setup.context // per_seq_cache
     else:
         max_seqs, capacity = 0, 0
     notes = list(arch.notes) + list(setup.weights.notes)
@@ -214,6 +239,12 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
     if a.is_mla:
         notes.append(
             "MLA: the KV cache holds the compressed latent (kv_lora_rank + rope dims), replicated on every TP rank"
+        )
+    if arch.num_state_layers:
+        notes.append(
+            f"{arch.num_state_layers} of {arch.num_layers} layers keep a recurrent state"
+            " (Mamba / linear attention / short convolution) instead of a KV cache: a fixed"
+            " amount per sequence, whatever the context"
         )
     if arch.num_sliding_layers:
         notes.append(
@@ -242,7 +273,41 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
         kv_capacity_tokens=int(capacity),
         max_concurrent_sequences=int(max_seqs),
         notes=tuple(notes),
+        state_bytes_per_sequence=state_seq,
     )
+
+
+def _state_item(
+    arch: Architecture, setup: ServingSetup, per_seq_gpu: int, stage_layers: int
+) -> LineItem:
+    """The recurrent-state line: fixed bytes per sequence, whatever the context."""
+    state = setup.state_precision
+    ssm = ssm_precision(arch, state)
+    kinds = sorted({spec.mixer for spec in arch.layers if spec.has_state})
+    return LineItem(
+        key="state_cache",
+        label="State cache",
+        bytes=per_seq_gpu * setup.users,
+        formula="Σ state layers (conv state + SSM state) × bytes × sequences ÷ tp (constant in context)",
+        template="{state_layers} state layers ({mixers}): {per_sequence_bytes}/sequence/GPU"
+        " × {users} sequences = {bytes}",
+        inputs={
+            "state_layers": arch.num_state_layers,
+            "mixers": ", ".join(kinds),
+            "per_sequence_bytes": per_seq_gpu,
+            "users": setup.users,
+            "state_dtype": state.id,
+            "ssm_dtype": ssm.id,
+            "tp": setup.tp,
+            "stage_layers": stage_layers,
+        },
+        category="kv_cache",
+    )
+
+
+def _kv_layers(arch: Architecture, layers: range | None = None) -> int:
+    """Layers that keep their own KV cache (attention layers, not state or KV-sharing ones)."""
+    return sum(n for spec, n in arch.layer_groups(layers) if layer_kv_elements(arch, spec))
 
 
 def _stored_weights_item(setup: ServingSetup, w: WeightsPerGpu, total: int) -> LineItem | None:

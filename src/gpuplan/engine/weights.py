@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.architecture import Architecture, AttentionSpec, LayerSpec
 from gpuplan.engine.params import LINEAR_KINDS, ParamCounts, count_params, layer_params
 from gpuplan.engine.precision import Precision
 
@@ -90,9 +90,11 @@ def weights_bytes(counts: ParamCounts, fmt: WeightFormat) -> int:
     return sum(fmt.for_kind(kind).bytes_for(n) for kind, n in counts.by_kind.items())
 
 
-def _attention_rank_counts(arch: Architecture, c: Counter[str], tp: int) -> dict[str, float]:
+def _attention_rank_counts(
+    arch: Architecture, c: Counter[str], tp: int, a: AttentionSpec
+) -> dict[str, float]:
     """Attention params one TP rank holds (KV-head replication and MLA down-projections)."""
-    a, h = arch.attention, arch.hidden_size
+    h = arch.hidden_size
     total = c["attention"]
     if a.is_mla:
         assert a.kv_lora_rank is not None
@@ -108,10 +110,12 @@ def layer_bytes_per_rank(arch: Architecture, layer_index: int, fmt: WeightFormat
     """Bytes of one decoder layer on one tensor-parallel rank."""
     if fmt.stored is not None:
         return fmt.stored.layer_bytes(arch, layer_index, tp)
-    c = layer_params(arch, arch.layers[layer_index])
+    layer = arch.layers[layer_index]
+    c = layer_params(arch, layer)
     per_rank: dict[str, float] = {}
-    per_rank.update(_attention_rank_counts(arch, c, tp))
-    for kind in ("mlp", "experts", "shared_experts", "bias", "sinks"):
+    if c["attention"]:
+        per_rank.update(_attention_rank_counts(arch, c, tp, arch.attention_of(layer)))
+    for kind in ("mlp", "experts", "shared_experts", "bias", "sinks", "mixer", "ssm"):
         if c[kind]:
             per_rank[kind] = c[kind] / tp
     for kind in ("norm", "router"):
@@ -178,14 +182,12 @@ def weights_per_gpu(
 
 def _distinct_layers(arch: Architecture) -> list[int]:
     """Indices of the first layer of each distinct kind (layers of one kind weigh the same)."""
-    seen: dict[bool, int] = {}
+    seen: dict[LayerSpec, int] = {}
     for i, layer in enumerate(arch.layers):
-        seen.setdefault(layer.moe, i)
+        seen.setdefault(layer, i)
     return list(seen.values())
 
 
 def _expand(arch: Architecture, layer_bytes: list[int]) -> list[int]:
-    kinds = {
-        arch.layers[i].moe: b for i, b in zip(_distinct_layers(arch), layer_bytes, strict=True)
-    }
-    return [kinds[layer.moe] for layer in arch.layers]
+    kinds = {arch.layers[i]: b for i, b in zip(_distinct_layers(arch), layer_bytes, strict=True)}
+    return [kinds[layer] for layer in arch.layers]

@@ -140,16 +140,16 @@ def stage_weights(
         head += fmt.for_kind("lm_head").bytes_for(vocab_rank * h)
     per_kind = {}
     for i, layer in enumerate(arch.layers):
-        if layer.moe not in per_kind:
+        if layer not in per_kind:  # layers of one kind weigh the same (engine/architecture.py)
             padding = moe_padding_bytes if layer.moe else 0
-            per_kind[layer.moe] = layer_bytes_per_rank(arch, i, fmt, tp) + padding
+            per_kind[layer] = layer_bytes_per_rank(arch, i, fmt, tp) + padding
     # the encoder stays at the 16-bit base and is split over TP like the decoder (the TP2
     # Mistral-Small-3.1 and Kimi-VL logs match a split, not a replicated, encoder)
     extra = fmt.for_kind("embedding").bytes_for(extra_params // tp)
     out = []
     last = len(stages) - 1
     for s, layers in enumerate(stages):
-        body = sum(per_kind[arch.layers[i].moe] for i in layers)
+        body = sum(per_kind[arch.layers[i]] for i in layers)
         out.append(
             StageWeights(
                 body,

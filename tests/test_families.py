@@ -1,0 +1,438 @@
+"""Reference test of the family table: every model type, against transformers.
+
+For every config of tests/family_configs.py (real config.json files from public repositories and
+configs with published sizes, built through transformers' own config classes):
+
+* parameters: the model built on the `meta` device has exactly `count_params(...).total`
+  parameters, and exactly `.active` active ones — total minus, in every MoE layer, the routed
+  experts' parameters × (experts − experts per token) ÷ experts, read off the modules themselves;
+* cache: a tiny copy (widths, vocabulary and depth shrunk; every layer kind, head count and state
+  shape kept) runs one forward pass on the CPU, and the KV tensors and recurrent states its cache
+  holds are summed: the KV part equals gpuplan's KV bytes for those tokens, the state part
+  gpuplan's state bytes (layout "transformers": conv states with all kernel taps).
+
+No number here comes from gpuplan: transformers and torch compute every expected value.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import re
+import warnings
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText  # noqa: E402
+from transformers.modeling_outputs import CausalLMOutputWithPast  # noqa: E402
+
+from family_configs import BUILT, REFERENCE_TYPE, REMOTE_CODE, real_configs  # noqa: E402
+from gpuplan.catalog import get_precision  # noqa: E402
+from gpuplan.engine.architecture import architecture_from_config  # noqa: E402
+from gpuplan.engine.kv_cache import indexer_key_bytes, kv_cache_bytes_per_sequence  # noqa: E402
+from gpuplan.engine.params import count_params  # noqa: E402
+from gpuplan.engine.state_cache import state_bytes_per_sequence  # noqa: E402
+
+pytestmark = pytest.mark.reference
+
+REAL = real_configs()
+
+
+def _catalog() -> dict[str, dict[str, Any]]:
+    from importlib import resources
+
+    data = resources.files("gpuplan.catalog").joinpath("data/models")
+    return {
+        p.name[:-5]: json.loads(p.read_text("utf-8"))
+        for p in data.iterdir()
+        if p.name.endswith(".json")
+    }
+
+
+CASES: dict[str, dict[str, Any]] = {
+    **{f"catalog:{k}": v for k, v in _catalog().items()},
+    **{f"real:{k}": v for k, v in REAL.items() if v.get("model_type") not in REMOTE_CODE},
+    **{f"built:{k}": v for k, v in BUILT.items()},
+}
+_META_KEYS = ("model_type", "architectures", "auto_map", "transformers_version", "_name_or_path")
+
+
+def _hf_config(cfg: dict[str, Any], attn: str | None = None) -> Any:
+    model_type = REFERENCE_TYPE.get(cfg["model_type"], cfg["model_type"])
+    kwargs = {k: v for k, v in copy.deepcopy(cfg).items() if k not in _META_KEYS}
+    kwargs.pop("quantization_config", None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = AutoConfig.for_model(model_type, **kwargs)
+    if attn:
+        config._attn_implementation = attn
+    return config
+
+
+def _build(cfg: dict[str, Any], meta: bool) -> Any:
+    builder = AutoModelForImageTextToText if "vision_config" in cfg else AutoModelForCausalLM
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if meta:
+            with torch.device("meta"):
+                return builder.from_config(_hf_config(cfg))
+        torch.manual_seed(0)
+        return builder.from_config(_hf_config(cfg, "eager"))
+
+
+def _setting(config: Any, names: tuple[str, ...], nested: str) -> int:
+    """A config attribute under any of its names (the first of a per-layer list), or DBRX's
+    ffn_config attribute `nested`."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for name in names:
+        value = getattr(text, name, None)
+        if value is not None:
+            return int(value[0] if isinstance(value, list) else value)
+    return int(getattr(text.ffn_config, nested))
+
+
+def _top_k(config: Any) -> int:
+    return _setting(
+        config, ("num_experts_per_tok", "moe_topk", "moe_k", "top_k_experts"), "moe_top_k"
+    )
+
+
+def _experts(config: Any) -> int:
+    names = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+    return _setting(config, names, "moe_num_experts")
+
+
+_EXPERT = re.compile(r"\.experts\.")
+
+
+def _reference_active(model: Any, config: Any) -> int:
+    """Total minus the idle share of the routed experts, from the modules' own parameters."""
+    total = sum(p.numel() for p in model.parameters())
+    idle = 0
+    by_layer: dict[str, list[Any]] = {}
+    for name, p in model.named_parameters():
+        if _EXPERT.search(name) and "shared" not in name:
+            by_layer.setdefault(name.split(".experts.")[0], []).append((name, p))
+    if not by_layer:
+        return total
+    k, experts = _top_k(config), _experts(config)
+    for params in by_layer.values():
+        layer = sum(p.numel() for _, p in params)
+        assert layer % experts == 0
+        idle += layer // experts * (experts - k)
+    return total - idle
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_params_total_and_active_are_exact(case: str) -> None:
+    cfg = CASES[case]
+    model = _build(cfg, meta=True)
+    expected = sum(p.numel() for p in model.parameters())
+    counts = count_params(architecture_from_config(cfg, case))
+    assert counts.total == expected, (
+        f"{case}: gpuplan {counts.total:,} != transformers {expected:,}"
+    )
+    assert counts.active == _reference_active(model, model.config), case
+    vision = counts.by_kind.get("vision", 0)
+    assert sum(counts.per_layer) + counts.embedding + counts.lm_head + vision == counts.total
+
+
+# --------------------------------------------------------------------------------------
+# Caches of tiny copies
+# --------------------------------------------------------------------------------------
+
+TOKENS = 3  # shorter than the tiny windows: every attention layer caches every token
+WINDOW = 4
+VOCAB = 128
+
+# per model_type: the keys whose values make a tiny copy (shapes that decide the cache are kept
+# small but non-trivial; gpuplan reads the same tiny config, so only the structure matters)
+_TINY_MAMBA2 = {"hidden_size": 32}
+_TINY: dict[str, dict[str, Any]] = {
+    "nemotron_h": {
+        "mamba_num_heads": 8,
+        "mamba_head_dim": 8,
+        "ssm_state_size": 16,
+        "n_groups": 2,
+        **_TINY_MAMBA2,
+    },
+    "mamba2": {"num_heads": 8, "head_dim": 8, "state_size": 16, "n_groups": 2, **_TINY_MAMBA2},
+    "falcon_h1": {"mamba_d_ssm": 64, "mamba_n_heads": 8, "mamba_d_head": 8, "mamba_d_state": 16},
+    "granitemoehybrid": {
+        "mamba_n_heads": 8,
+        "mamba_d_head": 8,
+        "mamba_d_state": 16,
+        **_TINY_MAMBA2,
+    },
+    "jamba": {
+        "mamba_d_state": 8,
+        "attn_layer_period": 2,
+        "attn_layer_offset": 1,
+        "expert_layer_period": 2,
+        "expert_layer_offset": 0,
+    },
+    "mamba": {"state_size": 8},
+    "qwen3_next": {
+        "linear_key_head_dim": 8,
+        "linear_value_head_dim": 8,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+    },
+    "qwen3_5_text": {
+        "linear_key_head_dim": 8,
+        "linear_value_head_dim": 8,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+    },
+    "qwen3_5_moe_text": {
+        "linear_key_head_dim": 8,
+        "linear_value_head_dim": 8,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+    },
+    "dbrx": {"ffn_config": {"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2}},
+}
+_FFN = (
+    "intermediate_size",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "ffn_dim",
+    "n_inner",
+    "moe_shared_expert_intermediate_size",
+    "shared_intermediate_size",
+    "block_ff_dim",
+)
+_WIDTH = ("hidden_size", "n_embd", "d_model")
+_PATTERNS = ("layer_types", "layers_block_type")
+
+
+def _tiny(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A small copy of `cfg` keeping every layer kind and the shapes its cache depends on."""
+    cfg = copy.deepcopy(cfg)
+    cfg.pop("quantization_config", None)
+    if isinstance(cfg.get("text_config"), dict):  # a VLM: its cache is its language model's
+        inner = cfg["text_config"]
+        cfg = {**inner, "model_type": inner.get("model_type", cfg["model_type"])}
+    model_type = cfg["model_type"]
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        cfg[key] = None
+    cfg["vocab_size"] = VOCAB
+    _fewer_heads(cfg)
+    heads = next((cfg[k] for k in ("num_attention_heads", "n_head", "n_heads") if k in cfg), 4)
+    width = heads * 8  # a derived head_dim becomes 8
+    for key in _WIDTH:
+        if key in cfg:
+            cfg[key] = width
+    if cfg.get("rotary_dim"):
+        cfg["rotary_dim"] = 4
+    for key in ("rope_scaling", "rope_parameters"):  # long-rope factors are sized by head_dim
+        if isinstance(cfg.get(key), dict) and "short_factor" in cfg[key]:
+            cfg.pop(key)
+    for key in _FFN:
+        if cfg.get(key) and not isinstance(cfg[key], list):
+            cfg[key] = 32
+    if cfg.get("q_lora_rank"):
+        cfg["q_lora_rank"] = 32
+    for key in ("hidden_size_per_layer_input", "laurel_rank", "global_head_dim"):
+        if cfg.get(key):
+            cfg[key] = 16
+    if model_type.startswith(("gemma3n", "gemma4")):
+        cfg["vocab_size_per_layer_input"] = VOCAB
+        cfg["hidden_size_per_layer_input"] = 16
+    for key in ("sliding_window", "attention_chunk_size"):
+        if cfg.get(key):
+            cfg[key] = WINDOW
+    for key in ("n_positions", "max_position_embeddings", "max_seq_len"):
+        if key in cfg:
+            cfg[key] = 64
+    cfg.update(_TINY.get(model_type, {}))
+    _shrink_depth(cfg)
+    return cfg
+
+
+_HEADS = ("num_attention_heads", "n_head", "n_heads")
+_KV_HEADS = ("num_key_value_heads", "num_kv_heads")
+_SMALL_DIMS = {
+    "head_dim": 16,
+    "kv_lora_rank": 32,
+    "qk_nope_head_dim": 16,
+    "qk_rope_head_dim": 8,
+    "v_head_dim": 16,
+    "index_head_dim": 16,
+    "index_n_heads": 4,
+}
+
+
+def _fewer_heads(cfg: dict[str, Any]) -> None:
+    """At most 16 query heads (KV heads kept when they still divide them, else MHA), small head
+    and latent widths, at most 8 experts: the cache's structure is kept, its size is not."""
+    for key in _HEADS:
+        if key in cfg and cfg[key] > 16:
+            old = cfg[key]
+            cfg[key] = 16
+            for kv_key in _KV_HEADS:
+                kv = cfg.get(kv_key)
+                if kv is not None and (kv > 16 or 16 % kv):
+                    cfg[kv_key] = 16 if kv == old else 8
+    for key, value in _SMALL_DIMS.items():
+        if cfg.get(key):
+            cfg[key] = value
+    for key in ("num_local_experts", "num_experts", "n_routed_experts"):
+        if cfg.get(key) and cfg[key] > 8:
+            cfg[key] = 8
+            cfg.update({k: 1 for k in ("n_group", "topk_group") if k in cfg})
+    for key in ("num_experts_per_tok", "moe_topk", "top_k_experts"):
+        if cfg.get(key) and cfg[key] > 2:
+            cfg[key] = 2
+
+
+def _shrink_depth(cfg: dict[str, Any]) -> None:
+    """Few layers, but every kind of the schedule kept (a prefix holding each kind)."""
+    if cfg.get("num_kv_shared_layers"):  # Gemma 3n/4: 2 KV-sharing layers after both kinds
+        kinds = (
+            ["sliding_attention"] * 2 + ["full_attention"] + ["sliding_attention", "full_attention"]
+        )
+        cfg["layer_types"] = kinds
+        cfg["num_kv_shared_layers"] = 2
+        if isinstance(cfg.get("intermediate_size"), list):
+            cfg["intermediate_size"] = [32, 32, 48, 48, 48]
+        _set_layers(cfg, len(kinds))
+        return
+    pattern = cfg.get("hybrid_override_pattern")
+    if pattern:
+        cfg["hybrid_override_pattern"] = pattern[: _prefix_with_all(list(pattern))]
+        cfg.pop("num_hidden_layers", None)
+        return
+    for key in _PATTERNS:
+        if isinstance(cfg.get(key), list):
+            n = _prefix_with_all(cfg[key])
+            cfg[key] = cfg[key][:n]
+            _set_layers(cfg, n)
+            return
+    n = 4
+    if cfg.get("first_k_dense_replace"):
+        n = cfg["first_k_dense_replace"] + 2
+    if cfg.get("moe_layer_start_index"):
+        cfg["moe_layer_start_index"] = 1
+        cfg["moe_layer_end_index"] = -1
+    if cfg["model_type"] in ("gemma3", "gemma3_text"):
+        n = 7
+    if cfg.get("full_attn_idxs"):
+        cfg["full_attn_idxs"] = [1, 3]
+    if cfg.get("mlp_only_layers"):
+        cfg["mlp_only_layers"] = [0]
+    if cfg.get("max_window_layers") is not None and cfg.get("use_sliding_window"):
+        cfg["max_window_layers"] = n // 2
+    _set_layers(cfg, n)
+
+
+def _set_layers(cfg: dict[str, Any], n: int) -> None:
+    for key in ("num_hidden_layers", "n_layer", "n_layers", "num_layers"):
+        if key in cfg:
+            cfg[key] = n
+            return
+    cfg["num_hidden_layers"] = n
+
+
+def _prefix_with_all(kinds: list[Any]) -> int:
+    wanted = set(kinds)
+    seen: set[Any] = set()
+    for i, kind in enumerate(kinds):
+        seen.add(kind)
+        if seen == wanted:
+            return i + 1
+    return len(kinds)
+
+
+def _run(cfg: dict[str, Any]) -> Any:
+    model = _build(cfg, meta=False).float().eval()
+    ids = torch.randint(0, VOCAB, (1, TOKENS))
+    new_api = "cache" in {f.name for f in dataclasses.fields(CausalLMOutputWithPast)}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = model(input_ids=ids, use_cache=True)
+    return getattr(out, "cache" if new_api else "past_key_values")
+
+
+def _nbytes(t: Any) -> int:
+    return t.numel() * t.element_size() if torch.is_tensor(t) else 0
+
+
+def _measure(cache: Any) -> tuple[int, int]:
+    """(KV bytes, recurrent-state bytes) a transformers cache holds; KV includes DeepSeek-V3.2's
+    indexer keys (DynamicIndexedLayer.indexer_keys)."""
+    kv = state = 0
+    for layer in cache.layers:
+        kv += _nbytes(getattr(layer, "keys", None)) + _nbytes(getattr(layer, "values", None))
+        kv += _nbytes(getattr(layer, "indexer_keys", None))
+        for attr in ("conv_states", "recurrent_states"):
+            for t in (getattr(layer, attr, None) or {}).values():
+                state += _nbytes(t)
+    for t in getattr(cache, "linear_cache", None) or []:  # MiniMaxCache's lightning states
+        state += _nbytes(t)
+    return kv, state
+
+
+def _one_per_model_type() -> list[str]:
+    """One config per model type (the catalog's caches are checked in test_reference_params.py)."""
+    chosen: dict[str, str] = {}
+    cases = [c for c in CASES if not c.startswith("catalog:")]
+    for case in sorted(cases, key=lambda c: (not c.startswith("built:"), c)):
+        chosen.setdefault(CASES[case]["model_type"], case)
+    return sorted(chosen.values())
+
+
+@pytest.mark.parametrize("case", _one_per_model_type())
+def test_cache_bytes_match_a_forward_pass(case: str) -> None:
+    if "vision_config" in CASES[case]:
+        pytest.skip("vision-language checkpoints: their language models' caches are tested alone")
+    cfg = _tiny(CASES[case])
+    arch = architecture_from_config(cfg, case)
+    assert count_params(arch).total < 50_000_000, f"{case}: the tiny copy is not tiny"
+    fp32 = get_precision("fp32", for_kv=True)
+    kv, state = _measure(_run(cfg))
+    # transformers' Falcon broadcasts the KV heads of the new decoder architecture to every
+    # query head before caching them (FalconAttention); engines cache the KV heads only
+    layout = "expanded" if cfg.get("new_decoder_architecture") else "engine"
+    expected = kv_cache_bytes_per_sequence(arch, fp32, TOKENS, layout)
+    if arch.attention.indexer_head_dim:  # transformers keeps indexer keys in the model dtype
+        expected += (
+            arch.num_layers
+            * TOKENS
+            * (
+                indexer_key_bytes(arch.attention, fp32, "expanded")
+                - indexer_key_bytes(arch.attention, fp32, "engine")
+            )
+        )
+    assert kv == expected, case
+    assert state == state_bytes_per_sequence(arch, fp32, layout="transformers"), case
+    assert (state > 0) == (arch.num_state_layers > 0)
+
+
+# --------------------------------------------------------------------------------------
+# Remote-code families: no transformers class; checked against the checkpoint's own size
+# --------------------------------------------------------------------------------------
+
+
+def test_chatglm_matches_its_checkpoint_size():
+    """THUDM/chatglm2-6b (the same shapes as the chatglm3-6b preset read here): its
+    pytorch_model.bin.index.json gives total_size 12,487,168,064 bytes of fp16 tensors, i.e. every
+    parameter × 2 bytes plus the 32-value fp16 rotary inv_freq buffer the checkpoint also stores
+    (kv_channels / 4 = 32 values, 64 bytes)."""
+    arch = architecture_from_config(REAL["mlc-llm--chatglm"], "chatglm3-6b")
+    inv_freq_bytes = 2 * (REAL["mlc-llm--chatglm"]["kv_channels"] // 4)
+    assert 2 * count_params(arch).total + inv_freq_bytes == 12_487_168_064
+
+
+@pytest.mark.parametrize(
+    "name", sorted(k for k, v in REAL.items() if v["model_type"] in REMOTE_CODE)
+)
+def test_remote_code_configs_are_read(name: str) -> None:
+    arch = architecture_from_config(REAL[name], name)
+    assert arch.family in REMOTE_CODE and not arch.notes
+    assert count_params(arch).total > 10**9
