@@ -27,6 +27,7 @@ from gpuplan.engine.profiles.common import (
     kv_bytes_per_token_layer,
     load_version_rules,
     pp_layers,
+    refuse_state_layers,
     stage_weights,
 )
 
@@ -125,6 +126,9 @@ def context_bytes(rules: dict[str, Any], launch: EngineLaunch) -> int:
 def sglang_bill(launch: EngineLaunch) -> EngineBill:
     """The SGLang startup bill: weights, the static fraction's reserve, and the token pool
     (model_runner.py::profile_max_num_token, as summarised in this module's docstring)."""
+    refuse_state_layers(
+        launch.arch, "SGLang", "Mamba / linear-attention state pool (mamba_full_memory_ratio)"
+    )
     arch, tp, pp = launch.arch, launch.tp, launch.pp
     rules = RULES.at(launch.version)
     capacity = launch.gpu.memory_bytes  # nvidia-smi total, as get_nvgpu_memory_capacity reads it
