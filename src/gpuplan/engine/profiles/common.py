@@ -346,6 +346,21 @@ def load_version_rules(path: Path) -> VersionRules:
     return VersionRules(data["engine"], tuple(data.get("releases", ())), tuple(rules))
 
 
+MIN_BUDGET = 2**20  # a memory share below 1 MiB is a typo (5e-324), not a plan
+
+
+def require_budget(spelling: str, fraction: float, of_bytes: int, what: str) -> None:
+    """Refuse, in one line, a memory fraction that leaves the engine (almost) nothing: the share
+    `fraction × of_bytes` under 1 MiB (a budget that rounds to zero, or a negative one). A
+    share that is merely too small for the model is a prediction ("will not start"), not this."""
+    share = fraction * of_bytes
+    if not share >= MIN_BUDGET:
+        raise GpuplanError(
+            f"{spelling} {fraction!r} leaves {max(0.0, share):.0f} bytes of the"
+            f" {of_bytes / 2**30:.2f} GiB {what}: give a fraction that leaves at least 1 MiB"
+        )
+
+
 def refuse_state_layers(arch: Architecture, engine: str, pool: str) -> None:
     """Refuse a model with state layers (Mamba, gated DeltaNet, lightning, short conv) for an
     engine whose state pool gpuplan does not model: sizing its every layer as attention would

@@ -28,6 +28,7 @@ from gpuplan.engine.profiles.common import (
     load_version_rules,
     pp_layers,
     refuse_state_layers,
+    require_budget,
     stage_weights,
 )
 
@@ -147,6 +148,7 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
     total = cuda_total_bytes(launch.gpu)
     context = context_bytes(rules, launch)
     pre_load = total - context
+    require_budget("--mem-fraction-static", mfs, pre_load, "free at start")
     stages = pp_layers(arch.num_layers, pp)
     weights = stage_weights(arch, launch.weights, tp, stages, launch.extra_params)
     per_layer = kv_bytes_per_token_layer(arch, launch.kv, tp)

@@ -20,6 +20,7 @@ from gpuplan.engine.profiles.common import (
     peak_terms,
     pp_layers,
     refuse_state_layers,
+    require_budget,
     stage_weights,
 )
 
@@ -40,6 +41,7 @@ def trtllm_bill(launch: EngineLaunch) -> EngineBill:
     arch, tp, pp = launch.arch, launch.tp, launch.pp
     total = cuda_total_bytes(launch.gpu)
     frac = float(launch.arg("free_gpu_memory_fraction", DEFAULT_FRACTION))
+    require_budget("--free-gpu-memory-fraction", frac, total, "total memory")
     block = int(launch.arg("tokens_per_block", DEFAULT_TOKENS_PER_BLOCK))
     max_tokens = int(launch.arg("max_num_tokens", DEFAULT_MAX_NUM_TOKENS))
     stages = pp_layers(arch.num_layers, pp)

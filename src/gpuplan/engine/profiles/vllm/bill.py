@@ -35,6 +35,7 @@ from gpuplan.engine.profiles.common import (
     cuda_total_bytes,
     padded_vocab,
     pp_layers,
+    require_budget,
     rope_cache_bytes,
     stage_weights,
 )
@@ -226,6 +227,7 @@ def vllm_bill(launch: EngineLaunch) -> EngineBill:
     notes: list[str] = []
     total = cuda_total_bytes(launch.gpu)
     util = float(launch.arg("gpu_memory_utilization", rules["default_utilization"]))
+    require_budget("--gpu-memory-utilization", util, total, "total memory")
     requested = math.ceil(total * util)
     max_len, auto_len = _max_model_len(launch, rules)
     seqs, batched = batch_shape(launch, rules, total, max_len)
