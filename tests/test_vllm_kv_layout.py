@@ -233,3 +233,11 @@ def test_other_engines_refuse_state_layers_in_one_line(engine):
     with pytest.raises(GpuplanError, match="state layers") as err:
         engine_serve(QWEN3_NEXT, "h200", engine=engine, args={}, name="qwen3-next")
     assert "\n" not in str(err.value)
+
+
+def test_mamba_cache_mode_without_prefix_caching_is_none():
+    b = bill(LFM2, "0.19.0", mamba_cache_mode="align")
+    assert b.settings["mamba_cache_mode"] == "none"
+    assert any("sets it to none" in n for n in b.notes)
+    on = bill(LFM2, "0.19.0", mamba_cache_mode="align", enable_prefix_caching=True)
+    assert on.settings["mamba_cache_mode"] == "align"

@@ -439,9 +439,11 @@ def _state_mode(
     if not arch.num_state_layers or rules["engine"] != "v1":
         return "none", ()
     asked = launch.args.get("mamba_cache_mode")
+    if not launch.arg("enable_prefix_caching", False):
+        if asked not in (None, "none"):
+            notes.append(f"--mamba-cache-mode {asked}: vLLM sets it to none without prefix caching")
+        return "none", ()
     if asked is None:
-        if not launch.arg("enable_prefix_caching", False):
-            return "none", ()
         policy = rules["mamba_prefix_caching"]
         mamba = arch.mamba is not None
         if policy == "off" or (policy == "all" and not mamba):
