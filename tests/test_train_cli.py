@@ -8,7 +8,11 @@ from gpuplan.cli.main import main
 
 
 def _run(capsys, *args):
-    code = main(["train", *args])
+    return _run_cmd(capsys, "train", *args)
+
+
+def _run_cmd(capsys, *args):
+    code = main(list(args))
     out = capsys.readouterr()
     return code, out.out, out.err
 
@@ -138,3 +142,74 @@ def test_training_plan_has_an_html_repr_for_jupyter():
     plan = gpuplan.train("llama-3.1-8b", gpus=8, zero=3)
     html = plan._repr_html_()
     assert "<table>" in html and "Optimizer states" in html
+
+
+def test_framework_and_phases_in_the_cli(capsys):
+    code, out, _ = _run(
+        capsys,
+        "llama-3.1-8b",
+        "--gpus",
+        "8",
+        "--framework",
+        "torchtitan",
+        "--checkpointing",
+        "op",
+        "--loss",
+        "chunked:8",
+        "--explain",
+    )
+    assert code == 0
+    assert "◀ peak" in out and "backward of the first layer" in out and "optimizer step" in out
+    assert "allocated" in out and "reserved" in out and "nvidia-smi" in out
+    code, out, _ = _run(capsys, "llama-3.1-8b", "--gpus", "8", "--framework", "megatron", "--json")
+    data = json.loads(out)
+    assert data["framework"]["id"] == "megatron" and data["loss"]["mode"] == "vocab_parallel"
+    assert {p["name"] for p in data["phases"]} >= {"forward", "loss", "optimizer"}
+    assert all("predicts" in item for item in data["per_gpu"]["items"])
+
+
+def test_unknown_framework_is_a_one_line_error(capsys):
+    code, _, err = _run(capsys, "llama-3.1-8b", "--gpus", "8", "--framework", "torchtitn")
+    assert code == 2 and err.count("\n") == 1 and "torchtitan" in err
+
+
+def test_frameworks_command(capsys):
+    code, out, _ = _run_cmd(capsys, "frameworks", "--json")
+    assert code == 0
+    ids = {f["id"] for f in json.loads(out)["frameworks"]}
+    assert ids >= {
+        "generic",
+        "torchtitan",
+        "torchtune",
+        "megatron",
+        "deepspeed",
+        "hf-trainer",
+        "fsdp2",
+        "ddp",
+    }
+
+
+def test_train_from_a_config_file(tmp_path, capsys):
+    path = tmp_path / "ds_config.json"
+    path.write_text(
+        json.dumps({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}})
+    )
+    code, out, _ = _run(capsys, "llama-3.1-8b", "--from", str(path), "--gpus", "8", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["framework"]["id"] == "deepspeed" and data["layout"]["zero"] == 2
+    assert data["micro_batch"] == 2
+
+
+def test_auto_searches_recompute_70b_qlora_fits_one_80gb_gpu():
+    # issue 14 item 6: with recompute, 70B QLoRA fits one 80 GB GPU (it used to answer four)
+    import gpuplan
+
+    plan = gpuplan.train("llama-3.1-70b", qlora=True, gpus="auto", gpu_memory="80GB")
+    assert plan.gpus == 1 and plan.fits
+    assert plan.bill.setup.recompute == "full"
+    # a recompute the user gave is kept, and the search moves to more GPUs instead
+    kept = gpuplan.train(
+        "llama-3.1-70b", qlora=True, gpus="auto", gpu_memory="80GB", checkpointing="none"
+    )
+    assert kept.gpus > 1 and kept.bill.setup.recompute == "none"

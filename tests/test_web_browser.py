@@ -376,7 +376,8 @@ def test_headline_numbers_are_the_engines(page: Any) -> None:
     assert gb(plan.activations_bytes) in headline(page, "activations")
 
     to_step(page, 18)  # lower bound vs chosen, and why
-    plan = train(model="llama-3.1-70b", gpus="auto", zero=3)
+    # the page's recompute checkbox is off: the search keeps it off (as checkpointing=False)
+    plan = train(model="llama-3.1-70b", gpus="auto", zero=3, checkpointing=False)
     states = train(model="llama-3.1-70b", gpus=1, zero=0).model_states_bytes
     bound = math.ceil(states / (0.9 * 80e9))
     assert plan.lower_bound_gpus == bound == 16

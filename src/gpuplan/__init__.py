@@ -24,6 +24,7 @@ _LAZY = {
     "serve": "gpuplan.api",
     "serve_launch": "gpuplan.api",
     "train": "gpuplan.api",
+    "train_from": "gpuplan.api",
     "get_gpu": "gpuplan.catalog",
     "get_precision": "gpuplan.catalog",
     "list_gpus": "gpuplan.catalog",
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
         serve,
         serve_launch,
         train,
+        train_from,
     )
     from gpuplan.catalog import get_gpu, get_precision, list_gpus, list_models, load_architecture
     from gpuplan.engine.params import count_params
@@ -77,4 +79,5 @@ __all__ = [
     "serve",
     "serve_launch",
     "train",
+    "train_from",
 ]

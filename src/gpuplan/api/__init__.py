@@ -35,6 +35,7 @@ _LAZY = {
     "TRAIN_SCHEMA_VERSION": "gpuplan.api.training",
     "TrainingPlan": "gpuplan.api.training",
     "train": "gpuplan.api.training",
+    "train_from": "gpuplan.api.training",
 }
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
         plan_training,
     )
     from gpuplan.api.serving import SCHEMA_VERSION, ServingPlan, serve
-    from gpuplan.api.training import TRAIN_SCHEMA_VERSION, TrainingPlan, train
+    from gpuplan.api.training import TRAIN_SCHEMA_VERSION, TrainingPlan, train, train_from
 
 
 def __getattr__(name: str) -> Any:
@@ -101,4 +102,5 @@ __all__ = [
     "serve",
     "serve_launch",
     "train",
+    "train_from",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from gpuplan.api.common import (
@@ -19,10 +19,15 @@ from gpuplan.api.common import (
     usable_memory,
 )
 from gpuplan.catalog import get_precision
+from gpuplan.engine.activations import parse_recompute
+from gpuplan.engine.allocator import predicts
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.cost import DEFAULT_MFU, DEFAULT_NETWORK_BYTES_PER_S
+from gpuplan.engine.frameworks.overrides import TrainOverrides
+from gpuplan.engine.frameworks.profile import FrameworkProfile, validate_profile
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.lora import LoraSpec, default_targets
+from gpuplan.engine.loss import parse_loss
 from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.serving import (
     DEFAULT_CUDA_CONTEXT_BYTES,
@@ -49,6 +54,7 @@ class TrainingPlan(PlanHeadline):
     hf_id: str | None
     search: tuple[TrainAttempt, ...] = field(default=())
     lower_bound_gpus: int | None = None
+    config_notes: tuple[str, ...] = field(default=())  # what `train_from` read but does not model
 
     @property
     def layout(self) -> Layout:
@@ -80,7 +86,7 @@ class TrainingPlan(PlanHeadline):
     def to_dict(self, units: str = "GB") -> dict[str, Any]:
         """The stable JSON schema documented in docs/json.md (train section)."""
         b, s = self.bill, self.bill.setup
-        a, lo, r = s.arch, s.layout, s.recipe
+        a, lo, r, fw = s.arch, s.layout, s.recipe, s.framework
         t = b.time
         return {
             "schema": TRAIN_SCHEMA_VERSION,
@@ -132,9 +138,20 @@ class TrainingPlan(PlanHeadline):
             "headroom": s.headroom,
             "stage": b.stage.stage,
             "micro_batches_in_flight": b.in_flight,
+            "framework": {"id": fw.id, "name": fw.name, "source": fw.source},
+            "loss": {"mode": s.loss_spec.mode_text(), "describe": s.loss_spec.describe()},
             "per_gpu": {
-                "items": [item.to_dict(units) for item in b.items],
+                "items": [
+                    {**item.to_dict(units), "predicts": predicts(item.key)} for item in b.items
+                ],
                 "total_bytes": b.per_gpu_total_bytes,
+            },
+            "peak_phase": b.peak_phase,
+            "phases": [p.to_dict(units) for p in b.phases],
+            "memory_figures": {
+                "allocated_bytes": b.allocated_bytes,
+                "reserved_bytes": b.reserved_bytes,
+                "nvidia_smi_bytes": b.per_gpu_total_bytes,
             },
             "per_gpu_total_bytes": b.per_gpu_total_bytes,
             "budget_bytes": b.budget_bytes,
@@ -159,7 +176,7 @@ class TrainingPlan(PlanHeadline):
             "tokens_per_second": t.tokens_per_second if t else None,
             "lower_bound_gpus": self.lower_bound_gpus,
             "search": [attempt.to_dict() for attempt in self.search],
-            "notes": list(b.notes),
+            "notes": list(b.notes) + list(self.config_notes),
             "units": units,
         }
 
@@ -192,11 +209,11 @@ def train(
     sp: bool = False,
     cp: int = 1,
     ep: int = 1,
-    recipe: str | TrainingRecipe = "adamw-bf16",
+    recipe: str | TrainingRecipe | None = None,
     seq: int = 4096,
     micro_batch: int = 1,
     grad_accum: int | None = None,
-    checkpointing: str | bool = "none",
+    checkpointing: str | bool | None = None,
     attention: str = "flash",
     method: str | None = None,
     optimizer: str | None = None,
@@ -211,103 +228,93 @@ def train(
     cuda_context: str | int | None = None,
     mfu: float = DEFAULT_MFU,
     network_bandwidth: str | float | None = None,
+    framework: str | FrameworkProfile | None = None,
+    loss: str | None = None,
+    compile: bool | None = None,
+    grads: str | None = None,
+    reshard_after_forward: bool | None = None,
+    optimizer_in_backward: bool | None = None,
+    fp8: str | None = None,
+    fp8_all_gather: bool | None = None,
+    dropout: float | None = None,
+    optimizer_kernel: str | None = None,
+    compile_loss: bool | None = None,
+    framework_overrides: dict[str, Any] | None = None,
+    global_batch: int | None = None,
+    stage: int | str | None = None,
 ) -> TrainingPlan:
     """Size training (or LoRA/QLoRA fine-tuning) `model` on `gpu`: the per-GPU bill, on how many.
 
     gpus: a count (dp = gpus ÷ (tp × pp × cp)), "auto" (fewest that fit, from the lesson's lower
     bound), or None: "auto". zero: ZeRO stage 0-3; fsdp: an FSDP sharding strategy instead.
-    recipe: a training recipe id (see `gpuplan.catalog.recipes`). grad_accum: micro-batches per
-    step (default: pp, enough to fill the pipeline). checkpointing: none, selective or full
-    (True = full). method: "full", "lora" (rank 16 unless given) or "qlora"; optimizer: a recipe
-    alias (adamw, adam8bit, adafactor, sgd) used when `recipe` is left at its default; dp: the
-    data-parallel degree (then gpus = dp × tp × pp × cp); fsdp=True means FULL_SHARD.
+    recipe: a training recipe id (see `gpuplan.catalog.recipes`; default: the framework's).
+    grad_accum: micro-batches per step (default: pp, enough to fill the pipeline).
+    checkpointing: none, selective (Megatron: core attention), op (torchtitan's op-level
+    selective), full, every:K (each K-th layer), or True = full; default: the framework's.
+    method: "full", "lora" (rank 16 unless given) or "qlora"; optimizer: a recipe alias
+    (adamw, adam8bit, adafactor, sgd) used when `recipe` is not given; dp: the data-parallel
+    degree (then gpus = dp × tp × pp × cp); fsdp=True means FULL_SHARD.
+    framework: how the job runs (generic, torchtitan, torchtune, megatron, deepspeed,
+    hf-trainer, fsdp2, ddp; see `gpuplan frameworks`), and its knobs: loss (standard,
+    chunked:N, linear_chunked:N, compiled, fused, vocab_parallel), compile, grads
+    (set_to_none | persistent), reshard_after_forward, optimizer_in_backward, fp8 (none, te,
+    torchao), fp8_all_gather, dropout, optimizer_kernel (fused, foreach, for-loop),
+    compile_loss, and framework_overrides (any other profile field by name). global_batch:
+    sequences per optimizer step over all data-parallel ranks (sets grad_accum). stage: bill
+    this pipeline stage ("first", "last" or an index) instead of the heaviest.
     """
     from gpuplan.catalog.recipes import get_recipe
 
-    if isinstance(checkpointing, bool):
-        checkpointing = "full" if checkpointing else "none"
+    knobs = {
+        "compile": compile,
+        "compile_loss": compile if compile_loss is None else compile_loss,
+        "grads": grads,
+        "reshard_after_forward": reshard_after_forward,
+        "optimizer_in_backward": optimizer_in_backward,
+        "fp8": fp8,
+        "fp8_all_gather": fp8_all_gather,
+        "dropout": dropout,
+        "optimizer_kernel": optimizer_kernel,
+    }
+    profile = resolve_framework(framework, framework_overrides, **knobs)
     if isinstance(fsdp, bool):
         fsdp = "full_shard" if fsdp else None
-    if method is not None:
-        if method not in ("full", "lora", "qlora"):
-            raise GpuplanError(f"method must be full, lora or qlora, got {method!r}")
-        if method == "qlora":
-            qlora = True
-        elif method == "lora" and not lora_rank:
-            lora_rank = 16
-    if optimizer is not None and recipe == "adamw-bf16":
-        recipe = optimizer
-    if dp is not None:
-        _positive("dp", dp)
-        replica = (tp or 1) * (pp or 1) * int(cp)
-        if isinstance(gpus, int) and gpus != dp * replica:
-            raise GpuplanError(
-                f"gpus={gpus} disagrees with dp={dp} × tp × pp × cp = {dp * replica}"
-            )
-        gpus = dp * replica
-    for name, value in (
-        ("tp", tp),
-        ("pp", pp),
-        ("cp", cp),
-        ("ep", ep),
-        ("seq", seq),
-        ("micro_batch", micro_batch),
-        ("grad_accum", grad_accum),
-        ("lora_rank", lora_rank),
-    ):
-        _positive(name.replace("_", "-"), value)
-    if isinstance(gpus, int):
-        _positive("gpus", gpus)
-    if zero is not None and fsdp is not None:
-        raise GpuplanError("give either a ZeRO stage or an FSDP mode, not both")
-    if zero is not None and (isinstance(zero, bool) or zero not in (0, 1, 2, 3)):
-        raise GpuplanError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero!r}")
+    qlora, lora_rank = _method(method, qlora, lora_rank)
+    gpus = _gpus_from_dp(gpus, dp, tp, pp, cp)
+    _check_counts(
+        gpus,
+        zero,
+        fsdp,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        ep=ep,
+        seq=seq,
+        micro_batch=micro_batch,
+        grad_accum=grad_accum,
+        lora_rank=lora_rank,
+    )
     ref = resolve(model)
-    arch, model_id, hf_id = ref.arch, ref.model_id, ref.hf_id
     spec = resolve_gpu(gpu, gpu_memory)
     headroom = usable_memory(spec, headroom)
     mfu = real_number("MFU", mfu)
     capacity_factor = real_number("capacity-factor", capacity_factor, MAX_CAPACITY_FACTOR)
+    if optimizer is not None and recipe in (None, "adamw-bf16"):
+        recipe = optimizer  # an optimizer alias picks the recipe when none (or the default) is
+    if recipe is None:
+        recipe = profile.recipe
     rec = recipe if isinstance(recipe, TrainingRecipe) else get_recipe(recipe)
-    hybrid = False
-    stage = zero or 0
-    if fsdp is not None:
-        stage, hybrid = fsdp_layout(fsdp)
-    lora = None
-    base = None
-    if qlora and not lora_rank:
-        lora_rank = 64  # the QLoRA paper's r = 64 (Dettmers et al. 2023, §4)
-    if lora_rank:
-        if isinstance(lora_targets, str):
-            lora_targets = tuple(t.strip() for t in lora_targets.split(",") if t.strip())
-        if lora_targets:
-            targets = tuple(lora_targets)
-        else:  # QLoRA adapts every linear layer (Dettmers et al. 2023 §4); LoRA the attention
-            targets = ("all-linear",) if qlora else default_targets(arch)
-        lora = LoraSpec(int(lora_rank), _dedupe(targets), bool(qlora))
-        bf16 = get_precision("bf16")
-        base = WeightFormat(get_precision("nf4-dq"), bf16) if qlora else WeightFormat(bf16, bf16)
-    layout = Layout(
-        dp=1,
-        tp=tp or 1,
-        pp=pp or 1,
-        cp=int(cp),
-        ep=int(ep),
-        sp=bool(sp),
-        zero=stage,
-        fsdp=fsdp.lower().replace("-", "_") if fsdp else None,
-        hybrid=hybrid,
-        gpus_per_node=spec.gpus_per_node,
-    )
+    lora, base = _lora(ref.arch, lora_rank, lora_targets, qlora)
+    layout = _layout(profile, spec, zero, fsdp, tp, pp, cp, ep, sp)
     setup = TrainingSetup(
-        arch=arch,
+        arch=ref.arch,
         recipe=rec,
         gpu=spec,
         layout=layout,
         seq=int(seq),
         micro_batch=int(micro_batch),
         grad_accum=int(grad_accum) if grad_accum else 0,
-        recompute=checkpointing,
+        recompute=parse_checkpointing(checkpointing, profile.recompute),
         kernel="flash" if attention == "sdpa" else attention,
         lora=lora,
         base=base,
@@ -319,28 +326,124 @@ def train(
         if cuda_context is None
         else _bytes(cuda_context),
         mfu=float(mfu),
-        network_bytes_per_s=DEFAULT_NETWORK_BYTES_PER_S
-        if network_bandwidth is None
-        else float(size_bytes(network_bandwidth)),
+        network_bytes_per_s=_bandwidth(network_bandwidth),
+        framework=profile,
+        loss=parse_loss(loss).mode_text() if loss else "",
+        stage=_stage(stage, pp or 1),
     )
+    implied = zero is None and fsdp is None and profile.zero >= 0
     if isinstance(gpus, int):
-        per_replica = layout.tp * layout.pp * layout.cp
-        if gpus % per_replica:
-            raise GpuplanError(f"--gpus {gpus} is not a multiple of tp × pp × cp = {per_replica}")
-        setup = replace(setup, layout=replace(layout, dp=gpus // per_replica))
-        return TrainingPlan(_with_headers(training_bill(setup), ref), model_id, hf_id)
+        setup = _on_gpus(setup, gpus, profile.zero if implied else None, global_batch)
+        return TrainingPlan(_with_headers(training_bill(setup), ref), ref.model_id, ref.hf_id)
     if gpus not in (None, "auto"):
         raise GpuplanError(f"gpus must be a number or 'auto', got {gpus!r}")
-    fixed = {name for name, value in (("tp", tp), ("pp", pp)) if value is not None}
-    if zero is not None or fsdp is not None:
+    given = {"tp": tp, "pp": pp, "recompute": checkpointing, "offload": offload}
+    fixed = {name for name, value in given.items() if value is not None}
+    if offload_activations:
+        fixed.add("offload")
+    if zero is not None or fsdp is not None or implied or offload == "params":
         fixed.add("zero")
-    if offload == "params":
-        fixed.add("zero")
-        setup = replace(setup, layout=replace(setup.layout, zero=3))
+        stage_zero = 3 if offload == "params" else (profile.zero if implied else layout.zero)
+        setup = replace(setup, layout=replace(setup.layout, zero=stage_zero))
     bill, attempts = fewest_train_gpus(setup, frozenset(fixed))
     return TrainingPlan(
-        _with_headers(bill, ref), model_id, hf_id, tuple(attempts), train_lower_bound(setup)
+        _with_headers(bill, ref),
+        ref.model_id,
+        ref.hf_id,
+        tuple(attempts),
+        train_lower_bound(setup),
     )
+
+
+def _method(method: str | None, qlora: bool, lora_rank: int | None) -> tuple[bool, int | None]:
+    """method full / lora (rank 16 unless given) / qlora as the (qlora, lora_rank) knobs."""
+    if method is None:
+        return qlora, lora_rank
+    if method not in ("full", "lora", "qlora"):
+        raise GpuplanError(f"method must be full, lora or qlora, got {method!r}")
+    if method == "qlora":
+        return True, lora_rank
+    if method == "lora" and not lora_rank:
+        return qlora, 16
+    return qlora, lora_rank
+
+
+def _gpus_from_dp(
+    gpus: int | str | None, dp: int | None, tp: int | None, pp: int | None, cp: int
+) -> int | str | None:
+    """With dp given, gpus = dp × tp × pp × cp (and a gpus that disagrees is refused)."""
+    if dp is None:
+        return gpus
+    _positive("dp", dp)
+    replica = (tp or 1) * (pp or 1) * int(cp)
+    if isinstance(gpus, int) and gpus != dp * replica:
+        raise GpuplanError(f"gpus={gpus} disagrees with dp={dp} × tp × pp × cp = {dp * replica}")
+    return dp * replica
+
+
+def _check_counts(
+    gpus: int | str | None, zero: int | None, fsdp: str | None, **counts: int | None
+) -> None:
+    for name, value in counts.items():
+        _positive(name.replace("_", "-"), value)
+    if isinstance(gpus, int):
+        _positive("gpus", gpus)
+    if zero is not None and fsdp is not None:
+        raise GpuplanError("give either a ZeRO stage or an FSDP mode, not both")
+    if zero is not None and (isinstance(zero, bool) or zero not in (0, 1, 2, 3)):
+        raise GpuplanError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero!r}")
+
+
+def _layout(
+    profile: FrameworkProfile,
+    spec: GpuSpec,
+    zero: int | None,
+    fsdp: str | None,
+    tp: int | None,
+    pp: int | None,
+    cp: int,
+    ep: int,
+    sp: bool,
+) -> Layout:
+    """The layout before the GPU count is known (dp = 1)."""
+    stage_zero, hybrid = (zero or 0), False
+    if fsdp is not None:
+        stage_zero, hybrid = fsdp_layout(fsdp)
+    return Layout(
+        dp=1,
+        tp=tp or 1,
+        pp=pp or 1,
+        cp=int(cp),
+        ep=int(ep),
+        sp=bool(sp) or (profile.sequence_parallel and (tp or 1) > 1),
+        zero=stage_zero,
+        fsdp=fsdp.lower().replace("-", "_") if fsdp else None,
+        hybrid=hybrid,
+        gpus_per_node=spec.gpus_per_node,
+    )
+
+
+def _bandwidth(value: str | float | None) -> float:
+    if value is None:
+        return DEFAULT_NETWORK_BYTES_PER_S
+    return float(size_bytes(value))
+
+
+def _on_gpus(
+    setup: TrainingSetup, gpus: int, implied_zero: int | None, global_batch: int | None
+) -> TrainingSetup:
+    """The setup on a given GPU count: dp = gpus ÷ (tp × pp × cp); the framework's own sharding
+    when it implies one and there are ranks to shard over; grad_accum from a global batch."""
+    lo = setup.layout
+    per_replica = lo.tp * lo.pp * lo.cp
+    if gpus % per_replica:
+        raise GpuplanError(f"--gpus {gpus} is not a multiple of tp × pp × cp = {per_replica}")
+    dp = gpus // per_replica
+    zero = implied_zero if implied_zero is not None and dp * lo.cp > 1 else lo.zero
+    setup = replace(setup, layout=replace(lo, dp=dp, zero=zero))
+    if global_batch is not None:
+        setup = replace(setup, grad_accum=_accumulation(global_batch, setup.micro_batch, dp))
+    return setup
 
 
 def _with_headers(bill: TrainingBill, ref: Any) -> TrainingBill:
@@ -371,5 +474,212 @@ def _with_headers(bill: TrainingBill, ref: Any) -> TrainingBill:
     return replace(bill, notes=(*bill.notes, note))
 
 
+def resolve_framework(
+    framework: str | FrameworkProfile | None,
+    overrides: dict[str, Any] | None = None,
+    **knobs: Any,
+) -> FrameworkProfile:
+    """The framework's profile with the knobs the user set (None keeps the framework's own):
+    compile, compile_loss, grads (set_to_none | persistent), reshard_after_forward (bool),
+    optimizer_in_backward, fp8, fp8_all_gather, dropout, optimizer_kernel (fused | foreach |
+    for-loop), and `overrides`, any profile field by name."""
+    from gpuplan.catalog.frameworks import get_framework
+
+    if isinstance(framework, FrameworkProfile):
+        profile = framework
+    else:
+        profile = get_framework(framework or "generic")
+    changes: dict[str, Any] = {}
+    for name, value in knobs.items():
+        if value is None:
+            continue
+        if name == "reshard_after_forward":
+            value = "always" if value else "never"
+        elif name == "optimizer_kernel":
+            value = {"fused": "none"}.get(str(value).lower(), str(value).lower())
+        elif name in ("grads", "fp8"):
+            value = str(value).strip().lower().replace("-", "_")
+        elif name == "dropout":
+            value = float(value)
+        else:
+            value = bool(value)
+        changes[name] = value
+    known = {f.name for f in fields(FrameworkProfile)} - {"id", "name", "source", "sources"}
+    for name, value in (overrides or {}).items():
+        if name not in known:
+            raise GpuplanError(f"{name!r} is not a framework setting ({', '.join(sorted(known))})")
+        changes[name] = value
+    profile = replace(profile, **changes)
+    validate_profile(profile)
+    return profile
+
+
+RECOMPUTE_ALIASES = {
+    "true": "full",
+    "false": "none",
+    "no": "none",
+    "off": "none",
+    "selective-op": "op",
+    "selective_op": "op",
+    "core-attention": "selective",
+    "core_attn": "selective",
+}
+
+
+def parse_checkpointing(value: str | bool | None, default: str = "none") -> str:
+    """none, selective, op, full, every:K (also layer:K, selective-layer:K), or a bool."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return "full" if value else "none"
+    text = str(value).strip().lower()
+    text = RECOMPUTE_ALIASES.get(text, text)
+    for prefix in ("layer:", "selective-layer:", "selective_layer:"):
+        if text.startswith(prefix):
+            text = "every:" + text[len(prefix) :]
+    parse_recompute(text)
+    return text
+
+
+def _accumulation(global_batch: int, micro_batch: int, dp: int) -> int:
+    """Micro-batches per step: global batch ÷ (micro-batch × data-parallel ranks)."""
+    _positive("global-batch", global_batch)
+    per_step = micro_batch * dp
+    if global_batch % per_step:
+        raise GpuplanError(
+            f"global batch {global_batch} is not a multiple of micro-batch {micro_batch} ×"
+            f" {dp} data-parallel ranks"
+        )
+    return global_batch // per_step
+
+
+def _stage(stage: int | str | None, pp: int) -> int | None:
+    if stage is None:
+        return None
+    if stage in ("first", "last"):
+        return 0 if stage == "first" else -1
+    if isinstance(stage, bool) or not isinstance(stage, int):
+        raise GpuplanError(f"stage must be first, last or a stage index, got {stage!r}")
+    if not -pp <= stage < pp:
+        raise GpuplanError(f"stage {stage} does not exist with pp={pp}")
+    return stage
+
+
+def _lora(
+    arch: Architecture,
+    lora_rank: int | None,
+    lora_targets: tuple[str, ...] | list[str] | str | None,
+    qlora: bool,
+) -> tuple[LoraSpec | None, WeightFormat | None]:
+    if qlora and not lora_rank:
+        lora_rank = 64  # the QLoRA paper's r = 64 (Dettmers et al. 2023, §4)
+    if not lora_rank:
+        return None, None
+    if isinstance(lora_targets, str):
+        lora_targets = tuple(t.strip() for t in lora_targets.split(",") if t.strip())
+    if lora_targets:
+        targets = tuple(lora_targets)
+    else:  # QLoRA adapts every linear layer (Dettmers et al. 2023 §4); LoRA the attention
+        targets = ("all-linear",) if qlora else default_targets(arch)
+    lora = LoraSpec(int(lora_rank), _dedupe(targets), bool(qlora))
+    bf16 = get_precision("bf16")
+    base = WeightFormat(get_precision("nf4-dq"), bf16) if qlora else WeightFormat(bf16, bf16)
+    return lora, base
+
+
 def _dedupe(targets: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(targets))
+
+
+READERS = ("torchtitan", "torchtune", "megatron", "deepspeed", "hf-trainer")
+
+
+def detect_format(text: str, name: str = "") -> str:
+    """Which framework a config is for: by its file name, else by what it contains."""
+    lower = name.lower()
+    stripped = text.lstrip()
+    if lower.endswith(".toml") or "[parallelism]" in text or "[activation_checkpoint]" in text:
+        return "torchtitan"
+    if "MODEL_ARGS" in text or "--num-layers" in text or "pretrain_gpt" in text:
+        return "megatron"
+    if lower.endswith(".json") or stripped.startswith("{"):
+        if "zero_optimization" in text or "train_micro_batch_size_per_gpu" in text:
+            return "deepspeed"
+        return "hf-trainer"
+    if lower.endswith((".yaml", ".yml")) or "_component_" in text:
+        return "torchtune"
+    raise GpuplanError(
+        f"cannot tell which framework this config is for; give --format ({', '.join(READERS)})"
+    )
+
+
+def read_framework_config(
+    text: str,
+    format: str | None = None,
+    *,
+    name: str = "",
+    gpus: int | None = None,
+    overrides: list[str] | None = None,
+) -> TrainOverrides:
+    """Read one framework config (its text) into gpuplan's terms (engine/frameworks)."""
+    from gpuplan.engine.frameworks import deepspeed, hf_trainer, megatron, torchtitan, torchtune
+
+    fmt = (format or detect_format(text, name)).lower().replace("_", "-")
+    if fmt == "torchtitan":
+        return torchtitan.read(text, gpus)
+    if fmt == "torchtune":
+        return torchtune.read(text, overrides)
+    if fmt in ("megatron", "megatron-lm"):
+        return megatron.read(text)
+    if fmt == "deepspeed":
+        return deepspeed.read(text, gpus)
+    if fmt in ("hf-trainer", "hf", "trainer"):
+        return hf_trainer.read(text)
+    raise GpuplanError(f"unknown config format {format!r}; use {', '.join(READERS)}")
+
+
+def train_from(
+    config: str,
+    model: str | dict[str, Any] | Architecture | None = None,
+    *,
+    format: str | None = None,
+    overrides: list[str] | None = None,
+    **kwargs: Any,
+) -> TrainingPlan:
+    """Size training as a framework config describes it. `config` is a path to the config
+    (torchtitan TOML, torchtune YAML, Megatron-LM flags or model_config.yaml, DeepSpeed or
+    TrainingArguments JSON) or its text; `model` is needed when the config does not name one;
+    `overrides` are torchtune's key=value; other keyword arguments (gpus, gpu, ...) go to
+    train() and win over the config's."""
+    text, name = _config_text(config)
+    gpus = kwargs.get("gpus")
+    read = read_framework_config(
+        text, format, name=name, gpus=gpus if isinstance(gpus, int) else None, overrides=overrides
+    )
+    chosen = model if model is not None else read.model
+    if chosen is None:
+        raise GpuplanError(f"this {read.framework} config names no model: give MODEL")
+    given = {k: v for k, v in kwargs.items() if v is not None}
+    plan = train(chosen, **{**read.train_kwargs(), **given})
+    return replace(plan, config_notes=read.notes)
+
+
+def _config_text(config: str) -> tuple[str, str]:
+    """(text, file name) of `config`: the file it names, or the config itself when it is text
+    (several lines, a JSON/TOML opening, or command-line flags)."""
+    from pathlib import Path
+
+    stripped = config.strip()
+    if "\n" in stripped or stripped[:1] in ("{", "[", "-") or " --" in stripped:
+        return config, ""
+    path = Path(stripped)
+    try:
+        found = path.is_file()
+    except OSError:
+        found = False
+    if not found:
+        raise GpuplanError(f"no such config file: {stripped}")
+    try:
+        return path.read_text(encoding="utf-8"), path.name
+    except (OSError, UnicodeDecodeError) as e:
+        raise GpuplanError(f"cannot read {stripped}: {e}") from None

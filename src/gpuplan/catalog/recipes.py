@@ -39,6 +39,7 @@ def _table() -> tuple[dict[str, TrainingRecipe], dict[str, str]]:
             master=get_precision(row["master"]) if row.get("master") else None,
             states=tuple(OptimizerState(s["name"], _format(s, row["id"])) for s in row["state"]),
             factored=bool(row.get("factored", False)),
+            autocast=bool(row.get("autocast", False)),
             source=row.get("source", ""),
         )
         by_id[recipe.id] = recipe

@@ -21,6 +21,7 @@ COMMANDS = {
     "serve": ("gpuplan.cli.serve", "serve_command"),
     "train": ("gpuplan.cli.train", "train_command"),
     "recipes": ("gpuplan.cli.train", "recipes_command"),
+    "frameworks": ("gpuplan.cli.train", "frameworks_command"),
     "models": ("gpuplan.cli.catalog", "models_command"),
     "gpus": ("gpuplan.cli.catalog", "gpus_command"),
     "check": ("gpuplan.cli.check", "check_command"),

@@ -26,11 +26,37 @@ from gpuplan.units import format_bytes, format_count
 
 
 @click.command("train")
-@click.argument("model")
+@click.argument("model", required=False)
 @click.option(
     "--gpu", default="h100", show_default=True, help="GPU name or alias (see `gpuplan gpus`)."
 )
 @gpus_option
+@click.option(
+    "--from",
+    "config",
+    default=None,
+    help="A framework config to read: torchtitan TOML, torchtune YAML, Megatron-LM flags or"
+    " model_config.yaml, DeepSpeed JSON, TrainingArguments JSON.",
+)
+@click.option(
+    "--format",
+    "config_format",
+    type=click.Choice(["torchtitan", "torchtune", "megatron", "deepspeed", "hf-trainer"]),
+    default=None,
+    help="The --from config's framework. [default: from its name and content]",
+)
+@click.option(
+    "--override",
+    "overrides",
+    multiple=True,
+    help="torchtune key=value override of the --from config (repeatable).",
+)
+@click.option(
+    "--framework",
+    default=None,
+    help="How the job runs: generic (the lesson), torchtitan, torchtune, megatron, deepspeed,"
+    " hf-trainer, fsdp2, ddp (see `gpuplan frameworks`). [default: generic]",
+)
 @click.option(
     "--zero", type=int, default=None, help="ZeRO stage 0-3 (DeepSpeed). [default: searched]"
 )
@@ -48,9 +74,8 @@ from gpuplan.units import format_bytes, format_count
 @click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel degree (MoE).")
 @click.option(
     "--recipe",
-    default="adamw-bf16",
-    show_default=True,
-    help="Training recipe (see `gpuplan recipes`).",
+    default=None,
+    help="Training recipe (see `gpuplan recipes`). [default: the framework's; adamw-bf16]",
 )
 @click.option("--seq", type=int, default=4096, show_default=True, help="Sequence length.")
 @click.option(
@@ -63,11 +88,43 @@ from gpuplan.units import format_bytes, format_count
 @click.option("--grad-accum", type=int, default=None, help="Micro-batches per step. [default: pp]")
 @click.option(
     "--checkpointing",
-    type=click.Choice(["none", "selective", "full"]),
-    default="none",
-    show_default=True,
-    help="Activation checkpointing (recompute).",
+    default=None,
+    help="Recompute: none, selective (Megatron core attention), op (torchtitan op-level),"
+    " full, every:K (each K-th layer), block:N, uniform:K. [default: the framework's; none]",
 )
+@click.option(
+    "--loss",
+    default=None,
+    help="Loss: standard, plain, chunked:N, linear_chunked:N, compiled, fused,"
+    " vocab_parallel. [default: the framework's]",
+)
+@click.option(
+    "--compile/--no-compile", "compile_", default=None, help="torch.compile the model and loss."
+)
+@click.option(
+    "--grads",
+    type=click.Choice(["set_to_none", "persistent"]),
+    default=None,
+    help="Gradient lifetime: freed after each step, or a persistent buffer.",
+)
+@click.option(
+    "--reshard-after-forward/--no-reshard-after-forward",
+    default=None,
+    help="FSDP2: free gathered units after their forward.",
+)
+@click.option(
+    "--optimizer-in-backward", is_flag=True, default=None, help="Step each parameter in backward."
+)
+@click.option(
+    "--optimizer-kernel",
+    type=click.Choice(["fused", "foreach", "for-loop"]),
+    default=None,
+    help="The optimizer implementation (its step's temporaries).",
+)
+@click.option(
+    "--fp8", type=click.Choice(["none", "te", "torchao"]), default=None, help="fp8 training."
+)
+@click.option("--stage", default=None, help="Bill this pipeline stage: first, last or an index.")
 @click.option(
     "--attention",
     type=click.Choice(["flash", "sdpa", "eager"]),
@@ -110,24 +167,54 @@ from gpuplan.units import format_bytes, format_count
 @units_option
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON schema of docs/json.md.")
 @click.option(
-    "--explain", is_flag=True, help="Show each line's arithmetic with the numbers substituted."
+    "--explain",
+    is_flag=True,
+    help="Show each line's arithmetic and every phase of the step.",
 )
 def train_command(
-    model: str, gpus: str | None, as_json: bool, explain: bool, units: str, **kw: Any
+    model: str | None,
+    gpus: str | None,
+    as_json: bool,
+    explain: bool,
+    units: str,
+    config: str | None,
+    config_format: str | None,
+    overrides: tuple[str, ...],
+    **kw: Any,
 ) -> None:
     """Will training MODEL fit, on how many GPUs, and how fast?
 
     MODEL is a catalog name (llama-3.1-8b), a Hugging Face id in the catalog, or a path to a
-    config.json or to a model directory holding one.
+    config.json or to a model directory holding one; with --from, the config may name it.
     """
-    from gpuplan.api import train
+    from gpuplan.api import train, train_from
 
-    network = kw.pop("network")
-    ask = {"model": model, "gpus": parse_gpus(gpus), "network_bandwidth": network, **kw}
-    plan = train(**ask)
+    kw["network_bandwidth"] = kw.pop("network")
+    kw["compile"] = kw.pop("compile_")
+    stage = kw.pop("stage")
+    kw["stage"] = int(stage) if stage and stage.lstrip("-").isdigit() else stage
+    ask: dict[str, Any] | None = None
+    if config is None:
+        if model is None:
+            raise click.UsageError("Missing argument MODEL (or --from CONFIG)")
+        ask = {"model": model, "gpus": parse_gpus(gpus), **kw}
+        plan = train(**ask)
+    else:
+        given = {k: v for k, v in kw.items() if v not in (None, False, ())}
+        for name, default in DEFAULTS.items():  # flags left at their default defer to the config
+            if given.get(name) == default:
+                given.pop(name)
+        plan = train_from(
+            config,
+            model,
+            format=config_format,
+            overrides=list(overrides),
+            gpus=parse_gpus(gpus),
+            **given,
+        )
     data = plan.to_dict(units)
-    data["fixes"] = []
-    if not plan.fits:  # the three answers (fewer bytes, a bigger GPU, more GPUs)
+    data["fixes"] = [] if ask is not None else None  # not looked for from a framework config
+    if not plan.fits and ask is not None:  # the three answers (fewer bytes, bigger GPU, more GPUs)
         from gpuplan.api.planning import training_answers
 
         data["fixes"] = training_answers(ask, plan)
@@ -135,6 +222,18 @@ def train_command(
         print_json(data)
         return
     render_training(data, units, explain)
+
+
+DEFAULTS = {
+    "seq": 4096,
+    "micro_batch": 1,
+    "cp": 1,
+    "ep": 1,
+    "attention": "flash",
+    "capacity_factor": 1.0,
+    "headroom": 0.9,
+    "mfu": 0.4,
+}
 
 
 def host_table(host: dict[str, Any], units: str, explain: bool) -> Table:
@@ -201,9 +300,65 @@ def render_training(data: dict[str, Any], units: str, explain: bool) -> None:
             f" {data['mfu']:.0%} utilisation, exposed communication {data['exposed_comm_time_s']:.2f} s)"
             f" → {data['tokens_per_second']:,.0f} tokens/s"
         )
+    figures = data["memory_figures"]
+    out.print(
+        f"Peak: the {data['peak_phase'].replace('_', ' ')} phase — allocated"
+        f" {format_bytes(figures['allocated_bytes'], units)}, reserved"
+        f" {format_bytes(figures['reserved_bytes'], units)}, nvidia-smi"
+        f" {format_bytes(figures['nvidia_smi_bytes'], units)} ({data['framework']['name']};"
+        f" {data['loss']['describe']})"
+    )
+    if explain:
+        out.print(phase_table(data["phases"], data["peak_phase"], units))
     print_search_and_notes(out, data)
-    if not data["fits"]:
+    if not data["fits"] and data.get("fixes") is not None:
         print_answers(out, data["fixes"], units)
+
+
+PHASE_COLUMNS = ("weights", "gradients", "master", "optimizer", "activations", "transient", "comm")
+
+
+def phase_table(phases: list[dict[str, Any]], peak: str, units: str) -> Table:
+    """The step as a timeline: each phase's live bytes by category, the peak marked."""
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("phase")
+    for col in PHASE_COLUMNS:
+        table.add_column(col, justify="right")
+    table.add_column(f"total {units}", justify="right")
+    for p in phases:
+        style = "bold" if p["name"] == peak else ""
+        cats = p["bytes_by_category"]
+        table.add_row(
+            Text(p["label"] + (" ◀ peak" if p["name"] == peak else ""), style=style),
+            *[format_bytes(cats.get(c, 0), units) for c in PHASE_COLUMNS],
+            Text(format_bytes(p["total_bytes"], units), style=style),
+        )
+    return table
+
+
+@click.command("frameworks")
+@click.option("--json", "as_json", is_flag=True, help="Print the profiles as JSON.")
+def frameworks_command(as_json: bool) -> None:
+    """The training frameworks' memory profiles, each value with where it was read."""
+    from dataclasses import asdict
+
+    from gpuplan.catalog.frameworks import list_frameworks
+
+    profiles = list_frameworks()
+    if as_json:
+        rows = []
+        for p in profiles:
+            row = asdict(p)
+            row["sources"] = dict(p.sources)
+            rows.append(row)
+        print_json({"frameworks": rows})
+        return
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col in ("framework", "grads", "loss", "recompute", "recipe", "source"):
+        table.add_column(col, overflow="fold")
+    for p in profiles:
+        table.add_row(p.id, p.grads, p.loss, p.recompute, p.recipe, p.source)
+    console().print(table)
 
 
 @click.command("recipes")

@@ -56,7 +56,8 @@ from gpuplan.engine.architecture import Architecture, LayerSpec
 from gpuplan.errors import GpuplanError
 
 KERNELS = ("flash", "sdpa", "eager")
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "op", "full", "every:k")
+FUSED = ("none", "te", "compile")
 UNFUSED_GELU = ("gelu_new", "gelu_fast", "gelu_python", "quick_gelu")
 
 
@@ -75,6 +76,10 @@ class ActivationSpec:
     capacity_factor: float = 1.0  # MoE: slots per expert ÷ fair share (1.0 = dropless average)
     lora_rank: int = 0
     lora_modules: int = 0  # adapted linear modules per layer
+    fused: str = "none"  # "none" (eager PyTorch), "te" (Transformer Engine), "compile" (Inductor)
+    dropout: bool = False  # hidden dropout on: its boolean masks are saved
+    sp_gathered: bool = False  # sequence parallelism that saves the all-gathered linear input
+    gqa_expanded: bool = False  # k and v copied out to every query head before attention
 
     @property
     def tokens(self) -> int:
@@ -101,16 +106,49 @@ def validate_activations(spec: ActivationSpec) -> None:
             raise GpuplanError(f"{name.replace('_', '-')} must be at least 1, got {value}")
     if spec.kernel not in KERNELS:
         raise GpuplanError(f"unknown attention kernel {spec.kernel!r}; use flash, sdpa or eager")
-    if spec.recompute not in RECOMPUTE:
-        raise GpuplanError(f"unknown checkpointing {spec.recompute!r}; use none, selective or full")
+    parse_recompute(spec.recompute)
+    if spec.fused not in FUSED:
+        raise GpuplanError(f"unknown kernel fusion {spec.fused!r}; use none, te or compile")
     if spec.seq % spec.cp:
         raise GpuplanError(f"cp={spec.cp} does not divide the sequence length {spec.seq}")
     if spec.capacity_factor <= 0:
         raise GpuplanError(f"capacity factor must be positive, got {spec.capacity_factor}")
 
 
-def _norm(prefix: str, rows: int, width: int, a: int, kind: str) -> list[Saved]:
-    """A norm's saved tensors over `rows` rows of `width` (its output y is listed by its reader)."""
+COUNTED = ("every", "block", "uniform")  # modes that take a layer count
+
+
+@lru_cache(maxsize=256)
+def parse_recompute(text: str) -> tuple[str, int]:
+    """'none', 'selective', 'op', 'full', 'every:k', 'block:n' or 'uniform:k' → (mode, k).
+
+    every:k    torchtitan's layer-level selective AC: each k-th block checkpointed
+    block:n    Megatron --recompute-method block: the first n layers of each stage
+    uniform:k  Megatron --recompute-method uniform: groups of k layers, one checkpoint each
+    """
+    mode, _, arg = text.partition(":")
+    if mode in COUNTED and arg.isdigit() and int(arg) >= 1:
+        return mode, int(arg)
+    if mode in ("none", "selective", "op", "full") and not arg:
+        return mode, 1
+    raise GpuplanError(
+        f"unknown checkpointing {text!r}; use none, selective, op, full, every:K (each K-th"
+        " layer), block:N (the first N of a stage) or uniform:K (groups of K)"
+    )
+
+
+def _norm(
+    prefix: str, rows: int, width: int, a: int, kind: str, fused: str = "none"
+) -> list[Saved]:
+    """A norm's saved tensors over `rows` rows of `width` (its output y is listed by its reader).
+
+    Fused norms keep the input in its own dtype and the per-row statistics: Transformer Engine's
+    (Layer|RMS)NormLinear saves input, mu (LayerNorm only) and rsigma (transformer_engine/pytorch/
+    module/layernorm_linear.py), and a compiled block's fused norm the same: the fp32 copies of
+    the unfused kernel are gone."""
+    if fused != "none":
+        stats = 8 * rows if kind == "layernorm" else 4 * rows
+        return [Saved(f"{prefix}.input", a * rows * width), Saved(f"{prefix}.stats", stats)]
     if kind == "layernorm":
         return [
             Saved(f"{prefix}.input", a * rows * width),
@@ -123,12 +161,15 @@ def _norm(prefix: str, rows: int, width: int, a: int, kind: str) -> list[Saved]:
     ]
 
 
-def _model_norm(arch: Architecture, prefix: str, rows: int, width: int, a: int) -> list[Saved]:
+def _model_norm(
+    arch: Architecture, prefix: str, rows: int, width: int, a: int, fused: str = "none"
+) -> list[Saved]:
     """A hidden-width norm of `arch`'s kind (its output is listed by its reader, if any):
     fp32-scaling norms keep x and x̂ in fp32 (OlmoRMSNorm, GemmaRMSNorm and its (1 + w) in fp32,
-    CohereLayerNorm: x, x − mean, rstd, x̂ and the weight in fp32)."""
-    if not arch.norm_fp32:
-        return _norm(prefix, rows, width, a, arch.norm)
+    CohereLayerNorm: x, x − mean, rstd, x̂ and the weight in fp32). A fused kernel (`fused`)
+    keeps only the input and the statistics whatever the kind (`_norm`)."""
+    if not arch.norm_fp32 or fused != "none":
+        return _norm(prefix, rows, width, a, arch.norm, fused)
     if arch.norm == "layernorm":
         return [
             Saved(f"{prefix}.input_fp32", 4 * rows * width),
@@ -200,6 +241,8 @@ def _attention(arch: Architecture, spec: ActivationSpec, t: int) -> list[Saved]:
             if a != 4:
                 out.append(Saved("softmax probabilities (cast)", a * probs))
         return out
+    if spec.gqa_expanded:  # torchtune: k.unsqueeze(2).expand(...).flatten(1, 2) copies
+        nkv = nq
     out += [
         Saved("q", a * t * nq * dk),
         Saved("k", a * t * nkv * dk),
@@ -213,9 +256,16 @@ def _attention(arch: Architecture, spec: ActivationSpec, t: int) -> list[Saved]:
 def _mlp(arch: Architecture, spec: ActivationSpec, t: int, width: int, gated: bool) -> list[Saved]:
     """A dense FFN's saved tensors, width ÷ tp: SwiGLU's gate, up, act(gate), act(gate)·up
     (LlamaMLP, 4·a·T·i); GPT-2's fc and activation outputs, plus the unfused tanh-GELU's three
-    intermediates (GPT2MLP with `gelu_new`)."""
+    intermediates (GPT2MLP with `gelu_new`). Fused: Megatron's bias_swiglu keeps its input (gate
+    and up, 2·a·T·i) and the second linear its input (a·T·i) (megatron/core/fusions/
+    fused_bias_swiglu.py); Inductor's partition of a compiled block keeps the same three (the
+    activation and the product are one fused kernel whose output the down projection saves) —
+    torchtune's published compile saving on Llama 3.2 3B (9 GiB over 28 layers at 2 × 4096
+    tokens) is exactly this set and the fused norms'."""
     a, w = spec.act_bytes, _ceil_div(width, spec.tp)
     if gated:
+        if spec.fused != "none":
+            return [Saved("mlp.gate+up", 2 * a * t * w), Saved("mlp.act(gate)*up", a * t * w)]
         return [
             Saved("mlp.gate", a * t * w),
             Saved("mlp.up", a * t * w),
@@ -225,7 +275,7 @@ def _mlp(arch: Architecture, spec: ActivationSpec, t: int, width: int, gated: bo
     if arch.hidden_act == "relu":  # ReLU keeps only its output, which fc2 reads
         return [Saved("mlp.relu output", a * t * w)]
     out = [Saved("mlp.fc", a * t * w), Saved("mlp.act", a * t * w)]
-    if arch.hidden_act in UNFUSED_GELU:
+    if arch.hidden_act in UNFUSED_GELU and spec.fused == "none":
         out.append(Saved("mlp.gelu intermediates (tanh, 1+tanh, x/2)", 3 * a * t * w))
     return out
 
@@ -265,46 +315,126 @@ def layer_tensors(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) ->
     """The tensors one decoder layer saves for one micro-batch on one GPU (no recompute)."""
     t = spec.tokens
     a, h = spec.act_bytes, arch.hidden_size
-    edge = _ceil_div(t, spec.tp) if spec.sp else t  # tokens at the layer boundary
-    if layer.mixer != "attention":
-        raise GpuplanError(
-            f"{arch.name}: training activations of {layer.mixer} layers are not modelled yet;"
-            " gpuplan sizes serving for this model but not training"
-        )
+    edge = _edge_tokens(spec)  # tokens at the layer boundary
+    _attention_mixer(arch, layer)
+    # the linears after a norm save their input: under PyTorch DTensor sequence parallelism that
+    # is the all-gathered (whole-sequence) tensor, under Megatron-LM the sequence shard, which
+    # it all-gathers again in backward (tensor_parallel/layers.py LinearWithGradAccumulation...)
+    linear_in = t if spec.sp_gathered else edge
     out: list[Saved] = []
     placement = arch.norm_placement
     one_norm = arch.parallel_block and arch.norms_per_layer == 1  # GPT-J, Phi, Falcon-7B, Cohere
+    fused = spec.fused
     if placement == "post":  # OLMo 2: attention reads the residual stream itself
         out.append(Saved("layer input (read by q, k, v)", a * edge * h))
     else:
-        out += _model_norm(arch, "attn_norm", edge, h, a)
-        out.append(Saved("attn_norm.output", a * edge * h))
+        out += _model_norm(arch, "attn_norm", edge, h, a, fused)
+        out.append(Saved("attn_norm.output", a * linear_in * h))
     out += _attention(arch, spec, t)
     if placement != "pre":
-        out += _model_norm(arch, "post_attn_norm", edge, h, a)
+        out += _model_norm(arch, "post_attn_norm", edge, h, a, fused)
     if placement == "post":
         out.append(Saved("residual (read by the FFN)", a * edge * h))
     elif not one_norm:
-        out += _model_norm(arch, "mlp_norm", edge, h, a)
-        out.append(Saved("mlp_norm.output", a * edge * h))
+        out += _model_norm(arch, "mlp_norm", edge, h, a, fused)
+        out.append(Saved("mlp_norm.output", a * linear_in * h))
     if placement != "pre":
-        out += _model_norm(arch, "post_ffn_norm", edge, h, a)
+        out += _model_norm(arch, "post_ffn_norm", edge, h, a, fused)
     if layer.moe and arch.moe is not None:
         out += _moe(arch, spec, t)
     elif arch.mlp is not None:
         out += _mlp(arch, spec, t, arch.mlp.intermediate_size, arch.mlp.gated)
     if spec.lora_rank and spec.lora_modules:
         out.append(Saved("lora_A outputs", spec.lora_modules * a * t * spec.lora_rank))
+    if spec.dropout:  # bias-dropout-add after attention and after the MLP: one bool per element
+        out.append(Saved("dropout masks (attention, MLP)", 2 * edge * h))
     return tuple(out)
+
+
+def _attention_mixer(arch: Architecture, layer: LayerSpec) -> None:
+    if layer.mixer != "attention":
+        raise GpuplanError(
+            f"{arch.name}: training activations of {layer.mixer} layers are not modelled yet;"
+            " gpuplan sizes serving for this model but not training"
+        )
+
+
+def layer_input_bytes(arch: Architecture, spec: ActivationSpec) -> int:
+    """A layer's input: what a checkpoint keeps (a·T·h, ÷ tp with sequence parallelism)."""
+    return spec.act_bytes * _edge_tokens(spec) * arch.hidden_size
+
+
+def _edge_tokens(spec: ActivationSpec) -> int:
+    """Tokens of a layer-boundary tensor on one GPU: ÷ tp with sequence parallelism."""
+    return _ceil_div(spec.tokens, spec.tp) if spec.sp else spec.tokens
+
+
+@lru_cache(maxsize=8192)
+def mm_outputs(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) -> tuple[Saved, ...]:
+    """The outputs of one layer's matmuls in the order its forward runs them, per TP rank:
+    q, k, v, o, then gate, up, down (or fc1, fc2; or a MoE block's grouped experts). Under
+    sequence parallelism the o and down projections end in a reduce-scatter whose
+    sequence-sharded output is what is kept."""
+    at, a, t, h, tp = arch.attention, spec.act_bytes, spec.tokens, arch.hidden_size, spec.tp
+    nq = _ceil_div(at.num_heads, tp)
+    nkv = nq if at.is_mla else max(1, _ceil_div(at.num_kv_heads, tp))
+    edge = _edge_tokens(spec)
+    out = [
+        Saved("q_proj", a * t * nq * at.head_dim),
+        Saved("k_proj", a * t * nkv * at.head_dim),
+        Saved("v_proj", a * t * nkv * at.v_head_dim),
+        Saved("o_proj", a * edge * h),
+    ]
+    if layer.moe and arch.moe is not None:
+        m = arch.moe
+        slots = t * m.experts_per_token
+        i_e = _ceil_div(m.expert_intermediate_size, tp)
+        out += [Saved("experts.gate_up", 2 * a * slots * i_e), Saved("experts.down", a * slots * h)]
+        if m.shared_intermediate_size:
+            w = _ceil_div(m.shared_intermediate_size, tp)
+            out += [
+                Saved("shared.gate", a * t * w),
+                Saved("shared.up", a * t * w),
+                Saved("shared.down", a * edge * h),
+            ]
+        return tuple(out)
+    if arch.mlp is not None:
+        w = _ceil_div(arch.mlp.intermediate_size, tp)
+        if arch.mlp.gated:
+            out += [Saved("gate_proj", a * t * w), Saved("up_proj", a * t * w)]
+        else:
+            out.append(Saved("fc1", a * t * w))
+        out.append(Saved("down_proj", a * edge * h))
+    return tuple(out)
+
+
+def op_sac_tensors(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) -> list[Saved]:
+    """torchtitan's per-op selective checkpointing of one block (torchtitan/distributed/
+    activation_checkpoint.py SelectiveAC): the checkpoint keeps the block's input, attention's
+    outputs (output and log-sum-exp) are saved, matmul outputs are saved except every second one
+    (the 1st, 3rd, 5th, ... in forward order), and everything else is recomputed in backward."""
+    _attention_mixer(arch, layer)
+    at, a, t, tp = arch.attention, spec.act_bytes, spec.tokens, spec.tp
+    nq = _ceil_div(at.num_heads, tp)
+    out = [
+        Saved("block input", a * _edge_tokens(spec) * arch.hidden_size),
+        Saved("attention output", a * t * nq * at.v_head_dim),
+        Saved("logsumexp (fp32)", 4 * t * nq),
+    ]
+    out += [m for i, m in enumerate(mm_outputs(arch, layer, spec)) if i % 2 == 0]
+    return out
 
 
 @lru_cache(maxsize=8192)
 def layer_bytes(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) -> int:
-    """Bytes one layer keeps for one micro-batch: its saved tensors, or only its input under
-    full recompute (torch.utils.checkpoint saves the checkpointed function's inputs)."""
-    if spec.recompute == "full":
-        edge = _ceil_div(spec.tokens, spec.tp) if spec.sp else spec.tokens
-        return spec.act_bytes * edge * arch.hidden_size
+    """Bytes one layer keeps for one micro-batch: its saved tensors; only its input under full
+    recompute (torch.utils.checkpoint saves the checkpointed function's inputs); the op-level
+    selective set (`op_sac_tensors`). Under every:k this is a layer left un-checkpointed."""
+    mode, _ = parse_recompute(spec.recompute)
+    if mode in ("full", "uniform"):
+        return layer_input_bytes(arch, spec)
+    if mode == "op":
+        return sum(s.bytes for s in op_sac_tensors(arch, layer, spec))
     return sum(s.bytes for s in layer_tensors(arch, layer, spec))
 
 
@@ -321,7 +451,8 @@ def layer_kinds(arch: Architecture, start: int, stop: int) -> tuple[tuple[LayerS
 def edge_tensors(
     arch: Architecture, spec: ActivationSpec, first: bool, last: bool
 ) -> tuple[Saved, ...]:
-    """Saved tensors outside the decoder layers: ids, RoPE tables, final norm, loss."""
+    """Saved tensors outside the decoder layers: ids, RoPE tables, final norm, labels. The loss's
+    own (the log-softmax, or what its mode keeps) are engine/loss.py's."""
     t, a, h = spec.tokens, spec.act_bytes, arch.hidden_size
     out: list[Saved] = []
     if first:
@@ -342,26 +473,16 @@ def edge_tensors(
             Saved("rope cos+sin (shared by all layers)", 2 * a * (spec.seq // spec.cp) * rot)
         )
     if last:
-        edge = _ceil_div(t, spec.tp) if spec.sp else t
+        edge = _edge_tokens(spec)
         if arch.final_norm:
-            out += _model_norm(arch, "final_norm", edge, h, a)
+            out += _model_norm(arch, "final_norm", edge, h, a, spec.fused)
             out.append(Saved("final_norm.output", a * edge * h))
         if arch.final_softcap:  # tanh(logits / cap) × cap keeps the tanh output
             out.append(
                 Saved("softcapped logits (tanh)", a * t * _ceil_div(arch.vocab_size, spec.tp))
             )
-        out.append(
-            Saved("log-softmax of the logits (fp32)", 4 * t * _ceil_div(arch.vocab_size, spec.tp))
-        )
         out.append(Saved("labels (int64)", 8 * t))
     return tuple(out)
-
-
-def logits_peak_bytes(arch: Architecture, spec: ActivationSpec) -> int:
-    """The loss's transient peak beyond the saved log-softmax: the logits in the compute dtype
-    and their fp32 upcast in forward (or the fp32 gradient of the logits in backward):
-    (a + 4) × tokens × vocab ÷ tp (vocab-parallel cross entropy, Megatron-LM)."""
-    return (spec.act_bytes + 4) * spec.tokens * _ceil_div(arch.vocab_size, spec.tp)
 
 
 @lru_cache(maxsize=8192)
@@ -370,10 +491,71 @@ def edge_bytes(arch: Architecture, spec: ActivationSpec, first: bool, last: bool
     return sum(s.bytes for s in edge_tensors(arch, spec, first, last))
 
 
+def checkpointed_layers(spec: ActivationSpec, layers: int) -> int:
+    """Layers of a stage that are checkpointed: all under full, none without recompute, and
+    under every:k each k-th block (torchtitan's layer-level selective AC: a block is wrapped when
+    its running count is a multiple of k, activation_checkpoint.py `_apply_layer_sac`)."""
+    mode, k = parse_recompute(spec.recompute)
+    if mode == "every":
+        return layers // k
+    if mode == "block":
+        return min(k, layers)
+    return layers if mode in ("full", "uniform") else 0
+
+
+def is_checkpointed(spec: ActivationSpec, position: int) -> bool:
+    """Whether the layer at `position` (0-based, within its stage) is rebuilt in backward
+    as a whole block: every layer under full and op-level recompute, each k-th under every:k."""
+    mode, k = parse_recompute(spec.recompute)
+    if mode == "every":
+        return (position + 1) % k == 0
+    if mode == "block":
+        return position < k
+    return mode in ("full", "op", "uniform")
+
+
+def forward_working_set_bytes(arch: Architecture, spec: ActivationSpec, layers: range) -> int:
+    """What a checkpointed layer holds beyond its saved tensors while its forward runs: the MLP's
+    input and the residual beside it (2·a·T·h) and, inside the gated MLP, act(gate), up and their
+    product (3·a·T·i; 2·a·T·i plain), none of which the checkpoint keeps."""
+    if not layers:
+        return 0
+    a, t, tp = spec.act_bytes, spec.tokens, spec.tp
+    widest = 0
+    for kind, _ in layer_kinds(arch, layers.start, layers.stop):
+        if kind.moe and arch.moe is not None:
+            m = arch.moe
+            slots = int(t * m.experts_per_token * spec.capacity_factor)
+            mlp = 3 * a * slots * _ceil_div(m.expert_intermediate_size, tp)
+        elif arch.mlp is not None:
+            mlp = (3 if arch.mlp.gated else 2) * a * t * _ceil_div(arch.mlp.intermediate_size, tp)
+        else:
+            mlp = 0
+        widest = max(widest, mlp)
+    return 2 * a * _edge_tokens(spec) * arch.hidden_size + widest
+
+
 def stage_bytes(
     arch: Architecture, spec: ActivationSpec, layers: range, first: bool, last: bool
 ) -> int:
-    """Saved bytes of one micro-batch on one pipeline stage: its layers plus the edge tensors."""
+    """Saved bytes of one micro-batch on one pipeline stage: its layers plus the edge tensors
+    (the loss's own saved tensors excluded)."""
+    mode, k = parse_recompute(spec.recompute)
+    if mode == "uniform":  # one saved input per group of k layers
+        groups = -(-len(layers) // k)
+        full = with_recompute(spec, "full")
+        return groups * layer_input_bytes(arch, spec) + edge_bytes(arch, full, first, last)
+    if mode in ("every", "block"):
+        kept = with_recompute(spec, "full")
+        plain = with_recompute(spec, "none")
+        total = 0
+        ck = checkpointed_layers(spec, len(layers))
+        for kind, n in layer_kinds(arch, layers.start, layers.stop):
+            share = round(ck * n / len(layers))
+            total += share * layer_bytes(arch, kind, kept) + (n - share) * layer_bytes(
+                arch, kind, plain
+            )
+        return total + edge_bytes(arch, plain, first, last)
     total = sum(
         n * layer_bytes(arch, kind, spec)
         for kind, n in layer_kinds(arch, layers.start, layers.stop)
@@ -383,20 +565,80 @@ def stage_bytes(
 
 def saved_activation_bytes(arch: Architecture, spec: ActivationSpec) -> int:
     """All bytes saved for backward by one micro-batch through the whole model on one GPU
-    (pp = 1): what `saved_tensors_hooks` counts for the same forward + loss."""
+    (pp = 1): what `saved_tensors_hooks` counts for the same forward + loss — the layers, the
+    edge tensors and the standard loss's fp32 log-softmax (4·T·V, engine/loss.py)."""
     validate_activations(spec)
-    return stage_bytes(arch, spec, range(arch.num_layers), True, True)
+    log_softmax = 4 * spec.tokens * _ceil_div(arch.vocab_size, spec.tp)
+    return stage_bytes(arch, spec, range(arch.num_layers), True, True) + log_softmax
 
 
 @lru_cache(maxsize=8192)
 def recompute_buffer_bytes(arch: Architecture, spec: ActivationSpec, layers: range) -> int:
-    """Under full recompute, backward re-runs one layer's forward and holds its saved tensors."""
-    if spec.recompute != "full" or not layers:
+    """What backward rebuilds for one layer at a time: the layer's full saved set minus what
+    the recompute mode kept (full and every:k keep the input; op keeps its save list; selective
+    the tensors outside core attention). Zero without recompute."""
+    mode, k = parse_recompute(spec.recompute)
+    if mode == "none" or not layers:
         return 0
-    full = replace(spec, recompute="none")
-    return max(
-        layer_bytes(arch, kind, full) for kind, _ in layer_kinds(arch, layers.start, layers.stop)
+    plain = with_recompute(spec, "none")
+    kept = with_recompute(spec, "full") if mode in COUNTED else spec
+    if mode in COUNTED and checkpointed_layers(spec, len(layers)) == 0:
+        return 0
+    one = max(
+        layer_bytes(arch, kind, plain) - layer_bytes(arch, kind, kept)
+        for kind, _ in layer_kinds(arch, layers.start, layers.stop)
     )
+    if mode == "uniform":  # a group of k layers is re-run together: all of them but its input
+        group = min(k, len(layers))
+        return group * one + (group - 1) * layer_input_bytes(arch, spec)
+    return one
+
+
+def backward_released_bytes(arch: Architecture, spec: ActivationSpec, layers: range) -> int:
+    """Saved bytes a layer's backward frees before it peaks: the input of the MLP's last linear
+    (act(gate)·up, or the activation of a plain MLP; per slot for MoE experts), released once
+    that linear's backward has run, before the gradients of the elementwise ops are built."""
+    if not layers:
+        return 0
+    a, t, tp = spec.act_bytes, spec.tokens, spec.tp
+    least = None
+    for kind, _ in layer_kinds(arch, layers.start, layers.stop):
+        if kind.moe and arch.moe is not None:
+            m = arch.moe
+            slots = int(t * m.experts_per_token * spec.capacity_factor)
+            freed = a * slots * _ceil_div(m.expert_intermediate_size, tp)
+        elif arch.mlp is not None:
+            freed = a * t * _ceil_div(arch.mlp.intermediate_size, tp)
+        else:
+            freed = 0
+        least = freed if least is None else min(least, freed)
+    return least or 0
+
+
+def backward_transient_bytes(arch: Architecture, spec: ActivationSpec, layers: range) -> int:
+    """Gradients of activations alive inside one layer's backward (beyond its saved tensors):
+    the gradient arriving at the layer's output (a·T·h) plus, in the MLP, the gradient of the
+    down projection's input and the two it splits into (gate and up: 3·a·T·i; 2·a·T·i for a plain
+    MLP; per token-expert slot for MoE), or in attention the output gradient and dq, dk, dv —
+    whichever is larger (autograd frees each node's inputs after it runs)."""
+    if not layers:
+        return 0
+    at, a, t, tp = arch.attention, spec.act_bytes, spec.tokens, spec.tp
+    nq = _ceil_div(at.num_heads, tp)
+    nkv = nq if at.is_mla else max(1, _ceil_div(at.num_kv_heads, tp))
+    attn = a * t * (2 * nq * at.head_dim + nkv * (at.head_dim + at.v_head_dim))
+    widest = 0
+    for kind, _ in layer_kinds(arch, layers.start, layers.stop):
+        if kind.moe and arch.moe is not None:
+            m = arch.moe
+            slots = int(t * m.experts_per_token * spec.capacity_factor)
+            mlp = 3 * a * slots * _ceil_div(m.expert_intermediate_size, tp)
+        elif arch.mlp is not None:
+            mlp = (3 if arch.mlp.gated else 2) * a * t * _ceil_div(arch.mlp.intermediate_size, tp)
+        else:
+            mlp = 0
+        widest = max(widest, mlp, attn)
+    return a * _edge_tokens(spec) * arch.hidden_size + widest
 
 
 def megatron_layer_bytes(
@@ -416,3 +658,9 @@ def megatron_layer_bytes(
     if sp:
         return s * b * h / t * (34 + scores)
     return s * b * h * (10 + 24 / t + scores / t)
+
+
+@lru_cache(maxsize=4096)
+def with_recompute(spec: ActivationSpec, recompute: str) -> ActivationSpec:
+    """`spec` under another recompute mode (cached: the bill asks for the same few often)."""
+    return replace(spec, recompute=recompute)

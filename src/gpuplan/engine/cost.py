@@ -68,20 +68,29 @@ def step_flops(
     seq: int,
     recompute: str = "none",
     frozen_base: bool = False,
+    checkpointed_share: float = 1.0,
 ) -> StepFlops:
     """FLOPs of one optimizer step over `tokens` tokens (all GPUs together).
 
     model = 6·N·D + 12·L·H·Q·s·D (Kaplan et al. 2020 §2.1, PaLM App. B); executed adds a full
     recompute's second forward (2·N·D + a third of the attention term) or a selective one's
-    attention core, and drops the weight gradients (2·N·D) of a frozen base."""
+    attention core, and drops the weight gradients (2·N·D) of a frozen base. Every:k re-runs the
+    forward of one block in k, Megatron's block:n and uniform:k the checkpointed share of the
+    layers (`checkpointed_share`); torchtitan's op-level selective mode re-runs every second
+    matmul and the (cheap) rest but not attention: about half the dense forward, N·D."""
     a = arch.attention
     attn = 12 * arch.num_layers * a.num_heads * a.head_dim * seq * tokens
     model = 6 * flop_params * tokens + attn
     dense_factor = 4 if frozen_base else 6
     executed: float = dense_factor * flop_params * tokens + attn
-    if recompute == "full":
+    mode = recompute.partition(":")[0]
+    if mode == "full":
         executed += 2 * flop_params * tokens + attn / 3
-    elif recompute == "selective":
+    elif mode in ("every", "block", "uniform"):
+        executed += (2 * flop_params * tokens + attn / 3) * checkpointed_share
+    elif mode == "op":
+        executed += flop_params * tokens
+    elif mode == "selective":
         executed += attn / 3
     return StepFlops(float(model), float(executed))
 

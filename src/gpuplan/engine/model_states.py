@@ -23,7 +23,7 @@ Transient buffers (what makes a run whose states fit go out of memory):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture, LayerSpec
@@ -57,6 +57,23 @@ class StageParams:
     @property
     def total(self) -> int:
         return self.dense + self.experts
+
+
+@lru_cache(maxsize=4096)
+def layer_params_per_rank(arch: Architecture, index: int, tp: int, ep: int = 1) -> tuple[int, int]:
+    """(all parameters, those of the MLP's last linear) of layer `index` on one GPU after tp
+    and ep: the unit whose gradients a layer's backward builds, and the first it builds."""
+    layer = arch.layers[index]
+    total = layer_bytes_per_rank(arch, index, COUNT, tp)
+    h = arch.hidden_size
+    if layer.moe and arch.moe is not None:
+        m = arch.moe
+        experts = round(m.num_experts * expert_params(arch) / tp)
+        total -= experts - _ceil_div(experts, ep)
+        down = _ceil_div(m.num_experts, ep) * m.expert_intermediate_size * h // tp
+        return total, down
+    down = arch.mlp.intermediate_size * h // tp if arch.mlp is not None else 0
+    return total, down
 
 
 @lru_cache(maxsize=4096)
@@ -148,6 +165,7 @@ def model_states(
     frozen_bytes: int = 0,
     frozen_params: int = 0,
     factored: int = 0,
+    buckets: tuple[int, int] = (DEEPSPEED_BUCKET_ELEMENTS, DEEPSPEED_BUCKET_ELEMENTS),
 ) -> ModelStates:
     """Per-GPU model states of `dense` + `experts` trainable parameters under `layout`.
 
@@ -157,6 +175,7 @@ def model_states(
     `largest_unit` is the trainable parameters of the largest FSDP unit (its unsharded gradient),
     `largest_unit_bytes` its stored bytes when they are not the recipe's weight dtype (a 4-bit
     base). `factored` adds Adafactor's row/column accumulators (fp32) for recipes that factor.
+    `buckets` are DeepSpeed's (reduce_bucket_size, allgather_bucket_size) in elements.
     """
     d, de = layout.shard_degree, layout.expert_shard_degree
 
@@ -183,11 +202,11 @@ def model_states(
         if layout.zero >= 2:
             grad_buffer = recipe.grads.bytes_for(largest_unit)
         elif trainable:
-            grad_buffer = recipe.grads.bytes_for(min(trainable, DEEPSPEED_BUCKET_ELEMENTS))
+            grad_buffer = recipe.grads.bytes_for(min(trainable, buckets[0]))
     elif trainable:
-        grad_buffer = recipe.grads.bytes_for(min(trainable, DEEPSPEED_BUCKET_ELEMENTS))
+        grad_buffer = recipe.grads.bytes_for(min(trainable, buckets[0]))
         if layout.zero in (1, 2) and layout.shard_degree > 1:
-            allgather = recipe.weights.bytes_for(min(trainable, DEEPSPEED_BUCKET_ELEMENTS))
+            allgather = recipe.weights.bytes_for(min(trainable, buckets[1]))
     return ModelStates(
         weights=weights + base,
         gradients=grads,
@@ -199,3 +218,16 @@ def model_states(
         trainable=trainable,
         frozen=frozen_params,
     )
+
+
+def held_recipe(
+    recipe: TrainingRecipe, fsdp_fp32_params: bool, reduce_fp32: bool, zero: int
+) -> TrainingRecipe:
+    """The recipe as a framework stores it. FSDP2 with MixedPrecisionPolicy over fp32 parameters
+    keeps one fp32 sharded parameter that is also the master, its gradient in the reduce dtype,
+    and bf16 only in gathered units (torch/distributed/fsdp/_fully_shard/_fsdp_param.py): the
+    same 16 bytes per parameter as bf16 weights + fp32 master, split differently."""
+    if not fsdp_fp32_params or recipe.master is None or zero != 3:
+        return recipe
+    grads = recipe.master if reduce_fp32 else recipe.grads
+    return replace(recipe, weights=recipe.master, grads=grads, master=None)

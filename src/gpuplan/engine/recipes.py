@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 from gpuplan.engine.precision import Precision
 
@@ -31,7 +32,10 @@ class TrainingRecipe:
     """How a trainable parameter is stored: working weights, gradient, fp32 master, states.
 
     `factored` marks Adafactor's factored second moment, whose size depends on the matrix
-    shapes (rows + columns per matrix) rather than on the parameter count.
+    shapes (rows + columns per matrix) rather than on the parameter count. `autocast` marks
+    torch AMP over fp32 weights: activations in bf16, and each linear weight's bf16 cast cached
+    for the forward and saved by its matmul until that layer's backward
+    (torch/amp/autocast_mode.py cache_enabled=True).
     """
 
     id: str
@@ -41,9 +45,10 @@ class TrainingRecipe:
     master: Precision | None
     states: tuple[OptimizerState, ...]
     factored: bool = False
+    autocast: bool = False  # torch.autocast over these (fp32) weights: bf16 casts per matmul
     source: str = ""
 
-    @property
+    @cached_property
     def optimizer_bytes_per_param(self) -> Fraction:
         """Σ of the optimizer states (the fp32 master is its own line and not counted here)."""
         return sum((s.format.bytes_per_param for s in self.states), Fraction(0))

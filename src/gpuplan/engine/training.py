@@ -1,30 +1,35 @@
-"""The training bill per GPU: model states, activations, transient buffers, against a budget.
+"""The training bill per GPU: the step as a timeline of phases, its peak, and the budget.
 
-    per GPU = weights + gradients + fp32 master + optimizer states        (model states, ZeRO §3.1)
-            + activations × micro-batches in flight + loss peak           (Korthikanti et al. 2022)
-            + all-gather / reduce buffers + CUDA context
-    budget  = headroom × GPU memory                                        (the lesson: ≤ ~90 %)
+    per GPU = the largest phase of the step (engine/phases.py): model states (ZeRO §3.1),
+              the activations saved so far (Korthikanti et al. 2022), the loss, the recomputed
+              layer, gathered units and buffers — each as the framework holds them
+            + allocator reserve + CUDA context                           (engine/allocator.py)
+    budget  = headroom × GPU memory                                      (the lesson: ≤ ~90 %)
 
-The bill is for the heaviest pipeline stage. Under 1F1B, stage s holds the activations of
-min(pp − s, m) micro-batches (Narayanan et al. 2021 §2.2; Korthikanti et al. 2022 §4.2.3: the
-first stage holds pp of them). Offloaded states and activations leave the GPU and appear on
-a separate host bill (ZeRO-Offload, Ren et al. 2021 §4; FSDP CPUOffload).
+The bill is for the heaviest pipeline stage (or the one asked for). Under 1F1B, stage s holds
+the activations of min(pp − s, m) micro-batches (Narayanan et al. 2021 §2.2; Korthikanti et al.
+2022 §4.2.3: the first stage holds pp of them). What a framework keeps, frees and fuses is its
+profile (engine/frameworks/profile.py); the generic profile is the lesson's bill. Offloaded
+states and activations leave the GPU and appear on a separate host bill (ZeRO-Offload, Ren et
+al. 2021 §4; FSDP CPUOffload).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from gpuplan.engine.activations import (
+    COUNTED,
     ActivationSpec,
-    edge_bytes,
+    checkpointed_layers,
     layer_bytes,
-    logits_peak_bytes,
-    recompute_buffer_bytes,
-    stage_bytes,
+    layer_kinds,
+    parse_recompute,
     validate_activations,
 )
+from gpuplan.engine.allocator import reserve_bytes
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.bill import Bill, LineItem, total_bytes
 from gpuplan.engine.cost import (
@@ -43,8 +48,15 @@ from gpuplan.engine.cost import (
     step_time,
     tp_comm_bytes,
 )
+from gpuplan.engine.frameworks.profile import GENERIC, FrameworkProfile, validate_profile
 from gpuplan.engine.gpu import GpuSpec
-from gpuplan.engine.lora import LoraSpec, lora_modules_per_layer, lora_params, resolve_targets
+from gpuplan.engine.lora import (
+    LoraSpec,
+    lora_modules_per_layer,
+    lora_params,
+    resolve_targets,
+)
+from gpuplan.engine.loss import LossSpec, parse_loss
 from gpuplan.engine.model_states import (
     ModelStates,
     StageParams,
@@ -53,10 +65,21 @@ from gpuplan.engine.model_states import (
     stage_param_list,
 )
 from gpuplan.engine.params import ParamCounts, count_params
-from gpuplan.engine.precision import Precision
+from gpuplan.engine.phases import (
+    Amounts,
+    Phase,
+    build_phase,
+    build_phases,
+    needed_lines,
+    phase_parts,
+    phase_totals,
+)
 from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.serving import DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_HEADROOM
 from gpuplan.engine.sharding import Layout, validate_layout
+from gpuplan.engine.step_amounts import amounts as step_amounts
+from gpuplan.engine.step_amounts import bpp, held
+from gpuplan.engine.training_lines import state_lines, step_lines
 from gpuplan.engine.weights import WeightFormat, weights_bytes
 from gpuplan.errors import GpuplanError
 
@@ -85,6 +108,9 @@ class TrainingSetup:
     cuda_context_bytes: int = DEFAULT_CUDA_CONTEXT_BYTES
     mfu: float = DEFAULT_MFU
     network_bytes_per_s: float = DEFAULT_NETWORK_BYTES_PER_S
+    framework: FrameworkProfile = GENERIC
+    loss: str = ""  # a loss mode (engine/loss.py); "" = the framework's
+    stage: int | None = None  # bill this pipeline stage (-1 = the last); None = the heaviest
 
     @property
     def gpus(self) -> int:
@@ -100,10 +126,20 @@ class TrainingSetup:
         """Global batch in tokens: micro-batch × sequence × micro-batches × data-parallel ranks."""
         return self.micro_batch * self.seq * self.micro_batches * self.layout.dp
 
+    @property
+    def loss_spec(self) -> LossSpec:
+        fw = self.framework
+        return _loss_spec(self.loss or fw.loss, fw.keep_logits, fw.compile_loss)
+
+
+@lru_cache(maxsize=256)
+def _loss_spec(text: str, keep_logits: bool, compiled: bool) -> LossSpec:
+    return replace(parse_loss(text), keep_logits=keep_logits, compiled=compiled)
+
 
 @dataclass(frozen=True)
 class TrainingBill(Bill):
-    """The answer: the bill of the most loaded GPU, the host bill, and what the step costs."""
+    """The answer: the peak phase of the most loaded GPU, every phase, the host bill, the cost."""
 
     setup: TrainingSetup
     items: tuple[LineItem, ...]
@@ -119,17 +155,45 @@ class TrainingBill(Bill):
     flops: StepFlops
     comm: CommBytes
     time: StepTime | None
+    amounts: Amounts | None = None
+    line_makers: dict[str, Callable[[], LineItem]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    peak_phase: str = ""
     notes: tuple[str, ...] = field(default=())
 
     @property
     def host_bytes_per_gpu(self) -> int:
         return total_bytes(self.host_items)
 
+    model_states_on_gpu: int = 0
+
     @property
     def model_states_bytes(self) -> int:
-        """Weights + gradients + optimizer states (fp32 master included) on this GPU."""
-        return sum(
-            i.bytes for i in self.items if i.key in ("weights", "gradients", "master", "optimizer")
+        """Weights + gradients + optimizer states (fp32 master included) held on this GPU
+        (offloaded states are on the host bill)."""
+        return self.model_states_on_gpu
+
+    @cached_property
+    def phases(self) -> tuple[Phase, ...]:
+        """Every phase of the step as bill lines (built on first use: the bill itself is the
+        peak phase's lines)."""
+        if self.amounts is None:
+            return ()
+        return build_phases(self.amounts, {k: make() for k, make in self.line_makers.items()})
+
+    @property
+    def allocated_bytes(self) -> int:
+        """The peak phase's live tensors: what torch.cuda.max_memory_allocated() reports."""
+        if self.amounts is None:
+            return 0
+        return phase_totals(self.amounts)[self.peak_phase]
+
+    @property
+    def reserved_bytes(self) -> int:
+        """Allocated + the allocator's reserve: torch.cuda.max_memory_reserved()."""
+        return self.allocated_bytes + sum(
+            i.bytes for i in self.items if i.key == "allocator_reserve"
         )
 
     @property
@@ -139,6 +203,12 @@ class TrainingBill(Bill):
     @property
     def gpus(self) -> int:
         return self.setup.gpus
+
+    def phase(self, name: str) -> Phase:
+        for p in self.phases:
+            if p.name == name:
+                return p
+        raise KeyError(name)
 
     def extra_lines(self) -> tuple[LineItem, ...]:
         return self.host_items
@@ -178,18 +248,20 @@ def validate_training(setup: TrainingSetup) -> None:
         resolve_targets(a, setup.lora.targets)
     if setup.cuda_context_bytes < 0:
         raise GpuplanError("overheads must not be negative")
+    validate_profile(setup.framework)
+    _validate_stage(setup)
+    fw = setup.framework
+    if fw.optimizer_in_backward and setup.micro_batches > 1:
+        raise GpuplanError(
+            "the optimizer step in backward frees each gradient at once: it cannot accumulate"
+            f" gradients over {setup.micro_batches} micro-batches (use --grad-accum 1)"
+        )
 
 
-@lru_cache(maxsize=256)
-def _bpp(p: Precision) -> float:
-    """Bytes per parameter as a float (Fractions are exact but slow in the hot loop)."""
-    return float(p.bytes_per_param)
-
-
-@lru_cache(maxsize=256)
-def _recipe_floats(recipe: TrainingRecipe) -> tuple[float, float]:
-    """(master, optimizer-state) bytes per parameter as floats."""
-    return float(recipe.master_bytes_per_param), round(float(recipe.optimizer_bytes_per_param), 4)
+def _validate_stage(setup: TrainingSetup) -> None:
+    pp = setup.layout.pp
+    if setup.stage is not None and not -pp <= setup.stage < pp:
+        raise GpuplanError(f"stage {setup.stage} does not exist with pp={pp}")
 
 
 @lru_cache(maxsize=1024)
@@ -208,12 +280,12 @@ def _base_bytes(arch: Architecture, fmt: WeightFormat) -> int:
 
 
 def _activation_spec(setup: TrainingSetup) -> ActivationSpec:
-    lo = setup.layout
+    lo, fw = setup.layout, setup.framework
     lora_modules = lora_modules_per_layer(setup.arch, setup.lora) if setup.lora else 0
     return ActivationSpec(
         seq=setup.seq,
         micro_batch=setup.micro_batch,
-        act_bytes=max(2, int(_bpp(setup.recipe.weights))),
+        act_bytes=2 if setup.recipe.autocast else max(2, int(bpp(setup.recipe.weights))),
         kernel=setup.kernel,
         recompute=setup.recompute,
         tp=lo.tp,
@@ -222,81 +294,75 @@ def _activation_spec(setup: TrainingSetup) -> ActivationSpec:
         capacity_factor=setup.capacity_factor,
         lora_rank=setup.lora.rank if setup.lora else 0,
         lora_modules=lora_modules,
+        fused="compile" if fw.compile and fw.fused == "none" else fw.fused,
+        dropout=fw.dropout > 0,
+        sp_gathered=fw.sp_saves_gathered and lo.sp and lo.tp > 1,
+        gqa_expanded=fw.gqa_expanded_kv,
     )
-
-
-@lru_cache(maxsize=4096)
-def _stages_states(
-    arch: Architecture,
-    recipe: TrainingRecipe,
-    lo: Layout,
-    lora: LoraSpec | None,
-    base_fraction: float,
-) -> tuple[tuple[ModelStates, int], ...]:
-    """Model states and trainable parameter count of every pipeline stage: what a layout fixes
-    whatever the micro-batch or recompute (computed once per layout for a planner's search)."""
-    return tuple(
-        _stage_states(arch, recipe, lo, lora, st, base_fraction)
-        for st in stage_param_list(arch, lo.tp, lo.pp, lo.ep)
-    )
-
-
-@lru_cache(maxsize=4096)
-def _stages_activations(
-    arch: Architecture, spec: ActivationSpec, tp: int, pp: int, ep: int
-) -> tuple[int, ...]:
-    """Saved activation bytes of one micro-batch on every pipeline stage (independent of dp and
-    ZeRO: computed once per activation spec and stage split)."""
-    return tuple(
-        stage_bytes(arch, spec, st.layers, st.stage == 0, st.stage == pp - 1)
-        for st in stage_param_list(arch, tp, pp, ep)
-    )
-
-
-def model_states_floor(setup: TrainingSetup) -> int:
-    """A floor under the per-GPU bill of `setup`'s layout whatever its micro-batch, recompute
-    and activations: the heaviest stage's model states, when they all stay on the GPU (full
-    training without CPU offload; 0 otherwise). The bill's stage is the one with the most
-    states + activations, so its total is at least every stage's states. A planner skips a
-    layout whose floor is over the budget without building its bills."""
-    if setup.lora is not None or setup.offload != "none":
-        return 0
-    validate_training(setup)
-    held = _stages_states(setup.arch, setup.recipe, setup.layout, None, 0.0)
-    return max(states.total for states, _ in held)
 
 
 def _stage_states(
-    arch: Architecture,
-    recipe: TrainingRecipe,
-    lo: Layout,
-    lora: LoraSpec | None,
-    st: StageParams,
-    base_fraction: float,
+    setup: TrainingSetup, st: StageParams, base_fraction: float
 ) -> tuple[ModelStates, int]:
     """Model states of one stage, and its trainable parameter count."""
-    if lora is None:
+    lo, arch = setup.layout, setup.arch
+    recipe = held(setup)
+    fw = setup.framework
+    buckets = (fw.reduce_bucket_elems, fw.allgather_bucket_elems)
+    if setup.lora is None:
         factored = factored_moment_params(arch, st.layers, lo.tp) if recipe.factored else 0
-        states = model_states(recipe, lo, st.dense, st.experts, st.largest_unit, factored=factored)
+        states = model_states(
+            recipe, lo, st.dense, st.experts, st.largest_unit, factored=factored, buckets=buckets
+        )
         return states, st.total
-    adapters = round(lora_params(arch, lora, st.layers) / lo.tp)
-    frozen_bytes = round(st.total * base_fraction)
-    unit_bytes = round(st.largest_unit * base_fraction)
+    adapters = round(lora_params(arch, setup.lora, st.layers) / lo.tp)
+    assert setup.base is not None
     states = model_states(
         recipe,
         lo,
         adapters,
         0,
         largest_unit=0,
-        largest_unit_bytes=unit_bytes,
-        frozen_bytes=frozen_bytes,
+        largest_unit_bytes=round(st.largest_unit * base_fraction),
+        frozen_bytes=round(st.total * base_fraction),
         frozen_params=st.total,
+        buckets=buckets,
     )
     return states, adapters
 
 
+def model_states_floor(setup: TrainingSetup) -> int:
+    """A floor under the per-GPU bill of `setup`'s layout whatever its micro-batch, recompute and
+    activations: every phase of the step holds the weights, fp32 master and optimizer states
+    (engine/phases.py), so no bill is below the largest stage's, when none are offloaded (0 with
+    LoRA or CPU offload). A planner skips a layout whose floor is over the budget without
+    building its bills."""
+    if setup.lora is not None or setup.offload != "none":
+        return 0
+    validate_training(setup)
+    lo = setup.layout
+    held_states = (
+        _stage_states(setup, st, 0.0)[0] for st in stage_param_list(setup.arch, lo.tp, lo.pp, lo.ep)
+    )
+    return max(s.weights + s.master + s.optimizer for s in held_states)
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """One pipeline stage's states and the amounts its phases are built from."""
+
+    params: StageParams
+    states: ModelStates
+    trainable: int
+    in_flight: int
+    amounts: Amounts
+    activations_host: int
+    peak: int
+    peak_phase: str
+
+
 def training_bill(setup: TrainingSetup) -> TrainingBill:
-    """Build the per-GPU training bill for `setup` (the heaviest pipeline stage when pp > 1)."""
+    """Build the per-GPU training bill for `setup`: every phase of the step, its peak."""
     validate_training(setup)
     arch, lo = setup.arch, setup.layout
     spec = _activation_spec(setup)
@@ -309,24 +375,20 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
         assert setup.base is not None
         base_fraction = _base_bytes(arch, setup.base) / counts.total
     stages = stage_param_list(arch, lo.tp, lo.pp, lo.ep)
-    held = _stages_states(arch, setup.recipe, lo, setup.lora, base_fraction)
-    saved = _stages_activations(arch, spec, lo.tp, lo.pp, lo.ep)
-    m = setup.micro_batches
-    best: tuple[int, StageParams, ModelStates, int, int, int] | None = None
-    for st, (states, trainable), one_micro in zip(stages, held, saved, strict=True):
-        in_flight = min(lo.pp - st.stage, m) if lo.pp > 1 else 1
-        act = one_micro * in_flight
-        total = states.total + act
-        if best is None or total > best[0]:
-            best = (total, st, states, trainable, act, in_flight)
-    assert best is not None
-    _, st, states, trainable, act, in_flight = best
-    first, last = st.stage == 0, st.stage == lo.pp - 1
-    items, host = _items(setup, spec, st, states, act, in_flight, first, last, base_fraction)
+    chosen = [stages[setup.stage]] if setup.stage is not None else _distinct_stages(arch, stages)
+    best = max((_stage(setup, spec, st, base_fraction) for st in chosen), key=lambda s: s.peak)
+    states_lines = state_lines(setup, held(setup), best.params, best.states, base_fraction)
+    makers: dict[str, Callable[[], LineItem]] = {
+        key: _constant(line) for key, line in states_lines.items()
+    }
+    makers.update(step_lines(setup, spec, best.params, best.in_flight, best.amounts))
+    parts = phase_parts(best.amounts)[best.peak_phase]
+    peak = build_phase(best.peak_phase, parts, {k: makers[k]() for k in needed_lines(parts)})
+    items = _bill_items(setup, peak)
+    host = _host_items(setup, states_lines, best)
     trainable_total = _lora_total(arch, setup.lora) if setup.lora else counts.total
-    flops, comm, time = _cost(setup, spec, st, trainable, counts)
-    budget = int(setup.gpu.memory_bytes * setup.headroom)
-    notes = _notes(setup, st, in_flight)
+    flops, comm, time = _cost(setup, spec, best.params, best.trainable, counts)
+    st = best.params
     per_layer = layer_bytes(arch, arch.layers[st.layers[0]], spec) if st.layers else 0
     return TrainingBill(
         setup=setup,
@@ -334,309 +396,116 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
         host_items=host,
         params=counts,
         stage=st,
-        states=states,
+        states=best.states,
         trainable_params=trainable_total,
-        budget_bytes=budget,
-        activations_bytes=sum(i.bytes for i in items if i.key == "activations"),
+        budget_bytes=int(setup.gpu.memory_bytes * setup.headroom),
+        activations_bytes=best.amounts.activations,
         activation_bytes_per_layer=per_layer,
-        in_flight=in_flight,
+        in_flight=best.in_flight,
         flops=flops,
         comm=comm,
         time=time,
-        notes=tuple(notes),
+        amounts=best.amounts,
+        line_makers=makers,
+        peak_phase=best.peak_phase,
+        model_states_on_gpu=_on_gpu_states(best.amounts),
+        notes=tuple(_notes(setup, st, best.in_flight)),
     )
 
 
-def _shard_text(lo: Layout, stage: int) -> str:
-    return f" ÷ {lo.shard_degree} shards" if lo.zero >= stage and lo.shard_degree > 1 else ""
+@lru_cache(maxsize=1024)
+def _distinct_stages(
+    arch: Architecture, stages: tuple[StageParams, ...]
+) -> tuple[StageParams, ...]:
+    """The stages that can be the heaviest: of stages with the same layers (by kind), embedding
+    and LM head, the earliest holds the most micro-batches in flight under 1F1B (pp − s), so
+    only it is billed."""
+    seen: dict[object, StageParams] = {}
+    for st in stages:
+        key = (layer_kinds(arch, st.layers.start, st.layers.stop), st.embedding, st.lm_head)
+        seen.setdefault(key, st)
+    return tuple(seen.values())
 
 
-@lru_cache(maxsize=4096)
-def _state_lines(
-    recipe: TrainingRecipe,
-    lo: Layout,
-    adapters: bool,
-    base: WeightFormat | None,
-    offload: str,
-    st: StageParams,
-    states: ModelStates,
-    base_fraction: float,
-) -> tuple[tuple[LineItem, ...], tuple[LineItem, ...]]:
-    """The model-state lines (weights, gradients, fp32 master, optimizer states) on the GPU and,
-    when offloaded, on the host: fixed by the layout and the recipe, so built once per layout."""
-    gpu: list[LineItem] = []
-    host: list[LineItem] = []
-    par = f" (tp {lo.tp} × pp {lo.pp}{f' × ep {lo.ep}' if lo.ep > 1 else ''})"
-    trainable = states.trainable
-    common = {
-        "trainable_params": trainable,
-        "frozen_params": states.frozen,
-        "stage": st.stage,
-        "stage_layers": len(st.layers),
-        "tp": lo.tp,
-        "pp": lo.pp,
-        "ep": lo.ep,
-        "zero": lo.zero,
-        "shard_degree": lo.shard_degree,
-    }
-    params_offloaded = offload == "params"
-    optim_offloaded = offload in ("optimizer", "params")
-    if adapters:
-        assert base is not None
-        weights_formula = "frozen base params × base bytes + adapter params × weight bytes"
-        weights_template = (
-            "{frozen_params} × {base_bytes_per_param} + {trainable_params} adapters ×"
-            " {weight_bytes_per_param}" + _shard_text(lo, 3) + " = {bytes}"
-        )
-        w_inputs = {
-            **common,
-            "base_format": base.describe(),
-            "base_bytes_per_param": round(base_fraction, 4),
-            "weight_bytes_per_param": _bpp(recipe.weights),
-        }
-    else:
-        weights_formula = (
-            "params per GPU"
-            + par
-            + " × weight bytes"
-            + (" ÷ shards (ZeRO-3)" if lo.zero >= 3 else "")
-        )
-        weights_template = (
-            "{trainable_params} × {weight_bytes_per_param} bytes"
-            + _shard_text(lo, 3)
-            + " = {bytes}"
-        )
-        w_inputs = {**common, "weight_bytes_per_param": _bpp(recipe.weights)}
-    weights = LineItem(
-        "weights",
-        "Weights (frozen base + adapters)" if adapters else "Weights",
-        states.weights,
-        weights_formula,
-        weights_template,
-        w_inputs,
-        "weights",
-    )
-    grads = LineItem(
-        "gradients",
-        "Gradients",
-        states.gradients,
-        "trainable params × grad bytes" + (" ÷ shards (ZeRO-2+)" if lo.zero >= 2 else ""),
-        "{trainable_params} × {grad_bytes_per_param} bytes" + _shard_text(lo, 2) + " = {bytes}",
-        {**common, "grad_dtype": recipe.grads.id, "grad_bytes_per_param": _bpp(recipe.grads)},
-        "gradients",
-    )
-    master = LineItem(
-        "master",
-        "fp32 master weights",
-        states.master,
-        "trainable params × master bytes" + (" ÷ shards (ZeRO-1+)" if lo.zero >= 1 else ""),
-        "{trainable_params} × {master_bytes_per_param} bytes" + _shard_text(lo, 1) + " = {bytes}",
-        {**common, "master_bytes_per_param": _recipe_floats(recipe)[0]},
-        "optimizer",
-    )
-    state_names = ", ".join(f"{s.name} ({s.format.id})" for s in recipe.states) or "none"
-    if recipe.factored:
-        state_names += ", factored second moment (fp32 rows + columns)"
-    optimizer = LineItem(
-        "optimizer",
-        "Optimizer states",
-        states.optimizer,
-        "trainable params × state bytes" + (" ÷ shards (ZeRO-1+)" if lo.zero >= 1 else ""),
-        "{trainable_params} × {state_bytes_per_param} bytes" + _shard_text(lo, 1) + " = {bytes}",
-        {**common, "states": state_names, "state_bytes_per_param": _recipe_floats(recipe)[1]},
-        "optimizer",
-    )
-    for item, offloaded in (
-        (weights, params_offloaded),
-        (grads, optim_offloaded),
-        (master, optim_offloaded),
-        (optimizer, optim_offloaded),
-    ):
-        if offloaded:
-            host.append(replace(item, label=item.label + " (on host)"))
-            gpu.append(
-                replace(item, bytes=0, formula=item.formula + "; offloaded to host", template="")
-            )
-        else:
-            gpu.append(item)
-
-    return tuple(gpu), tuple(host)
+def _constant(line: LineItem) -> Callable[[], LineItem]:
+    return lambda: line
 
 
-def _items(
-    setup: TrainingSetup,
-    spec: ActivationSpec,
-    st: StageParams,
-    states: ModelStates,
-    act: int,
-    in_flight: int,
-    first: bool,
-    last: bool,
-    base_fraction: float,
-) -> tuple[tuple[LineItem, ...], tuple[LineItem, ...]]:
-    lo, arch, lora = setup.layout, setup.arch, setup.lora
-    state_gpu, state_host = _state_lines(
-        setup.recipe,
-        lo,
-        setup.lora is not None,
-        setup.base,
-        setup.offload,
-        st,
-        states,
-        base_fraction,
-    )
-    gpu: list[LineItem] = list(state_gpu)
-    host: list[LineItem] = list(state_host)
+def _on_gpu_states(a: Amounts) -> int:
+    return a.weights + a.gradients + a.master + a.optimizer
 
-    # activations
-    layers_act = act
-    edge = edge_bytes(arch, spec, first, last) * in_flight
-    host_act = 0
-    if setup.offload_activations and len(st.layers) > 2:
-        per_layer = (act - edge) // (len(st.layers) * in_flight)
-        kept = 2 * per_layer + edge  # the layer in use and the one being copied
-        host_act = act - kept
-        layers_act = kept
-    rec = {"none": "no recompute", "selective": "selective recompute", "full": "full recompute"}
-    gpu.append(
-        LineItem(
-            "activations",
-            "Activations",
-            layers_act,
-            "saved tensors per layer × layers × micro-batches in flight + ids/final norm/log-softmax",
-            "{stage_layers} layers × {per_layer_bytes} × {in_flight} in flight + {edge_bytes} = {bytes}",
-            {
-                "stage_layers": len(st.layers),
-                "per_layer_bytes": layer_bytes(arch, arch.layers[st.layers[0]], spec)
-                if st.layers
-                else 0,
-                "in_flight": in_flight,
-                "edge_bytes": edge,
-                "seq": setup.seq,
-                "micro_batch": setup.micro_batch,
-                "act_elem_size": spec.act_bytes,
-                "kernel": setup.kernel,
-                "recompute": rec[setup.recompute],
-                "tp": lo.tp,
-                "sp": lo.sp,
-                "cp": lo.cp,
-            },
-            "activations",
-        )
-    )
-    if host_act:
-        host.append(
+
+def _stage(
+    setup: TrainingSetup, spec: ActivationSpec, st: StageParams, base_fraction: float
+) -> _Stage:
+    lo = setup.layout
+    states, trainable = _stage_states(setup, st, base_fraction)
+    in_flight = min(lo.pp - st.stage, setup.micro_batches) if lo.pp > 1 else 1
+    amounts, host_act = step_amounts(setup, spec, st, states, in_flight, base_fraction)
+    totals = phase_totals(amounts)
+    name = max(totals, key=lambda k: totals[k])
+    return _Stage(st, states, trainable, in_flight, amounts, host_act, totals[name], name)
+
+
+def _bill_items(setup: TrainingSetup, peak: Phase) -> tuple[LineItem, ...]:
+    """The peak phase's lines, then what the GPU shows beyond the tensors."""
+    fw = setup.framework
+    items = list(peak.lines)
+    if fw.id != "generic":
+        reserve = reserve_bytes(peak.total)
+        items.append(
             LineItem(
-                "activations_offloaded",
-                "Activations (offloaded)",
-                host_act,
-                "saved activations beyond the two layers kept on the GPU",
-                "offloaded activations = {bytes}",
-                {},
-                "activations",
+                "allocator_reserve",
+                "Allocator reserve",
+                reserve,
+                "peak allocated × f ÷ (1 − f): caching-allocator fragmentation, f = 0.15"
+                " (Guo et al. 2024, GMLake)",
+                "{allocated_bytes} × f ÷ (1 − f) = {bytes}",
+                {"allocated_bytes": peak.total, "predicts": "reserved"},
+                "reserve",
             )
         )
-    if last:
-        gpu.append(
-            LineItem(
-                "logits",
-                "Logits and loss peak",
-                logits_peak_bytes(arch, spec),
-                "(activation bytes + 4) × tokens × vocab ÷ tp (logits and their fp32 upcast)",
-                "({act_elem_size} + 4) bytes × {tokens} tokens × {vocab} vocab ÷ tp {tp} = {bytes}",
-                {
-                    "act_elem_size": spec.act_bytes,
-                    "tokens": spec.tokens,
-                    "vocab": arch.vocab_size,
-                    "tp": lo.tp,
-                },
-                "activations",
-            )
-        )
-    buffer = recompute_buffer_bytes(arch, spec, st.layers)
-    if buffer:
-        gpu.append(
-            LineItem(
-                "recompute_buffer",
-                "Recomputed layer",
-                buffer,
-                "one layer's saved tensors, rebuilt during its backward (full recompute)",
-                "one layer, one micro-batch = {bytes}",
-                {},
-                "activations",
-            )
-        )
-    if states.gather_buffer:
-        gpu.append(
-            LineItem(
-                "allgather_buffer",
-                "All-gathered units (ZeRO-3/FSDP)",
-                states.gather_buffer,
-                "2 × largest unit (current + prefetched) × weight bytes",
-                "2 × {unit_params} × weight bytes = {bytes}",
-                {"unit_params": st.largest_unit},
-                "overhead",
-            )
-        )
-    if states.grad_buffer:
-        fsdp_like = lo.fsdp is not None or lo.zero == 3
-        gpu.append(
-            LineItem(
-                "grad_buffer",
-                "Gradient reduce buffer",
-                states.grad_buffer,
-                "one unit's unsharded gradient before reduce-scatter"
-                if fsdp_like and lo.zero >= 2
-                else "gradient bucket: min(reduce_bucket_size 5e8, params) × grad bytes",
-                "reduce buffer = {bytes}",
-                {},
-                "overhead",
-            )
-        )
-    if states.allgather_bucket:
-        gpu.append(
-            LineItem(
-                "allgather_bucket",
-                "Weight all-gather bucket",
-                states.allgather_bucket,
-                "min(allgather_bucket_size 5e8, params) × weight bytes (ZeRO-1/2 after the step)",
-                "all-gather bucket = {bytes}",
-                {},
-                "overhead",
-            )
-        )
-    if lora is not None and lora.quantized and st.layers:
-        biggest = max(_largest_linear(arch, i) for i in (st.layers[0], st.layers[-1]))
-        gpu.append(
-            LineItem(
-                "dequant_buffer",
-                "NF4 dequantised weight",
-                2 * round(biggest / lo.tp),
-                "largest linear weight dequantised to bf16 for its matmul (bitsandbytes)",
-                "{params} × 2 bytes = {bytes}",
-                {"params": round(biggest / lo.tp)},
-                "overhead",
-            )
-        )
-    gpu.append(
+    items.append(
         LineItem(
             "cuda_context",
             "CUDA context",
             setup.cuda_context_bytes,
             "CUDA context, kernels and communicator buffers per process (fixed allowance)",
             "CUDA context allowance = {bytes}",
-            {},
+            {"predicts": "nvidia-smi"},
             "overhead",
         )
     )
-    return tuple(gpu), tuple(host)
+    return tuple(items)
 
 
-def _largest_linear(arch: Architecture, layer_index: int) -> int:
-    from gpuplan.engine.lora import linear_shapes
-
-    shapes = linear_shapes(arch, arch.layers[layer_index])
-    return max(i * o for group in shapes.values() for (i, o) in group)
+def _host_items(
+    setup: TrainingSetup, lines: dict[str, LineItem], stage: _Stage
+) -> tuple[LineItem, ...]:
+    """What offload moves to the host: states (ZeRO-Offload / FSDP CPUOffload) and activations."""
+    host: list[LineItem] = []
+    full = {
+        "weights": stage.states.weights,
+        "gradients": stage.states.gradients,
+        "master": stage.states.master,
+        "optimizer": stage.states.optimizer,
+    }
+    moved = {"params": list(full), "optimizer": ["gradients", "master", "optimizer"]}
+    for key in moved.get(setup.offload, []):
+        host.append(replace(lines[key], bytes=full[key], label=lines[key].label + " (on host)"))
+    if stage.activations_host:
+        host.append(
+            LineItem(
+                "activations_offloaded",
+                "Activations (offloaded)",
+                stage.activations_host,
+                "saved activations beyond the two layers kept on the GPU",
+                "offloaded activations = {bytes}",
+                {},
+                "activations",
+            )
+        )
+    return tuple(host)
 
 
 def _cost(
@@ -644,8 +513,15 @@ def _cost(
 ) -> tuple[StepFlops, CommBytes, StepTime | None]:
     arch, lo, recipe = setup.arch, setup.layout, setup.recipe
     tokens = setup.tokens_per_step
+    share = checkpointed_layers(spec, len(st.layers)) / max(1, len(st.layers))
     flops = step_flops(
-        arch, flop_params(arch, counts), tokens, setup.seq, setup.recompute, setup.lora is not None
+        arch,
+        flop_params(arch, counts),
+        tokens,
+        setup.seq,
+        setup.recompute,
+        setup.lora is not None,
+        checkpointed_share=share,
     )
     m = setup.micro_batches
     a, h = spec.act_bytes, arch.hidden_size
@@ -653,8 +529,8 @@ def _cost(
     replicas = (lo.dp * lo.cp) // lo.shard_degree if lo.hybrid else 1
     dp = dp_comm_bytes(
         trainable,
-        _bpp(recipe.weights),
-        _bpp(recipe.grads),
+        bpp(recipe.weights),
+        bpp(recipe.grads),
         lo.zero,
         lo.shard_degree,
         replicas,
@@ -664,10 +540,11 @@ def _cost(
         base_bytes = st.total * _base_bytes(arch, setup.base) / counts.total
         dp += frozen_gather_bytes(base_bytes, lo.shard_degree, m)
     layers = len(st.layers)
-    moe_layers = sum(1 for i in st.layers if arch.layers[i].moe)
+    moe_layers = _moe_layers(arch, st.layers)
+    full = parse_recompute(setup.recompute)[0] == "full"
     comm = CommBytes(
         dp=dp,
-        tp=tp_comm_bytes(lo.tp, a, t, h, layers, m, setup.recompute),
+        tp=tp_comm_bytes(lo.tp, a, t, h, layers, m, "full" if full else "none"),
         pp=pp_comm_bytes(lo.pp, a, t, h, m, lo.tp if lo.sp else 1),
         cp=cp_comm_bytes(arch, lo.cp, lo.tp, a, t, layers, m),
         ep=ep_comm_bytes(arch, lo.ep, a, t, moe_layers, m),
@@ -694,6 +571,11 @@ def _cost(
     return flops, comm, time
 
 
+@lru_cache(maxsize=1024)
+def _moe_layers(arch: Architecture, layers: range) -> int:
+    return sum(1 for i in layers if arch.layers[i].moe)
+
+
 def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> list[str]:
     lo, arch = setup.layout, setup.arch
     notes = list(arch.notes)
@@ -713,13 +595,19 @@ def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> list[str]:
         )
     if setup.kernel == "flash" and setup.recompute == "selective":
         notes.append(
-            "selective recompute drops only the s² attention scores, which flash/SDPA never"
-            " stores: it saves no memory with this kernel (it does with --attention eager)"
+            "selective recompute (Megatron's core attention) drops only the s² attention scores,"
+            " which flash/SDPA never stores: it saves little with this kernel (it does with"
+            " --attention eager); --checkpointing op is torchtitan's op-level selective mode"
         )
     if setup.kernel == "eager" and setup.recompute == "none":
         notes.append("eager attention stores the s² softmax probabilities; flash/SDPA does not")
     if setup.recipe.factored:
         notes.append("Adafactor's factored second moment counts rows + columns per matrix (fp32)")
+    if held(setup) is not setup.recipe:
+        notes.append(
+            "FSDP2 mixed precision: the sharded fp32 parameter is the master copy; bf16 weights"
+            " exist only in gathered units"
+        )
     if arch.moe is not None and setup.capacity_factor != 1.0:
         notes.append(
             f"MoE capacity factor {setup.capacity_factor:g}: expert activations sized for that many slots"
@@ -728,5 +616,10 @@ def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> list[str]:
         notes.append(
             f"LoRA r={setup.lora.rank} on {', '.join(setup.lora.targets)}: activations are those of"
             " full fine-tuning plus the adapters' (an upper bound: frozen layers save a little less)"
+        )
+    if parse_recompute(setup.recompute)[0] in COUNTED:
+        ck = checkpointed_layers(_activation_spec(setup), len(st.layers))
+        notes.append(
+            f"{setup.recompute}: {ck} of the stage's {len(st.layers)} layers are checkpointed"
         )
     return notes

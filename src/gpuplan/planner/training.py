@@ -4,9 +4,11 @@ The lesson's lower bound first: fewest GPUs ≥ ⌈model states of the whole mod
 per GPU⌉ (usable = headroom × memory): no layout can beat dividing the bytes perfectly. From there
 GPU counts go up one by one within a node and in whole nodes beyond it; for each, layouts are tried from the least communication to the most
 (ZeRO stage 0 → 3 unless fixed, then tensor parallelism within a node with sequence parallelism,
-then pipeline stages), and the first whose heaviest GPU fits wins. Every smaller count gets its
-reason. When not even the most frugal layout fits (activations that no amount of sharding
-divides), the search stops at once and says so.
+then pipeline stages), each without recompute if it fits so, else with full recompute (unless the
+checkpointing was given), and the first whose heaviest GPU fits wins. Every smaller count gets its reason. When not
+even the most frugal layout fits (activations that no amount of sharding divides), CPU offload
+(ZeRO-3 parameter offload, Ren et al. 2021) is tried unless the offload or the ZeRO stage was
+given; then the search stops and says so.
 """
 
 from __future__ import annotations
@@ -51,6 +53,30 @@ def _valid_tp(setup: TrainingSetup, n: int) -> list[int]:
     return [t for t in range(1, node + 1) if tp_problem(setup.arch, t) is None and n % t == 0]
 
 
+RECOMPUTES = ("none", "full")  # searched unless given: no recompute first, then full
+
+
+def _describe(setup: TrainingSetup) -> str:
+    extra = f", {setup.recompute} recompute" if setup.recompute != "none" else ""
+    if setup.offload != "none":
+        extra += f", {setup.offload} offloaded"
+    return setup.layout.describe() + extra
+
+
+def _bill_at(candidate: TrainingSetup, fixed: set[str]) -> tuple[TrainingBill | None, TrainingBill]:
+    """(the bill that fits at this layout, preferring no recompute; the smallest bill tried).
+    Unless the recompute was given, full recompute is tried first: if even it does not fit,
+    no recompute will not either, and the layout costs one bill."""
+    if "recompute" in fixed:
+        bill = training_bill(candidate)
+        return (bill if bill.fits else None), bill
+    full = training_bill(replace(candidate, recompute=RECOMPUTES[-1]))
+    if not full.fits:
+        return None, full
+    plain = training_bill(replace(candidate, recompute=RECOMPUTES[0]))
+    return (plain if plain.fits else full), full
+
+
 def _layouts(setup: TrainingSetup, n: int, fixed: set[str]) -> Iterator[TrainingSetup]:
     """Layouts of n GPUs, least communication first: ZeRO stage, then tp (with sequence
     parallelism, which costs no extra traffic), then pp."""
@@ -81,7 +107,8 @@ def _counts(start: int, node: int, max_gpus: int) -> Iterator[int]:
 
 
 def _frugal(setup: TrainingSetup, fixed: set[str], max_gpus: int) -> TrainingBill:
-    """The least memory any layout can reach: ZeRO-3 over many ranks, widest tp with SP."""
+    """The least memory any layout can reach: ZeRO-3 over many ranks, widest tp with SP, full
+    recompute (each unless fixed)."""
     lo = setup.layout
     tp = lo.tp if "tp" in fixed else max(_valid_tp(setup, setup.gpu.gpus_per_node))
     sp = lo.sp if "tp" in fixed else tp > 1
@@ -90,9 +117,25 @@ def _frugal(setup: TrainingSetup, fixed: set[str], max_gpus: int) -> TrainingBil
     dp = max(1, max_gpus // (tp * pp * lo.cp))
     if lo.ep > 1:
         dp -= dp % lo.ep
+    recompute = setup.recompute if "recompute" in fixed else RECOMPUTES[-1]
     # an error here is the request's own (ep on a dense model, cp not dividing seq, ...)
     return training_bill(
-        replace(setup, layout=replace(lo, zero=zero, tp=tp, pp=pp, dp=max(dp, 1), sp=sp))
+        replace(
+            setup,
+            recompute=recompute,
+            layout=replace(lo, zero=zero, tp=tp, pp=pp, dp=max(dp, 1), sp=sp),
+        )
+    )
+
+
+def _short(n: int, best: TrainingBill) -> TrainAttempt:
+    return TrainAttempt(
+        n,
+        _describe(best.setup),
+        False,
+        f"best layout needs {format_bytes(best.per_gpu_total_bytes)} per GPU >"
+        f" {format_bytes(best.budget_bytes)} budget",
+        best.per_gpu_total_bytes,
     )
 
 
@@ -102,6 +145,10 @@ def fewest_gpus(
     """Search GPU counts from the lower bound up for the first layout whose bill fits."""
     start = lower_bound(setup)
     frugal = _frugal(setup, set(fixed), max_gpus)
+    if not frugal.fits and "offload" not in fixed and "zero" not in fixed:
+        offloaded = replace(setup, offload="params", layout=replace(setup.layout, zero=3))
+        if _frugal(offloaded, set(fixed) | {"zero"}, max_gpus).fits:
+            return fewest_gpus(offloaded, fixed | {"zero", "offload"}, max_gpus)
     if not frugal.fits:
         act = sum(i.bytes for i in frugal.items if i.category == "activations")
         raise GpuplanError(
@@ -125,30 +172,21 @@ def fewest_gpus(
         best: TrainingBill | None = None
         for candidate in _layouts(setup, n, set(fixed)):
             try:
-                bill = training_bill(candidate)
+                fitting, bill = _bill_at(candidate, set(fixed))
             except GpuplanError:
                 continue
-            if bill.fits:
+            if fitting is not None:
                 attempts.append(
                     TrainAttempt(
-                        n, candidate.layout.describe(), True, "fits", bill.per_gpu_total_bytes
+                        n, _describe(fitting.setup), True, "fits", fitting.per_gpu_total_bytes
                     )
                 )
-                return bill, attempts
+                return fitting, attempts
             if best is None or bill.per_gpu_total_bytes < best.per_gpu_total_bytes:
                 best = bill
         if best is None:
             continue
-        attempts.append(
-            TrainAttempt(
-                n,
-                best.setup.layout.describe(),
-                False,
-                f"best layout needs {format_bytes(best.per_gpu_total_bytes)} per GPU >"
-                f" {format_bytes(best.budget_bytes)} budget",
-                best.per_gpu_total_bytes,
-            )
-        )
+        attempts.append(_short(n, best))
     raise GpuplanError(
         f"{setup.arch.name} does not fit for training on up to {max_gpus} × {setup.gpu.name}"
     )

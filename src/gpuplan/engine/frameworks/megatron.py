@@ -1,0 +1,352 @@
+"""Megatron-LM: read `pretrain_gpt.py` flags (a launch line, or the MODEL_ARGS block of a
+functional-test model_config.yaml) into a GPT architecture and train() arguments.
+
+The architecture follows megatron/training/arguments.py defaults: LayerNorm, a GELU MLP of
+4·h (with --swiglu a gated one of int(8·h/3 ÷ 64)·64), learned absolute positions, biases on
+every linear, tied embeddings, multi-head attention; the vocabulary padded up to a multiple of
+--make-vocab-size-divisible-by (128) × tp (arguments.py `_vocab_size_with_padding`); the GPT-2
+BPE tokenizer's 50,257 tokens when no --vocab-size is given. Memory-relevant training flags map
+to gpuplan's knobs; flags with no memory effect are accepted silently and the rest are noted.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from gpuplan.engine.architecture import (
+    Architecture,
+    AttentionSpec,
+    LayerSpec,
+    MLPSpec,
+    MoESpec,
+    RopeSpec,
+)
+from gpuplan.engine.frameworks.overrides import TrainOverrides, positive_int
+from gpuplan.errors import GpuplanError
+
+GPT2_BPE_VOCAB = 50257  # GPT2BPETokenizer (megatron/training/tokenizer)
+VOCAB_DIVISOR = 128  # --make-vocab-size-divisible-by default
+
+# flags read for the model and the layout; any other flag in NO_MEMORY_EFFECT is silently fine
+NO_MEMORY_EFFECT = {
+    "lr",
+    "min-lr",
+    "lr-decay-style",
+    "lr-decay-iters",
+    "lr-warmup-fraction",
+    "lr-warmup-iters",
+    "weight-decay",
+    "clip-grad",
+    "adam-beta1",
+    "adam-beta2",
+    "adam-eps",
+    "train-iters",
+    "train-samples",
+    "log-interval",
+    "save-interval",
+    "eval-interval",
+    "eval-iters",
+    "save",
+    "load",
+    "data-path",
+    "vocab-file",
+    "merge-file",
+    "split",
+    "tokenizer-type",
+    "tensorboard-dir",
+    "distributed-backend",
+    "timing-log-level",
+    "log-params-norm",
+    "log-num-zeros-in-grad",
+    "log-validation-ppl-to-tensorboard",
+    "log-timers-to-tensorboard",
+    "log-throughput",
+    "log-memory-to-tensorboard",
+    "deterministic-mode",
+    "no-gradient-accumulation-fusion",
+    "use-mcore-models",
+    "ckpt-format",
+    "dist-ckpt-strictness",
+    "data-cache-path",
+    "mock-data",
+    "async-save",
+    "use-persistent-ckpt-worker",
+    "overlap-grad-reduce",
+    "overlap-param-gather",
+    "attention-softmax-in-fp32",
+    "init-method-std",
+    "seed",
+    "micro-batch-size",
+    "no-ckpt-fully-parallel-save",
+    "use-checkpoint-opt-param-scheduler",
+    "wandb-project",
+    "exit-interval",
+    "manual-gc",
+    "bias-gelu-fusion",
+    "no-bias-gelu-fusion",
+    "apply-layernorm-1p",
+    "rotary-percent",
+    "rotary-base",
+    "use-flash-attn",
+    "accumulate-allreduce-grads-in-fp32",
+    "no-masked-softmax-fusion",
+    "no-bias-dropout-fusion",
+    "no-bias-swiglu-fusion",
+    "ckpt-fully-parallel-load",
+    "attention-backend",
+    "no-create-attention-mask-in-dataloader",
+    "calculate-per-token-loss",
+    "ddp-average-in-collective",
+    "decoupled-lr",
+    "decoupled-min-lr",
+    "cross-entropy-loss-fusion",
+    "cross-entropy-fusion-impl",
+    "tp-comm-overlap",
+    "num-workers",
+    "dataloader-type",
+    "eod-mask-loss",
+    "reset-position-ids",
+    "reset-attention-mask",
+    "no-load-optim",
+    "no-load-rng",
+    "finetune",
+    "bf16",
+    "fp16",
+}
+
+
+def parse_flags(text: str) -> dict[str, Any]:
+    """`--name value` / `--flag` pairs from a launch line or from a YAML MODEL_ARGS block
+    (`  --name: value`). Values stay strings; a bare flag is True."""
+    if "MODEL_ARGS" in text or "\n  --" in text:
+        return _yaml_flags(text)
+    try:
+        words = shlex.split(text, comments=True)
+    except ValueError as e:
+        raise GpuplanError(f"cannot read the Megatron-LM launch line: {e}") from None
+    flags: dict[str, Any] = {}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word.startswith("--"):
+            name, eq, inline = word[2:].partition("=")
+            name = name.replace("_", "-")
+            if eq:
+                flags[name] = inline
+            elif i + 1 < len(words) and not words[i + 1].startswith("--"):
+                flags[name] = words[i + 1]
+                i += 1
+            else:
+                flags[name] = True
+        i += 1
+    return flags
+
+
+def _yaml_flags(text: str) -> dict[str, Any]:
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise GpuplanError(f"cannot read the Megatron-LM model_config.yaml: {e}") from None
+    args = doc.get("MODEL_ARGS", doc) if isinstance(doc, dict) else None
+    if not isinstance(args, dict):
+        raise GpuplanError("a Megatron-LM model_config.yaml needs a MODEL_ARGS mapping of flags")
+    return {str(k).lstrip("-").replace("_", "-"): v for k, v in args.items()}
+
+
+def _int(flags: dict[str, Any], name: str, default: int | None = None) -> int | None:
+    if name not in flags or flags[name] is None:
+        return default
+    return positive_int(f"--{name}", flags[name])
+
+
+def _on(flags: dict[str, Any], name: str) -> bool:
+    value = flags.get(name, False)
+    return value is True or str(value).lower() in ("true", "1")
+
+
+def padded_vocab(vocab: int, tp: int, divisor: int = VOCAB_DIVISOR) -> int:
+    """Megatron pads the vocabulary to a multiple of divisor × tp (arguments.py)."""
+    step = divisor * tp
+    return -(-vocab // step) * step
+
+
+def architecture(flags: dict[str, Any], tp: int) -> Architecture:
+    """The GPT the flags describe (module docstring for the defaults)."""
+    layers = _int(flags, "num-layers")
+    hidden = _int(flags, "hidden-size")
+    heads = _int(flags, "num-attention-heads")
+    if not (layers and hidden and heads):
+        raise GpuplanError(
+            "Megatron-LM flags need --num-layers, --hidden-size and --num-attention-heads"
+        )
+    if hidden % heads and "kv-channels" not in flags:
+        raise GpuplanError(f"--hidden-size {hidden} is not a multiple of {heads} attention heads")
+    head_dim = _int(flags, "kv-channels", hidden // heads) or hidden // heads
+    groups = (
+        _int(flags, "num-query-groups", heads) if _on(flags, "group-query-attention") else heads
+    )
+    assert groups is not None
+    if heads % groups:
+        raise GpuplanError(f"--num-query-groups {groups} does not divide {heads} attention heads")
+    swiglu = _on(flags, "swiglu")
+    default_ffn = (int(4 * hidden * 2 / 3) // 64) * 64 if swiglu else 4 * hidden
+    ffn = _int(flags, "ffn-hidden-size", default_ffn) or default_ffn
+    bias = not _on(flags, "disable-bias-linear")
+    rope = str(flags.get("position-embedding-type", "learned_absolute")) == "rope"
+    vocab = _int(flags, "vocab-size", GPT2_BPE_VOCAB) or GPT2_BPE_VOCAB
+    divisor = _int(flags, "make-vocab-size-divisible-by", VOCAB_DIVISOR) or VOCAB_DIVISOR
+    norm = str(flags.get("normalization", "LayerNorm")).lower()
+    experts = _int(flags, "num-experts", 0) or 0
+    moe = None
+    if experts:
+        moe = MoESpec(
+            num_experts=experts,
+            experts_per_token=_int(flags, "moe-router-topk", 2) or 2,
+            expert_intermediate_size=_int(flags, "moe-ffn-hidden-size", ffn) or ffn,
+        )
+    return Architecture(
+        name="megatron-gpt",
+        model_type="megatron_gpt",
+        hidden_size=hidden,
+        num_layers=layers,
+        vocab_size=padded_vocab(vocab, tp, divisor),
+        attention=AttentionSpec(
+            num_heads=heads,
+            num_kv_heads=groups,
+            head_dim=head_dim,
+            v_head_dim=head_dim,
+            qkv_bias=bias or _on(flags, "add-qkv-bias"),
+            o_bias=bias,
+        ),
+        layers=tuple(LayerSpec(moe=bool(experts)) for _ in range(layers)),
+        mlp=MLPSpec(ffn, gated=swiglu, bias=bias),
+        moe=moe,
+        tie_word_embeddings=not _on(flags, "untie-embeddings-and-output-weights"),
+        norm="rms" if norm == "rmsnorm" else "layernorm",
+        learned_positions=0 if rope else (_int(flags, "max-position-embeddings", 0) or 0),
+        max_position_embeddings=_int(flags, "max-position-embeddings", 0) or 0,
+        hidden_act="silu" if swiglu else "gelu",
+        rope=RopeSpec() if rope else None,
+    )
+
+
+def _recompute(flags: dict[str, Any]) -> str:
+    granularity = flags.get("recompute-granularity")
+    if granularity in (None, False, "null"):
+        return "none"
+    if granularity == "selective":
+        return "selective"
+    if granularity != "full":
+        raise GpuplanError(
+            f"--recompute-granularity must be full or selective, got {granularity!r}"
+        )
+    method = flags.get("recompute-method", "uniform")
+    n = _int(flags, "recompute-num-layers", 1) or 1
+    if method == "block":
+        return f"block:{n}"
+    if method != "uniform":
+        raise GpuplanError(f"--recompute-method must be uniform or block, got {method!r}")
+    if n != 1:  # uniform groups of n layers: one checkpoint per group
+        return f"uniform:{n}"
+    return "full"
+
+
+def read(text: str) -> TrainOverrides:
+    """Megatron-LM flags → the GPT and train() arguments (gpus are the launcher's: not in flags)."""
+    flags = parse_flags(text)
+    tp = _int(flags, "tensor-model-parallel-size", 1) or 1
+    pp = _int(flags, "pipeline-model-parallel-size", 1) or 1
+    cp = _int(flags, "context-parallel-size", 1) or 1
+    ep = _int(flags, "expert-model-parallel-size", 1) or 1
+    if _on(flags, "bf16") and _on(flags, "fp16"):
+        raise GpuplanError("--bf16 and --fp16 contradict each other; give one")
+    arch = architecture(flags, tp)
+    if arch.attention.num_heads % tp:
+        raise GpuplanError(
+            f"--tensor-model-parallel-size {tp} does not divide {arch.attention.num_heads} heads"
+        )
+    if pp > arch.num_layers:
+        raise GpuplanError(f"--pipeline-model-parallel-size {pp} exceeds --num-layers")
+    seq = _int(flags, "seq-length")
+    if seq is None:
+        raise GpuplanError("Megatron-LM flags need --seq-length")
+    micro = _int(flags, "micro-batch-size", 1) or 1
+    kwargs: dict[str, Any] = {
+        "tp": tp,
+        "pp": pp,
+        "cp": cp,
+        "ep": ep,
+        "sp": _on(flags, "sequence-parallel") and tp > 1,
+        "seq": seq,
+        "micro_batch": micro,
+        "checkpointing": _recompute(flags),
+        "recipe": "adamw-fp16-megatron" if _on(flags, "fp16") else "adamw-bf16-fp32grad",
+        "zero": 1 if _on(flags, "use-distributed-optimizer") else 0,
+        "dropout": float(flags.get("hidden-dropout", 0.1)),
+        "stage": "last",  # Megatron logs memory from the last rank: the last pipeline stage
+    }
+    if not _on(flags, "bf16") and not _on(flags, "fp16"):
+        kwargs["recipe"] = "adamw-fp32"
+    if "fp8-format" in flags or _on(flags, "fp8"):
+        kwargs["fp8"] = "te"
+    if _on(flags, "optimizer-cpu-offload"):
+        kwargs["offload"] = "optimizer"
+    if str(flags.get("transformer-impl", "transformer_engine")) == "local":
+        # Megatron's own layers: unfused norms and MLP, core attention keeping the s² softmax
+        kwargs["attention"] = "eager"
+        kwargs["framework_overrides"] = {"fused": "none"}
+    global_batch = _int(flags, "global-batch-size")
+    notes = []
+    if global_batch is not None:
+        kwargs["global_batch"] = global_batch
+    unknown = sorted(
+        k
+        for k in flags
+        if k not in NO_MEMORY_EFFECT and k not in READ and k.replace("no-", "", 1) not in READ
+    )
+    if unknown:
+        notes.append("not modelled: " + ", ".join(f"--{k}" for k in unknown))
+    return TrainOverrides("megatron", arch, kwargs, tuple(notes))
+
+
+READ = {
+    "num-layers",
+    "hidden-size",
+    "ffn-hidden-size",
+    "num-attention-heads",
+    "kv-channels",
+    "group-query-attention",
+    "num-query-groups",
+    "swiglu",
+    "disable-bias-linear",
+    "add-qkv-bias",
+    "position-embedding-type",
+    "max-position-embeddings",
+    "vocab-size",
+    "make-vocab-size-divisible-by",
+    "normalization",
+    "untie-embeddings-and-output-weights",
+    "num-experts",
+    "moe-router-topk",
+    "moe-ffn-hidden-size",
+    "tensor-model-parallel-size",
+    "pipeline-model-parallel-size",
+    "context-parallel-size",
+    "expert-model-parallel-size",
+    "sequence-parallel",
+    "seq-length",
+    "global-batch-size",
+    "recompute-granularity",
+    "recompute-method",
+    "recompute-num-layers",
+    "use-distributed-optimizer",
+    "hidden-dropout",
+    "attention-dropout",
+    "fp8-format",
+    "fp8",
+    "optimizer-cpu-offload",
+    "transformer-impl",
+}

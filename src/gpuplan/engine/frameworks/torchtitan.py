@@ -1,0 +1,177 @@
+"""torchtitan: read a job TOML (train_configs/*.toml, the format before the 2026 Python config
+registry) into train() arguments.
+
+Sections read (torchtitan/config/job_config.py, or config_manager.py in 2024 releases):
+  [model]        name + flavor → a catalog model (llama3 8B / 70B / 405B, debugmodel refused)
+  [training]     local_batch_size (batch_size before 2025), seq_len, compile (2024),
+                 enable_cpu_offload, mixed_precision_param
+  [parallelism]  data_parallel_shard_degree (-1: the ranks left over), _replicate_degree,
+                 tensor_ / pipeline_ / context_ / expert_parallel_degree,
+                 fsdp_reshard_after_forward, pipeline_parallel_microbatch_size
+  [activation_checkpoint]  mode none | selective | full, selective_ac_option "op" or k
+  [compile]      enable, components (model, loss)
+  [float8] / [quantize.linear.float8] / model.converters   float8 linears, fp8 all-gather
+  [optimizer]    implementation fused | foreach | for-loop (fused = true before 2025)
+"""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+from gpuplan.engine.frameworks.overrides import TrainOverrides, boolean, positive_int
+from gpuplan.errors import GpuplanError
+
+FLAVORS = {
+    ("llama3", "8b"): "llama-3.1-8b",
+    ("llama3", "70b"): "llama-3.1-70b",
+    ("llama3", "405b"): "llama-3.1-405b",
+    ("llama3", "1b"): "llama-3.2-1b",
+    ("llama3", "3b"): "llama-3.2-3b",
+}
+
+
+def _section(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    value = doc.get(name, {})
+    if not isinstance(value, dict):
+        raise GpuplanError(f"torchtitan config: [{name}] must be a table")
+    return value
+
+
+def _model(doc: dict[str, Any]) -> str | None:
+    model = _section(doc, "model")
+    name, flavor = str(model.get("name", "")).lower(), str(model.get("flavor", "")).lower()
+    if not name:
+        return None
+    key = (name.replace("llama3.1", "llama3").replace("llama3_1", "llama3"), flavor)
+    if key not in FLAVORS:
+        raise GpuplanError(
+            f"torchtitan model {model.get('name')!r} flavor {model.get('flavor')!r} is not in"
+            " gpuplan's catalog; give the model as MODEL"
+        )
+    return FLAVORS[key]
+
+
+def _recompute(ac: dict[str, Any]) -> str:
+    mode = str(ac.get("mode", "selective")).lower()
+    if mode == "none":
+        return "none"
+    if mode == "full":
+        return "full"
+    if mode == "memory_budget":
+        raise GpuplanError("torchtitan activation_checkpoint.mode = memory_budget is not modelled")
+    if mode != "selective":
+        raise GpuplanError(
+            f"torchtitan activation_checkpoint.mode {mode!r} is not none, selective or full"
+        )
+    option = str(ac.get("selective_ac_option", "2")).lower()
+    if option == "op":
+        return "op"
+    if not option.isdigit() or int(option) < 1:
+        raise GpuplanError(
+            f"torchtitan selective_ac_option must be 'op' or a positive integer, got {option!r}"
+        )
+    return f"every:{int(option)}"
+
+
+def _float8(doc: dict[str, Any]) -> tuple[bool, bool]:
+    old = _section(doc, "float8")
+    new = _section(_section(_section(doc, "quantize"), "linear"), "float8")
+    converters = [str(c) for c in _section(doc, "model").get("converters", [])]
+    on = boolean("float8.enable_float8_linear", old.get("enable_float8_linear", False)) or any(
+        "float8" in c for c in converters
+    )
+    all_gather = boolean(
+        "enable_fsdp_float8_all_gather",
+        old.get("enable_fsdp_float8_all_gather", new.get("enable_fsdp_float8_all_gather", False)),
+    )
+    return on, on and all_gather
+
+
+def read(text: str, gpus: int | None = None) -> TrainOverrides:
+    """A torchtitan TOML → train() arguments; `gpus` resolves data_parallel_shard_degree = -1."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise GpuplanError(f"cannot read the torchtitan TOML: {e}") from None
+    training, par = _section(doc, "training"), _section(doc, "parallelism")
+    tp = positive_int("tensor_parallel_degree", par.get("tensor_parallel_degree", 1))
+    pp = positive_int("pipeline_parallel_degree", par.get("pipeline_parallel_degree", 1))
+    cp = positive_int("context_parallel_degree", par.get("context_parallel_degree", 1))
+    ep = positive_int("expert_parallel_degree", par.get("expert_parallel_degree", 1))
+    replicate = positive_int(
+        "data_parallel_replicate_degree", par.get("data_parallel_replicate_degree", 1)
+    )
+    shard = par.get("data_parallel_shard_degree", -1)
+    if shard == -1:
+        if gpus is None:
+            raise GpuplanError(
+                "torchtitan data_parallel_shard_degree = -1 takes the ranks left over: give --gpus"
+            )
+        rest, left = divmod(gpus, tp * pp * cp * replicate)
+        if left or rest < 1:
+            raise GpuplanError(
+                f"{gpus} GPUs do not divide into tp {tp} × pp {pp} × cp {cp} × replicate {replicate}"
+            )
+        shard = rest
+    shard = positive_int("data_parallel_shard_degree", shard)
+    world = shard * replicate * tp * pp * cp
+    if gpus is not None and gpus != world:
+        raise GpuplanError(f"the torchtitan degrees make {world} GPUs, not the {gpus} given")
+    local = training.get("local_batch_size", training.get("batch_size", 8))
+    local = positive_int("training.local_batch_size", local)
+    micro = positive_int(
+        "pipeline_parallel_microbatch_size", par.get("pipeline_parallel_microbatch_size", 1)
+    )
+    if pp > 1 and local % micro:
+        raise GpuplanError(
+            f"local_batch_size {local} is not a multiple of the microbatch size {micro}"
+        )
+    compile_section = _section(doc, "compile")
+    compiled = boolean(
+        "compile.enable", compile_section.get("enable", training.get("compile", False))
+    )
+    float8, fp8_gather = _float8(doc)
+    optimizer = _section(doc, "optimizer")
+    # `implementation` (2025: default "fused"); 2024 releases had a `fused` flag, off by default
+    default = "fused" if "fused" not in optimizer or optimizer["fused"] else "foreach"
+    kernel = str(optimizer.get("implementation", default))
+    reshard = str(par.get("fsdp_reshard_after_forward", "default")).lower()
+    if reshard not in ("default", "always", "never"):
+        raise GpuplanError(
+            f"fsdp_reshard_after_forward must be default, always or never, got {reshard!r}"
+        )
+    kwargs: dict[str, Any] = {
+        "gpus": world,
+        "tp": tp,
+        "pp": pp,
+        "cp": cp,
+        "ep": ep,
+        "sp": tp > 1,
+        "seq": positive_int("training.seq_len", training.get("seq_len", 2048)),
+        "micro_batch": micro if pp > 1 else local,
+        "grad_accum": local // micro if pp > 1 else 1,
+        "checkpointing": _recompute(_section(doc, "activation_checkpoint")),
+        "compile": compiled,
+        "optimizer_kernel": "fused" if kernel == "fused" else kernel,
+        "stage": None,
+    }
+    if shard * cp > 1:
+        kwargs["fsdp"] = "hybrid_shard" if replicate > 1 else "full_shard"
+    elif replicate > 1:
+        kwargs["zero"] = 0
+    if reshard != "default":
+        kwargs["reshard_after_forward"] = reshard == "always"
+    if float8:
+        kwargs["fp8"] = "torchao"
+        kwargs["fp8_all_gather"] = fp8_gather
+    if boolean("training.enable_cpu_offload", training.get("enable_cpu_offload", False)):
+        kwargs["offload"] = "params"
+    if compiled and "loss" not in [
+        str(c) for c in compile_section.get("components", ["model", "loss"])
+    ]:
+        kwargs["loss"] = "standard"
+    notes = []
+    if boolean("enable_async_tensor_parallel", par.get("enable_async_tensor_parallel", False)):
+        notes.append("async tensor parallel: its overlap buffers are not modelled")
+    return TrainOverrides("torchtitan", _model(doc), kwargs, tuple(notes))

@@ -1,0 +1,345 @@
+"""What one pipeline stage holds at each moment of the step: the `Amounts` its phases are made of.
+
+engine/training.py builds the setup and the bill; this module works out, for one stage, the
+bytes of every line at every phase (engine/phases.py): the model states as the framework holds
+them, the saved activations through forward and backward (engine/activations.py), the gradients'
+lifetime, FSDP2's gathered units (engine/gathered.py), the buffers a framework keeps all step, the
+optimizer step's temporaries, and the casts and copies of autocast, fp8 and QLoRA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from gpuplan.engine.activations import (
+    COUNTED,
+    ActivationSpec,
+    backward_released_bytes,
+    backward_transient_bytes,
+    edge_bytes,
+    forward_working_set_bytes,
+    is_checkpointed,
+    layer_bytes,
+    parse_recompute,
+    recompute_buffer_bytes,
+    stage_bytes,
+    with_recompute,
+)
+from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.gathered import Gathered, Units, fsdp_gathered
+from gpuplan.engine.lora import linear_shapes
+from gpuplan.engine.loss import loss_memory
+from gpuplan.engine.model_states import ModelStates, StageParams, held_recipe, layer_params_per_rank
+from gpuplan.engine.phases import Amounts
+from gpuplan.engine.precision import Precision
+from gpuplan.engine.recipes import TrainingRecipe
+
+if TYPE_CHECKING:
+    from gpuplan.engine.training import TrainingSetup
+
+
+@lru_cache(maxsize=256)
+def bpp(p: Precision) -> float:
+    """Bytes per parameter as a float (Fractions are exact but slow in the hot loop)."""
+    return float(p.bytes_per_param)
+
+
+def held(setup: TrainingSetup) -> TrainingRecipe:
+    """The recipe as the framework stores it (model_states.held_recipe)."""
+    fw = setup.framework
+    return held_recipe(setup.recipe, fw.fsdp_fp32_params, fw.reduce_fp32, setup.layout.zero)
+
+
+def amounts(
+    setup: TrainingSetup,
+    spec: ActivationSpec,
+    st: StageParams,
+    states: ModelStates,
+    in_flight: int,
+    base_fraction: float,
+) -> tuple[Amounts, int]:
+    """The bytes the phases are made of, for one stage (engine/phases.py `Amounts`)."""
+    arch, lo, fw = setup.arch, setup.layout, setup.framework
+    first, last = st.stage == 0, st.stage == lo.pp - 1
+    offloaded_states = setup.offload in ("optimizer", "params")
+    weights = 0 if setup.offload == "params" else states.weights
+    grads = 0 if offloaded_states else states.gradients
+    master = 0 if offloaded_states else states.master
+    optimizer = 0 if offloaded_states else states.optimizer
+    saved = _activations(setup, spec, st, in_flight, first, last)
+    g_before, g_last, g_first = _gradient_lifetime(setup, st, states, grads)
+    casts, casts_first = _autocast_casts(setup, st, in_flight)
+    gather = _gathered(setup, st, base_fraction)
+    a = spec.act_bytes
+    tokens = spec.tokens
+    vocab = -(-arch.vocab_size // lo.tp)
+    loss = loss_memory(setup.loss_spec, tokens, vocab, arch.hidden_size, a) if last else None
+    amounts = Amounts(
+        weights=weights,
+        gradients=grads,
+        master=master,
+        optimizer=optimizer,
+        grads_before=g_before,
+        grads_last=g_last,
+        grads_first=g_first,
+        activations=saved.end,
+        forward_peak=saved.forward_peak,
+        activations_last=saved.last,
+        activations_first=saved.first,
+        loss=max(loss.forward, loss.backward) if loss else 0,
+        recompute_last=saved.rebuilt_last,
+        recompute_first=saved.rebuilt_first,
+        act_grads=backward_transient_bytes(arch, spec, st.layers),
+        new_grad=_accumulating(setup, st, states, states.gradients),
+        casts=casts,
+        casts_first=casts_first,
+        gather_forward=gather.forward,
+        gather_loss=gather.loss,
+        gather_last=gather.last,
+        gather_first=gather.first,
+        unit_grads_last=gather.grads_last,
+        unit_grads_first=gather.grads_first,
+        deferred_grads=gather.deferred,
+        held=_held_buffers(setup, states),
+        fp8_weights=2 * _linear_params(arch, st.layers, lo.tp) if fw.fp8 == "te" else 0,
+        dequant=_dequant(setup, st),
+        step_temp=0 if offloaded_states else _step_temporaries(setup, st, states),
+        optimizer_in_backward=fw.optimizer_in_backward,
+        last_stage=last,
+    )
+    return amounts, saved.host
+
+
+@dataclass(frozen=True)
+class _Saved:
+    """Activation bytes at the moments the phases look at (`_activations`)."""
+
+    end: int  # saved by the micro-batches in flight at the end of forward
+    forward_peak: int  # the most alive during the last layer's forward (≥ end)
+    last: int  # at the last layer's backward peak
+    first: int  # at the first layer's backward peak
+    rebuilt_last: int  # the last layer rebuilt by recompute, at its peak
+    rebuilt_first: int
+    host: int  # offloaded to the host
+
+
+def _activations(
+    setup: TrainingSetup,
+    spec: ActivationSpec,
+    st: StageParams,
+    in_flight: int,
+    first: bool,
+    last: bool,
+) -> _Saved:
+    """Saved activations through the step.
+
+    A layer's backward peaks inside its MLP once the last linear's input has been freed
+    (`backward_released_bytes`): from the saved tensors, or from the rebuilt ones when the layer
+    is checkpointed. Before the last layer's backward the loss side of the stage (final norm,
+    labels) is gone; at the first layer's backward this micro-batch keeps only that layer and
+    the input side (ids, RoPE tables), the other micro-batches in flight everything. A
+    checkpointed last layer holds its unsaved working set while its forward runs. Activation
+    offload (torchtune OffloadActivations, DeepSpeed CPU checkpointing) keeps the layer in use
+    and the one being copied on the GPU."""
+    arch = setup.arch
+    n = len(st.layers)
+    one = stage_bytes(arch, spec, st.layers, first, last)
+    act = one * in_flight
+    rebuilt = recompute_buffer_bytes(arch, spec, st.layers)
+    freed = backward_released_bytes(arch, spec, st.layers)
+    ck_last, ck_first = is_checkpointed(spec, n - 1), is_checkpointed(spec, 0)
+    loss_side = edge_bytes(arch, spec, first, last) - edge_bytes(arch, spec, first, False)
+    plain = with_recompute(spec, "none") if parse_recompute(spec.recompute)[0] in COUNTED else spec
+    first_spec = with_recompute(spec, "full") if ck_first and plain is not spec else plain
+    first_layer = layer_bytes(arch, arch.layers[st.layers[0]], first_spec) if st.layers else 0
+    act_last = act - loss_side - (0 if ck_last else freed)
+    act_first = (in_flight - 1) * one + first_layer + edge_bytes(arch, spec, first, False)
+    act_first = max(0, min(act_last, act_first - (0 if ck_first else freed)))
+    forward_peak = act
+    if ck_last:
+        working = forward_working_set_bytes(arch, spec, st.layers)
+        forward_peak = max(act, act - loss_side + working)
+
+    def rebuilt_at(checkpointed: bool) -> int:
+        if checkpointed:
+            return max(0, rebuilt - freed)
+        return rebuilt if parse_recompute(spec.recompute)[0] == "selective" else 0
+
+    saved = _Saved(
+        end=act,
+        forward_peak=forward_peak,
+        last=act_last,
+        first=act_first,
+        rebuilt_last=rebuilt_at(ck_last),
+        rebuilt_first=rebuilt_at(ck_first),
+        host=0,
+    )
+    if not setup.offload_activations or n <= 2:
+        return saved
+    edge = edge_bytes(arch, spec, first, last)
+    kept = 2 * ((one - edge) // n) + edge
+    return replace(
+        saved,
+        end=kept,
+        forward_peak=min(kept, forward_peak),
+        last=min(kept, act_last),
+        first=min(kept, act_first),
+        host=act - kept,
+    )
+
+
+def _gradient_lifetime(
+    setup: TrainingSetup, st: StageParams, states: ModelStates, grads: int
+) -> tuple[int, int, int]:
+    """Gradient bytes alive (before backward, at its last layer's peak, at its first layer's).
+
+    Persistent buffers hold all of them throughout, and each new gradient is computed apart
+    before it is added in place (autograd's AccumulateGrad). zero_grad(set_to_none=True) frees
+    them after the step, so the first micro-batch starts without and builds them unit by unit
+    (at a layer's peak: the units after it, and its MLP's last linear); later micro-batches
+    accumulate into them. An optimizer stepped in backward (torchtune optimizer_in_bwd: one
+    optimizer per parameter, run from a post-accumulate-grad hook) frees each gradient as soon
+    as it is used: one parameter's at a time, the largest matrix at most."""
+    fw, lo, arch = setup.framework, setup.layout, setup.arch
+    per_param = grads / max(1, states.trainable)
+    if fw.optimizer_in_backward:
+        one = round(per_param * _largest_param(setup, st))
+        return 0, one, one
+    if setup.lora is not None or not st.layers:
+        held = grads if fw.grads == "persistent" or setup.micro_batches > 1 else 0
+        return held, held, grads
+    last_layer, last_down = layer_params_per_rank(arch, st.layers[-1], lo.tp, lo.ep)
+    first_layer, first_down = layer_params_per_rank(arch, st.layers[0], lo.tp, lo.ep)
+    if lo.zero >= 2:  # the layer's own gradients are unsharded until reduce-scattered
+        last_down = first_down = 0
+    if fw.grads == "persistent" or setup.micro_batches > 1:
+        return grads, grads, grads
+    built_last = st.lm_head + last_down
+    built_first = st.total - st.embedding - first_layer + first_down
+    return 0, round(per_param * built_last), round(per_param * built_first)
+
+
+def _accumulating(setup: TrainingSetup, st: StageParams, states: ModelStates, grads: int) -> int:
+    """Into existing gradients, autograd's AccumulateGrad computes each new gradient apart and
+    adds it in place: at a layer's peak, its MLP's last linear's new gradient."""
+    fw, lo = setup.framework, setup.layout
+    held = fw.grads == "persistent" or setup.micro_batches > 1
+    if not held or fw.optimizer_in_backward or lo.zero >= 2 or setup.lora or not st.layers:
+        return 0
+    _, down = layer_params_per_rank(setup.arch, st.layers[-1], lo.tp, lo.ep)
+    return round(grads / max(1, states.trainable) * down)
+
+
+def _largest_param(setup: TrainingSetup, st: StageParams) -> int:
+    """Elements of the largest trainable tensor on this GPU: the embedding, the LM head or a
+    layer's largest linear weight (÷ tp); a LoRA adapter's when only adapters train."""
+    if setup.lora is not None:
+        arch = setup.arch
+        shapes = linear_shapes(arch, arch.layers[st.layers[0]]) if st.layers else {}
+        sizes = [
+            max(i, o) * setup.lora.rank
+            for n, g in shapes.items()
+            for (i, o) in g
+            if n in setup.lora.targets
+        ]
+        return max(sizes, default=0)
+    biggest = max((_largest_linear(setup.arch, i) for i in st.layers[:1]), default=0)
+    return max(st.embedding, st.lm_head, round(biggest / setup.layout.tp))
+
+
+def _autocast_casts(setup: TrainingSetup, st: StageParams, in_flight: int) -> tuple[int, int]:
+    """torch.autocast over fp32 weights: each linear weight's bf16 cast is cached for the forward
+    and saved by its matmul for backward (2 bytes per linear parameter per micro-batch)."""
+    if not setup.recipe.autocast or setup.lora:
+        return 0, 0
+    per = 2 * _linear_params(setup.arch, st.layers, setup.layout.tp)
+    layer = per // max(1, len(st.layers))
+    return per * in_flight, per * (in_flight - 1) + layer
+
+
+def _gathered(setup: TrainingSetup, st: StageParams, base_fraction: float) -> Gathered:
+    """FSDP2's gathered units and unsharded gradients (engine/gathered.py), for profiles that
+    shard with fully_shard (not the DeepSpeed-style generic buffers), under ZeRO-3 over ≥ 2 ranks."""
+    lo, fw = setup.layout, setup.framework
+    if fw.buckets == "deepspeed" or lo.zero != 3 or lo.shard_degree < 2 or not st.layers:
+        return Gathered()
+    r = held(setup)
+    param = setup.recipe.weights  # the compute (param) dtype of gathered units
+    frozen = setup.lora is not None
+    first_layer, first_down = layer_params_per_rank(setup.arch, st.layers[0], lo.tp, lo.ep)
+    last_layer, last_down = layer_params_per_rank(setup.arch, st.layers[-1], lo.tp, lo.ep)
+    units = Units(
+        first_layer=first_layer,
+        largest_layer=max(first_layer, last_layer),
+        embedding=st.embedding,
+        head=st.lm_head,
+        stage=st.total,
+        first_layer_down=first_down,
+        last_layer_down=last_down,
+        weight_bytes=base_fraction if frozen else (1.0 if fw.fp8_all_gather else bpp(param)),
+        grad_bytes=bpp(param),
+        reduce_bytes=bpp(r.grads),
+    )
+    reshard = fw.reshard_after_forward == "always" or (
+        fw.reshard_after_forward == "unless_pp" and lo.pp == 1
+    )
+    keeps_head = fw.reshard_after_forward == "unless_pp"
+    return fsdp_gathered(units, reshard, keeps_head, lo.pp > 1, trainable=not frozen)
+
+
+def _held_buffers(setup: TrainingSetup, states: ModelStates) -> tuple[tuple[str, int], ...]:
+    """Buffers held for the whole step: DeepSpeed-style buckets and gathered units (the generic
+    and DeepSpeed profiles, model_states.py), or DDP's bucket copy of the gradients."""
+    lo, fw = setup.layout, setup.framework
+    out: list[tuple[str, int]] = []
+    if fw.buckets == "deepspeed":
+        out += [
+            ("allgather_buffer", states.gather_buffer),
+            ("grad_buffer", states.grad_buffer),
+            ("allgather_bucket", states.allgather_bucket),
+        ]
+    if fw.ddp_bucket_copy and lo.zero == 0 and lo.dp * lo.cp > 1:
+        out.append(("ddp_buckets", states.gradients))
+    if fw.workspace_bytes:
+        out.append(("gemm_workspace", fw.workspace_bytes))
+    return tuple(out)
+
+
+def _step_temporaries(setup: TrainingSetup, st: StageParams, states: ModelStates) -> int:
+    """The optimizer step's temporaries: `foreach` builds one tensor per state tensor of the
+    group at once (torch/optim/adam.py _multi_tensor_adam: torch._foreach_sqrt(exp_avg_sqs)),
+    so one state's worth; `for-loop` two of the largest parameter's; fused kernels none."""
+    kernel = setup.framework.optimizer_kernel
+    recipe = held(setup)
+    if kernel == "none" or not recipe.states:
+        return 0
+    one_state = states.optimizer // len(recipe.states)
+    if kernel == "foreach":
+        return one_state
+    share = st.largest_unit / max(1, st.total)
+    return round(2 * one_state * share)
+
+
+def _dequant(setup: TrainingSetup, st: StageParams) -> int:
+    """QLoRA: the largest linear weight dequantised to bf16 for its matmul (bitsandbytes)."""
+    if setup.lora is None or not setup.lora.quantized or not st.layers:
+        return 0
+    biggest = max(_largest_linear(setup.arch, i) for i in (st.layers[0], st.layers[-1]))
+    return 2 * round(biggest / setup.layout.tp)
+
+
+@lru_cache(maxsize=1024)
+def _linear_params(arch: Architecture, layers: range, tp: int) -> int:
+    """Linear-weight parameters of `layers` on one TP rank (what autocast and fp8 recast)."""
+    total = 0
+    for i in layers:
+        shapes = linear_shapes(arch, arch.layers[i])
+        total += sum(a * b for group in shapes.values() for (a, b) in group)
+    return round(total / tp)
+
+
+def _largest_linear(arch: Architecture, layer_index: int) -> int:
+    shapes = linear_shapes(arch, arch.layers[layer_index])
+    return max(i * o for group in shapes.values() for (i, o) in group)

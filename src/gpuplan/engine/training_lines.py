@@ -1,0 +1,296 @@
+"""The words and arithmetic of each training bill line: its label, formula and inputs.
+
+engine/training.py works out how many bytes each line holds in each phase of the step; this
+module says what each line is and how its full amount is computed, so that `--explain` can
+substitute the numbers. A phase that holds only part of a line (gradients half built,
+activations half freed) shows the line's formula without the substituted arithmetic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+from gpuplan.engine.activations import ActivationSpec, layer_bytes, parse_recompute
+from gpuplan.engine.bill import LineItem
+from gpuplan.engine.model_states import ModelStates, StageParams
+from gpuplan.engine.phases import Amounts
+from gpuplan.engine.recipes import TrainingRecipe
+from gpuplan.engine.sharding import Layout
+
+RECOMPUTE_WORDS = {
+    "none": "no recompute",
+    "selective": "selective recompute (core attention)",
+    "op": "op-level selective recompute",
+    "full": "full recompute",
+    "every": "every k-th layer recomputed",
+    "block": "the first n layers of the stage recomputed",
+    "uniform": "groups of k layers recomputed",
+}
+
+
+def _shard_text(lo: Layout, stage: int) -> str:
+    return f" ÷ {lo.shard_degree} shards" if lo.zero >= stage and lo.shard_degree > 1 else ""
+
+
+@lru_cache(maxsize=256)
+def _f(x: Fraction) -> float:
+    return float(x)
+
+
+def state_lines(
+    setup: Any,
+    recipe: TrainingRecipe,
+    st: StageParams,
+    states: ModelStates,
+    base_fraction: float,
+) -> dict[str, LineItem]:
+    """Weights, gradients, fp32 master and optimizer states (ZeRO §3.1), as held on this GPU
+    (`recipe`: as the framework stores it)."""
+    lo = setup.layout
+    common = {
+        "trainable_params": states.trainable,
+        "frozen_params": states.frozen,
+        "stage": st.stage,
+        "stage_layers": len(st.layers),
+        "tp": lo.tp,
+        "pp": lo.pp,
+        "ep": lo.ep,
+        "zero": lo.zero,
+        "shard_degree": lo.shard_degree,
+    }
+    par = f" (tp {lo.tp} × pp {lo.pp}{f' × ep {lo.ep}' if lo.ep > 1 else ''})"
+    if setup.lora is not None:
+        weights = LineItem(
+            "weights",
+            "Weights (frozen base + adapters)",
+            states.weights,
+            "frozen base params × base bytes + adapter params × weight bytes",
+            "{frozen_params} × {base_bytes_per_param} + {trainable_params} adapters ×"
+            " {weight_bytes_per_param}" + _shard_text(lo, 3) + " = {bytes}",
+            {
+                **common,
+                "base_format": setup.base.describe() if setup.base else "",
+                "base_bytes_per_param": round(base_fraction, 4),
+                "weight_bytes_per_param": _f(recipe.weights.bytes_per_param),
+            },
+            "weights",
+        )
+    else:
+        weights = LineItem(
+            "weights",
+            "Weights" if recipe is setup.recipe else "Weights (sharded fp32, also the master)",
+            states.weights,
+            "params per GPU" + par + " × weight bytes" + (" ÷ shards" if lo.zero >= 3 else ""),
+            "{trainable_params} × {weight_bytes_per_param} bytes"
+            + _shard_text(lo, 3)
+            + " = {bytes}",
+            {**common, "weight_bytes_per_param": _f(recipe.weights.bytes_per_param)},
+            "weights",
+        )
+    grads = LineItem(
+        "gradients",
+        "Gradients",
+        states.gradients,
+        "trainable params × grad bytes" + (" ÷ shards (ZeRO-2+)" if lo.zero >= 2 else ""),
+        "{trainable_params} × {grad_bytes_per_param} bytes" + _shard_text(lo, 2) + " = {bytes}",
+        {
+            **common,
+            "grad_dtype": recipe.grads.id,
+            "grad_bytes_per_param": _f(recipe.grads.bytes_per_param),
+        },
+        "gradients",
+    )
+    master = LineItem(
+        "master",
+        "fp32 master weights",
+        states.master,
+        "trainable params × master bytes" + (" ÷ shards (ZeRO-1+)" if lo.zero >= 1 else ""),
+        "{trainable_params} × {master_bytes_per_param} bytes" + _shard_text(lo, 1) + " = {bytes}",
+        {**common, "master_bytes_per_param": _f(recipe.master_bytes_per_param)},
+        "master",
+    )
+    names = ", ".join(f"{s.name} ({s.format.id})" for s in recipe.states) or "none"
+    if recipe.factored:
+        names += ", factored second moment (fp32 rows + columns)"
+    optimizer = LineItem(
+        "optimizer",
+        "Optimizer states",
+        states.optimizer,
+        "trainable params × state bytes" + (" ÷ shards (ZeRO-1+)" if lo.zero >= 1 else ""),
+        "{trainable_params} × {state_bytes_per_param} bytes" + _shard_text(lo, 1) + " = {bytes}",
+        {
+            **common,
+            "states": names,
+            "state_bytes_per_param": round(_f(recipe.optimizer_bytes_per_param), 4),
+        },
+        "optimizer",
+    )
+    return {"weights": weights, "gradients": grads, "master": master, "optimizer": optimizer}
+
+
+def step_lines(
+    setup: Any, spec: ActivationSpec, st: StageParams, in_flight: int, a: Amounts
+) -> dict[str, Callable[[], LineItem]]:
+    """Every other line a phase can hold, each at its largest amount (built when asked for:
+    a bill shows only its peak phase until its timeline is read)."""
+    arch, lo, fw = setup.arch, setup.layout, setup.framework
+    mode, k = parse_recompute(setup.recompute)
+    per_layer = layer_bytes(arch, arch.layers[st.layers[0]], spec) if st.layers else 0
+    loss = setup.loss_spec
+    return {
+        "activations": lambda: LineItem(
+            "activations",
+            "Activations (saved)",
+            a.activations,
+            "saved tensors per layer × layers × micro-batches in flight + ids/final norm",
+            "{stage_layers} layers × {per_layer_bytes} × {in_flight} in flight + edge = {bytes}",
+            {
+                "stage_layers": len(st.layers),
+                "per_layer_bytes": per_layer,
+                "in_flight": in_flight,
+                "seq": setup.seq,
+                "micro_batch": setup.micro_batch,
+                "act_elem_size": spec.act_bytes,
+                "kernel": setup.kernel,
+                "recompute": RECOMPUTE_WORDS[mode]
+                + (f" (k={k})" if mode in ("every", "block", "uniform") else ""),
+                "fused": spec.fused,
+                "tp": lo.tp,
+                "sp": lo.sp,
+                "cp": lo.cp,
+            },
+            "activations",
+        ),
+        "logits": lambda: LineItem(
+            "logits",
+            "Loss (logits and their gradient)",
+            a.loss,
+            f"{loss.describe()}: its largest moment, forward or gradient (engine/loss.py)",
+            "{tokens} tokens × {vocab} vocab per rank, {mode} = {bytes}",
+            {
+                "tokens": spec.tokens,
+                "vocab": -(-arch.vocab_size // lo.tp),
+                "mode": loss.mode,
+                "chunks": loss.chunks,
+                "keeps_logits": loss.keep_logits,
+            },
+            "transient",
+        ),
+        "recompute_buffer": lambda: _simple(
+            "recompute_buffer",
+            "Recomputed layer",
+            max(a.recompute_last, a.recompute_first),
+            "one layer's tensors rebuilt in backward, beyond what the recompute mode kept",
+            "transient",
+        ),
+        "activation_grads": lambda: _simple(
+            "activation_grads",
+            "Activation gradients",
+            a.act_grads,
+            "gradients flowing through one layer's backward: its output's + the widest op's",
+            "transient",
+        ),
+        "new_gradient": lambda: _simple(
+            "new_gradient",
+            "New weight gradient (accumulating)",
+            a.new_grad,
+            "a layer's freshly computed weight gradient before AccumulateGrad adds it in place",
+            "transient",
+        ),
+        "autocast_casts": lambda: _simple(
+            "autocast_casts",
+            "Autocast bf16 weight casts",
+            a.casts,
+            "2 bytes × linear params × micro-batches in flight (saved by each matmul)",
+            "transient",
+        ),
+        "gathered_weights": lambda: _simple(
+            "gathered_weights",
+            "All-gathered weights (FSDP)",
+            max(a.gather_forward, a.gather_last),
+            "units gathered to run: the current one and the next (prefetched or being copied"
+            " out), or every unit of the stage when not resharded after forward",
+            "comm",
+        ),
+        "unit_grads": lambda: _simple(
+            "unit_grads",
+            "Unsharded gradient of one unit",
+            max(a.unit_grads_last, a.unit_grads_first),
+            "the layer's unsharded gradients so far + the previous unit's reduce-scatter input"
+            + (" (fp32)" if fw.reduce_fp32 else ""),
+            "comm",
+        ),
+        "deferred_grads": lambda: _simple(
+            "deferred_grads",
+            "Unsharded gradients (pipeline defers reduce)",
+            a.deferred_grads,
+            "the stage's gradients accumulated unsharded in the reduce dtype until the last"
+            " micro-batch (torch.distributed.pipelining with FSDP)",
+            "comm",
+        ),
+        "allgather_buffer": lambda: _simple(
+            "allgather_buffer",
+            "All-gathered units (ZeRO-3/FSDP)",
+            dict(a.held).get("allgather_buffer", 0),
+            "2 × largest unit (current + prefetched) × weight bytes",
+            "comm",
+        ),
+        "grad_buffer": lambda: _simple(
+            "grad_buffer",
+            "Gradient reduce buffer",
+            dict(a.held).get("grad_buffer", 0),
+            "gradient bucket: min(reduce_bucket_size, params) × grad bytes, or one unit's"
+            " unsharded gradient",
+            "comm",
+        ),
+        "allgather_bucket": lambda: _simple(
+            "allgather_bucket",
+            "Weight all-gather bucket",
+            dict(a.held).get("allgather_bucket", 0),
+            "min(allgather_bucket_size, params) × weight bytes (ZeRO-1/2 after the step)",
+            "comm",
+        ),
+        "ddp_buckets": lambda: _simple(
+            "ddp_buckets",
+            "DDP gradient buckets",
+            dict(a.held).get("ddp_buckets", 0),
+            "a second copy of every gradient (gradient_as_bucket_view=False)",
+            "comm",
+        ),
+        "gemm_workspace": lambda: _simple(
+            "gemm_workspace",
+            "GEMM workspaces",
+            dict(a.held).get("gemm_workspace", 0),
+            "cuBLAS (and Transformer Engine) workspaces taken from the caching allocator",
+            "transient",
+        ),
+        "fp8_weights": lambda: _simple(
+            "fp8_weights",
+            "fp8 weight copies",
+            a.fp8_weights,
+            "fp8 weight + its transpose per linear parameter (Transformer Engine)",
+            "weights",
+        ),
+        "dequant_buffer": lambda: _simple(
+            "dequant_buffer",
+            "NF4 dequantised weight",
+            a.dequant,
+            "largest linear weight dequantised to bf16 for its matmul (bitsandbytes)",
+            "transient",
+        ),
+        "optimizer_temporaries": lambda: _simple(
+            "optimizer_temporaries",
+            "Optimizer step temporaries",
+            a.step_temp,
+            f"{fw.optimizer_kernel} optimizer: one state's worth (foreach) or the largest"
+            " parameter's (for-loop)",
+            "transient",
+        ),
+    }
+
+
+def _simple(key: str, label: str, n: int, formula: str, category: str) -> LineItem:
+    return LineItem(key, label, n, formula, "", {}, category)
