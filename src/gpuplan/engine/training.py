@@ -305,18 +305,32 @@ def _stage_states(
     setup: TrainingSetup, st: StageParams, base_fraction: float
 ) -> tuple[ModelStates, int]:
     """Model states of one stage, and its trainable parameter count."""
-    lo, arch = setup.layout, setup.arch
-    recipe = held(setup)
     fw = setup.framework
     buckets = (fw.reduce_bucket_elems, fw.allgather_bucket_elems)
-    if setup.lora is None:
+    return _layout_states(
+        setup.arch, held(setup), setup.layout, buckets, setup.lora, st, base_fraction
+    )
+
+
+@lru_cache(maxsize=8192)
+def _layout_states(
+    arch: Architecture,
+    recipe: TrainingRecipe,
+    lo: Layout,
+    buckets: tuple[int, int],
+    lora: LoraSpec | None,
+    st: StageParams,
+    base_fraction: float,
+) -> tuple[ModelStates, int]:
+    """`_stage_states` by what it depends on: a layout fixes it, whatever the micro-batch or
+    recompute (a planner's search bills one layout many times)."""
+    if lora is None:
         factored = factored_moment_params(arch, st.layers, lo.tp) if recipe.factored else 0
         states = model_states(
             recipe, lo, st.dense, st.experts, st.largest_unit, factored=factored, buckets=buckets
         )
         return states, st.total
-    adapters = round(lora_params(arch, setup.lora, st.layers) / lo.tp)
-    assert setup.base is not None
+    adapters = round(lora_params(arch, lora, st.layers) / lo.tp)
     states = model_states(
         recipe,
         lo,
@@ -341,9 +355,8 @@ def model_states_floor(setup: TrainingSetup) -> int:
         return 0
     validate_training(setup)
     lo = setup.layout
-    held_states = (
-        _stage_states(setup, st, 0.0)[0] for st in stage_param_list(setup.arch, lo.tp, lo.pp, lo.ep)
-    )
+    stages = _distinct_stages(setup.arch, stage_param_list(setup.arch, lo.tp, lo.pp, lo.ep))
+    held_states = (_stage_states(setup, st, 0.0)[0] for st in stages)
     return max(s.weights + s.master + s.optimizer for s in held_states)
 
 

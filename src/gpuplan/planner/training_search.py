@@ -17,17 +17,20 @@ For N GPUs and a global batch of B tokens the search walks, for every layout:
             memory, the engine's own note, so it would only be a slower copy of none)
 
 and keeps the layouts whose heaviest GPU fits its budget. What keeps the bills few:
-  - a layout whose model states alone are over the budget (`model_states_floor`, no bill built)
-    or whose smallest bill (full recompute, micro-batch 1) does not fit is dropped at once;
+  - a layout whose weights, master and optimizer states alone are over the budget
+    (`model_states_floor`: no bill built), or where no recompute mode fits at micro-batch 1, is
+    dropped at once (which mode keeps least depends on the model: full recompute can hold more
+    than selective or none on a one-layer stage or with eager attention's s² scores);
   - a bill only grows with the micro-batch, so the walk up the micro-batches stops at the first
     that does not fit;
-  - what a layout fixes (each stage's model states, one micro-batch's activations) is computed
-    once per layout by the engine, not once per bill;
+  - what a layout fixes (each stage's model states) is computed once per layout by the engine,
+    not once per bill;
   - asked for the `top` plans only (the CLI, the API and the goal planner are), the search is a
-    branch and bound: each layout gets a speed ceiling from one bill (`_Walk.ceiling`), layouts
+    branch and bound: each layout gets a speed ceiling from its fastest bill that fits at
+    micro-batch 1 (`_Walk.ceiling`: compute + TP/CP/EP/PP time, no overlap), layouts
     are walked from the highest ceiling down, and the walk stops when a ceiling falls below
     the `top`-th best speed found. The first `top` plans are exactly the exhaustive ranking's
-    (tests/test_plan_training.py checks it against the exhaustive search).
+    (tests/test_plan_training.py checks it against billing every candidate).
 CPU offload (optimizer states with ZeRO 1-3, parameters too with ZeRO-3, ZeRO-Offload, Ren et al.
 2021) is tried only when nothing fits without it, since it trades GPU memory for PCIe traffic the
 cost model does not price.
@@ -267,23 +270,18 @@ class _Walk:
         return None
 
     def ceiling(self, cell: _Cell) -> float:
-        """An upper bound on the tokens/s of every candidate of `cell` that fits, from two
-        bills. engine/cost.py: every candidate moves the same tokens per step, and a step is
-        max(compute, data-parallel time) + TP/CP/EP/PP time.
-          - compute and TP/CP/EP/PP time are least for the fastest recompute mode that fits
-            (`fastest`: fewer FLOPs, and TP sends less without full recompute) at
-            micro-batch 1 (the most micro-batches: the smallest 1F1B bubble; the TP/CP/EP/PP
-            bytes are the same at every micro-batch);
-          - data-parallel time does not depend on the recompute and is least at the largest
-            micro-batch (the fewest ZeRO-3 gathers), whether or not that candidate fits."""
+        """An upper bound on the tokens/s of every candidate of `cell` that fits, from one bill.
+        engine/cost.py: every candidate moves the same tokens per step, and a step is
+        max(compute, data-parallel time) + TP/CP/EP/PP time, so at least compute + TP/CP/EP/PP
+        time. Both are least for the fastest recompute mode that fits at all (`fastest`: fewer
+        FLOPs, and TP sends less without full recompute) at micro-batch 1 (the most
+        micro-batches: the smallest 1F1B bubble; the TP/CP/EP/PP bytes are the same at every
+        micro-batch)."""
         fastest = self.fastest(cell)
         if fastest is None or fastest.time is None:
             return math.inf
-        largest = self.bill(cell, fastest.setup.recompute, _micro_batches(cell.per_rank)[-1])
-        if largest is None or largest.time is None:
-            return math.inf
-        t, big = fastest.time, largest.time
-        step = max(t.compute_s, big.comm_s - big.critical_comm_s) + t.critical_comm_s
+        t = fastest.time
+        step = t.compute_s + t.critical_comm_s
         return fastest.setup.tokens_per_step / step if step > 0 else math.inf
 
     def ranked(self) -> list[TrainingBill]:
