@@ -143,7 +143,21 @@ def _activations(
     checkpointed last layer holds its unsaved working set while its forward runs. Activation
     offload (torchtune OffloadActivations, DeepSpeed CPU checkpointing) keeps the layer in use
     and the one being copied on the GPU."""
-    arch = setup.arch
+    return _saved(setup.arch, setup.offload_activations, spec, st, in_flight, first, last)
+
+
+@lru_cache(maxsize=8192)
+def _saved(
+    arch: Architecture,
+    offload_activations: bool,
+    spec: ActivationSpec,
+    st: StageParams,
+    in_flight: int,
+    first: bool,
+    last: bool,
+) -> _Saved:
+    """`_activations` by what it depends on: not the data-parallel degree or the ZeRO stage, so a
+    planner's search works it out once for the layouts that differ only in those."""
     n = len(st.layers)
     one = stage_bytes(arch, spec, st.layers, first, last)
     act = one * in_flight
@@ -176,7 +190,7 @@ def _activations(
         rebuilt_first=rebuilt_at(ck_first),
         host=0,
     )
-    if not setup.offload_activations or n <= 2:
+    if not offload_activations or n <= 2:
         return saved
     edge = edge_bytes(arch, spec, first, last)
     kept = 2 * ((one - edge) // n) + edge
