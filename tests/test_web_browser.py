@@ -1,7 +1,9 @@
 """The web app in a real Chromium (Debian's /usr/bin/chromium, driven by Playwright).
 
 One browser for the module and two shared pages (1280×800, and 390×844 with reduced motion), so
-the whole file runs in well under a minute. Screenshots of every lesson step at both sizes go to
+the whole file runs in about 75 s on the 2-core development machine. Every wait is for a
+condition, bounded only against a hang (HANG_MS); timing is measured and printed, never asserted
+(bench/web_latency.py holds the 100 ms target). Screenshots of every lesson step at both sizes go to
 test-artifacts/lesson/ (git-ignored). Skipped, with the reason, where Chromium or Playwright is
 missing. Expected figures come from the engine's API (what the page must show) and, where the
 lesson states a rule, from that rule.
@@ -318,7 +320,7 @@ def test_every_step_in_view_at_1280x800(page: Any, shared_desktop: Shared) -> No
         assert page.get_attribute("header nav [aria-current='page']", "data-tab") == "lesson"
         page.screenshot(path=str(ARTIFACTS / "lesson" / f"step-{n:02d}-desktop.png"))
         if n == README_SHOTS["desktop"]:  # the README's picture (docs/lesson-desktop.jpg)
-            page.screenshot(path=str(ARTIFACTS / "lesson-desktop.jpg"), type="jpeg", quality=70)
+            page.screenshot(path=str(ARTIFACTS / "lesson-desktop.jpg"), type="jpeg", quality=60)
     # the rest of the controls are one click away
     to_step(page, 13)
     page.click("#more-controls")
@@ -343,7 +345,7 @@ def test_every_step_legible_on_a_phone(phone: Any, shared_phone: Shared) -> None
         assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"] + 1, n
         phone.screenshot(path=str(ARTIFACTS / "lesson" / f"step-{n:02d}-phone.png"))
         if n == README_SHOTS["phone"]:  # the README's picture (docs/lesson-phone.jpg)
-            phone.screenshot(path=str(ARTIFACTS / "lesson-phone.jpg"), type="jpeg", quality=70)
+            phone.screenshot(path=str(ARTIFACTS / "lesson-phone.jpg"), type="jpeg", quality=60)
     outside = [u for u in shared_phone.requests if not u.startswith(phone.base)]
     assert not outside, outside
 
