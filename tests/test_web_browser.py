@@ -164,7 +164,7 @@ def phone(shared_phone: Shared) -> Iterator[Any]:
 
 def shot(pg: Any, name: str, full: bool = True) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
-    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full)
+    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full, animations="disabled")
 
 
 def rendered(pg: Any) -> int:
@@ -318,9 +318,17 @@ def test_every_step_in_view_at_1280x800(page: Any, shared_desktop: Shared) -> No
         assert all(style == "solid" for style in highlighted), (n, highlighted)
         assert page.locator("header nav [aria-current='page']").count() == 1
         assert page.get_attribute("header nav [aria-current='page']", "data-tab") == "lesson"
-        page.screenshot(path=str(ARTIFACTS / "lesson" / f"step-{n:02d}-desktop.png"))
+        # animations="disabled": the blocks drawn where they settle, not mid-transition
+        page.screenshot(
+            path=str(ARTIFACTS / "lesson" / f"step-{n:02d}-desktop.png"), animations="disabled"
+        )
         if n == README_SHOTS["desktop"]:  # the README's picture (docs/lesson-desktop.jpg)
-            page.screenshot(path=str(ARTIFACTS / "lesson-desktop.jpg"), type="jpeg", quality=60)
+            page.screenshot(
+                path=str(ARTIFACTS / "lesson-desktop.jpg"),
+                type="jpeg",
+                quality=60,
+                animations="disabled",
+            )
     # the rest of the controls are one click away
     to_step(page, 13)
     page.click("#more-controls")
