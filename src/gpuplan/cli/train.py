@@ -124,7 +124,8 @@ from gpuplan.units import format_bytes, format_count
     type=click.Choice(["flash", "sdpa", "eager"]),
     default="flash",
     show_default=True,
-    help="Attention kernel: flash/sdpa store no s² scores; eager does.",
+    help="Attention and state-mixer kernels: flash/sdpa (no s² scores; fused mamba_ssm, fla,"
+    " causal-conv1d kernels) or eager (s² scores; the transformers torch fallbacks).",
 )
 @click.option(
     "--lora-rank", type=int, default=None, help="Train LoRA adapters of this rank on a frozen base."

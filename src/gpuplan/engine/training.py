@@ -57,6 +57,7 @@ from gpuplan.engine.lora import (
     resolve_targets,
 )
 from gpuplan.engine.loss import LossSpec, parse_loss
+from gpuplan.engine.mixer_activations import state_kernel_note
 from gpuplan.engine.model_states import (
     ModelStates,
     StageParams,
@@ -585,6 +586,8 @@ def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> list[str]:
         )
     if setup.kernel == "eager" and setup.recompute == "none":
         notes.append("eager attention stores the s² softmax probabilities; flash/SDPA does not")
+    if arch.num_state_layers:
+        notes.append(state_kernel_note(arch, setup.kernel))
     if setup.recipe.factored:
         notes.append("Adafactor's factored second moment counts rows + columns per matrix (fp32)")
     if held(setup) is not setup.recipe:
