@@ -67,6 +67,14 @@ from gpuplan.units import format_bytes, format_count
 @click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel degree.")
 @click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel degree (MoE).")
 @click.option(
+    "--virtual-stages",
+    "vpp",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Model chunks per pipeline rank: interleaved 1F1B (Megatron's virtual pipeline).",
+)
+@click.option(
     "--recipe",
     default=None,
     help="Training recipe (see `gpuplan recipes`). [default: the framework's; adamw-bf16]",
@@ -217,6 +225,7 @@ DEFAULTS = {
     "micro_batch": 1,
     "cp": 1,
     "ep": 1,
+    "vpp": 1,
     "attention": "flash",
     "capacity_factor": 1.0,
     "headroom": 0.9,

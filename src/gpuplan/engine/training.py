@@ -75,6 +75,7 @@ from gpuplan.engine.phases import (
     phase_parts,
     phase_totals,
 )
+from gpuplan.engine.pipeline import forwards_in_flight
 from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.serving import DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_HEADROOM
 from gpuplan.engine.sharding import Layout, validate_layout
@@ -252,6 +253,12 @@ def validate_training(setup: TrainingSetup) -> None:
     validate_profile(setup.framework)
     _validate_stage(setup)
     fw = setup.framework
+    lo = setup.layout
+    if lo.vpp > 1 and setup.micro_batches % lo.pp:
+        raise GpuplanError(
+            f"interleaved 1F1B (vpp={lo.vpp}) runs micro-batches in groups of pp={lo.pp}:"
+            f" {setup.micro_batches} micro-batches is not a multiple"
+        )
     if fw.optimizer_in_backward and setup.micro_batches > 1:
         raise GpuplanError(
             "the optimizer step in backward frees each gradient at once: it cannot accumulate"
@@ -425,7 +432,7 @@ def _stage(
 ) -> _Stage:
     lo = setup.layout
     states, trainable = _stage_states(setup, st, base_fraction)
-    in_flight = min(lo.pp - st.stage, setup.micro_batches) if lo.pp > 1 else 1
+    in_flight = forwards_in_flight(lo.pp, lo.vpp, st.stage, setup.micro_batches)
     amounts, host_act = step_amounts(setup, spec, st, states, in_flight, base_fraction)
     totals = phase_totals(amounts)
     name = max(totals, key=lambda k: totals[k])
@@ -530,7 +537,7 @@ def _cost(
     comm = CommBytes(
         dp=dp,
         tp=tp_comm_bytes(lo.tp, a, t, h, layers, m, "full" if full else "none"),
-        pp=pp_comm_bytes(lo.pp, a, t, h, m, lo.tp if lo.sp else 1),
+        pp=pp_comm_bytes(lo.pp, a, t, h, m, lo.tp if lo.sp else 1, lo.vpp),
         cp=cp_comm_bytes(arch, lo.cp, lo.tp, a, t, layers, m),
         ep=ep_comm_bytes(arch, lo.ep, a, t, moe_layers, m),
     )
@@ -552,6 +559,7 @@ def _cost(
         pp_spans_nodes=lo.gpus > node,
         pp=lo.pp,
         micro_batches=m,
+        vpp=lo.vpp,
     )
     return flops, comm, time
 
@@ -564,7 +572,19 @@ def _moe_layers(arch: Architecture, layers: range) -> int:
 def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> list[str]:
     lo, arch = setup.layout, setup.arch
     notes = list(arch.notes)
-    if lo.pp > 1:
+    if lo.pp > 1 and lo.vpp > 1:
+        notes.append(
+            f"pp={lo.pp} × vpp={lo.vpp}: the bill is for rank {st.stage} ({lo.vpp} chunks of"
+            f" {len(st.layers) // lo.vpp} layers{', the embedding' if st.embedding else ''}"
+            f"{', the LM head' if st.lm_head else ''}), holding {in_flight} chunk forwards"
+            f" ({in_flight / lo.vpp:g} micro-batches' worth) in flight under interleaved 1F1B"
+        )
+        if len({kind for kind, _ in layer_kinds(arch, 0, arch.num_layers)}) > 1:
+            notes.append(
+                "virtual stages: a rank's chunks are spread over the model; its layer kinds are"
+                " billed as those of the contiguous stage of the same size"
+            )
+    elif lo.pp > 1:
         notes.append(
             f"pp={lo.pp}: the bill is for stage {st.stage} ({len(st.layers)} layers"
             f"{', the embedding' if st.embedding else ''}{', the LM head' if st.lm_head else ''}),"
