@@ -210,6 +210,67 @@ def fit_report(results: list[Result]) -> list[str]:
     return lines
 
 
+# --- CUDA-graph memory: why it stays one constant ----------------------------------------------
+
+
+def graph_rows(results: list[Result]) -> list[dict[str, Any]]:
+    """Cases whose log shows "Graph capturing finished ..., took X GiB" (inputs known)."""
+    rows = []
+    for r in results:
+        g = r.case.logged.get("cudagraph_gib")
+        if g is None or r.bill is None or r.case.engine != "vllm" or not r.case.inputs_known:
+            continue
+        launch = r.bill.launch
+        rows.append(
+            {
+                "case": r.case.case_id,
+                "gpu": r.case.gpu,
+                "version": version_group(r),
+                "logged": g,
+                "layers": launch.arch.num_layers / launch.pp,
+            }
+        )
+    return rows
+
+
+def _graph_fit(rows: list[dict[str, Any]], per_layer: bool) -> tuple[float, float]:
+    """(a, b) of logged ≈ a + b × layers on the stage (b = 0: the median, the constant)."""
+    if not per_layer:
+        return statistics.median(r["logged"] for r in rows), 0.0
+    xs = [r["layers"] for r in rows]
+    ys = [r["logged"] for r in rows]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
+    return my - b * mx, b
+
+
+def graph_report(results: list[Result]) -> list[str]:
+    rows = graph_rows(results)
+    rules = rules_at("0.19.0")
+    lines = [
+        f"CUDA-graph cases: {len(rows)} (versions.toml cudagraph_gib: {rules['cudagraph_gib']} GiB)"
+    ]
+    for per_layer, title in ((False, "constant (median)"), (True, "a + b × layers")):
+        a, b = _graph_fit(rows, per_layer)
+        errs = [abs(a + b * r["layers"] - r["logged"]) for r in rows]
+        lines.append(
+            f"{title}: a {a:.3f} GiB, b {b:.4f} GiB/layer; in-sample mean |error|"
+            f" {statistics.fmean(errs):.3f} GiB, worst {max(errs):.3f}"
+        )
+        for key in ("gpu", "version"):
+            for group in sorted({r[key] for r in rows}):
+                train = [r for r in rows if r[key] != group]
+                test = [r for r in rows if r[key] == group]
+                a, b = _graph_fit(train, per_layer)
+                e = [abs(a + b * r["layers"] - r["logged"]) for r in test]
+                lines.append(
+                    f"  leave-one-{key}-out {group:<18} mean |error| {statistics.fmean(e):.3f} GiB,"
+                    f" worst {max(e):.3f} ({len(test)} cases)"
+                )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--markdown", action="store_true")
@@ -218,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     results = [predict(c) for c in load_cases()]
     if opts.fit:
         print("\n".join(fit_report(results)))
+        print("\n".join(graph_report(results)))
         return 0
     print("\n".join(table(results, opts.markdown)))
     print()

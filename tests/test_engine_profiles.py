@@ -203,3 +203,34 @@ def test_trtllm_fraction_of_what_is_left():
     b = bill(engine="trtllm", free_gpu_memory_fraction=0.5)
     assert b.kv_cache_bytes == pytest.approx(a.kv_cache_bytes * 0.5 / 0.9, rel=0.001)
     assert a.fits and a.block_size == 32
+
+
+@pytest.mark.parametrize(
+    "engine, flag, value",
+    [
+        ("vllm", "gpu_memory_utilization", 5e-324),
+        ("vllm", "gpu_memory_utilization", 1e-12),
+        ("sglang", "mem_fraction_static", 5e-324),
+        ("trtllm", "free_gpu_memory_fraction", 1e-300),
+    ],
+)
+def test_a_fraction_that_leaves_no_budget_is_refused_in_one_line(engine, flag, value):
+    """Not "will not start" with a negative KV line: a share under 1 MiB is a one-line error."""
+    with pytest.raises(GpuplanError, match="at least 1 MiB") as err:
+        bill(engine=engine, **{flag: value})
+    assert "\n" not in str(err.value)
+    with pytest.raises(GpuplanError, match="greater than 0"):
+        bill(engine=engine, **{flag: 0.0})
+    # a small but real share is a prediction, not an error
+    assert not bill(engine=engine, **{flag: 0.001}).fits
+
+
+def test_the_cli_refuses_a_vanishing_fraction(capsys):
+    from gpuplan.cli.main import main
+
+    code = main(
+        ["serve", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm"]
+        + ["--gpu-memory-utilization", "5e-324"]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--gpu-memory-utilization" in err

@@ -252,13 +252,13 @@ def _value(flag: Flag) -> st.SearchStrategy:
     if flag.kind == "float":
         low = 0.0 if flag.minimum is None else flag.minimum
         high = 1e6 if flag.maximum is None else flag.maximum
-        return st.floats(low, high, allow_nan=False)
+        return st.floats(low, high, allow_nan=False, exclude_min=flag.exclusive_minimum)
     if flag.kind == "bool":
         return st.booleans() if flag.negation else st.just(True)
     if flag.kind == "json":
         return st.dictionaries(_WORD, st.one_of(st.integers(-5, 5), _WORD), max_size=3)
     if flag.kind == "ints":
-        return st.lists(st.integers(0, 4096), min_size=1, max_size=4).map(tuple)
+        return st.lists(st.integers(max(lo, 0), min(hi, 4096)), min_size=1, max_size=4).map(tuple)
     if flag.kind == "words":
         return st.lists(_WORD, min_size=1, max_size=3).map(tuple)
     if flag.choices:
@@ -321,3 +321,31 @@ def test_cli_engine_version_and_auto_length(capsys):
     assert "needs --engine" in capsys.readouterr().err
     assert main(["serve", "llama-3.1-8b", "--engine", "vllm", "--engine-version", "0.4.0"]) == 2
     assert "older than" in capsys.readouterr().err
+
+
+_NUMERIC = [
+    (a.name, f)
+    for a in all_adapters()
+    for f in a.flags.flags
+    if f.kind in ("int", "float", "count", "size", "length", "ints")
+]
+
+
+@pytest.mark.parametrize("engine, flag", _NUMERIC, ids=[f"{e}-{f.name}" for e, f in _NUMERIC])
+def test_every_numeric_flag_is_bounded_and_refuses_in_one_line(engine, flag):
+    """Each numeric flag of each engine's table has a lower and an upper bound; a value outside
+    (or a fraction of 0 where the engine needs more) is a one-line GpuplanError, typed or given
+    as data."""
+    from gpuplan.errors import GpuplanError
+
+    assert flag.minimum is not None and flag.maximum is not None, (engine, flag.name)
+    below = flag.minimum if flag.exclusive_minimum else flag.minimum - 1
+    above = flag.maximum * 2 + 1
+    if flag.kind != "float":
+        below, above = int(below), int(above)
+    for value in (below, above):
+        with pytest.raises(GpuplanError) as typed:
+            flag.convert(str(value))
+        with pytest.raises(GpuplanError) as given:
+            flag.coerce(value)
+        assert "\n" not in str(typed.value) + str(given.value)

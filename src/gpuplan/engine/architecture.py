@@ -220,7 +220,9 @@ class Architecture:
     mamba: MambaSpec | None = None
     linear_attention: LinearAttentionSpec | None = None
     short_conv: ShortConvSpec | None = None
-    ssm_state_dtype: str | None = None  # the checkpoint's own mamba_ssm_cache_dtype, if any
+    ssm_state_dtype: str | None = (
+        None  # the checkpoint's mamba_ssm_cache_dtype (Qwen3.5: mamba_ssm_dtype)
+    )
     # Gemma 3n / Gemma 4: per-layer input embeddings (width per layer, their vocabulary), AltUp
     # streams and LAuReL rank (Gemma 3n), an MoE block beside the dense MLP (Gemma 4)
     # what training saves for backward (engine/activations.py): where the norms sit (pre, post or
@@ -520,7 +522,7 @@ class _Reader:
             hidden_act=str(v.get("hidden_act")),
             notes=tuple(self.notes),
             rope=self._rope() if t["positions"] == "rope" else None,
-            ssm_state_dtype=v.get("mamba_ssm_cache_dtype"),
+            ssm_state_dtype=v.get("mamba_ssm_cache_dtype") or v.get("mamba_ssm_dtype"),
             norm_placement=t["norm_placement"],
             norm_fp32=t["norm_fp32"],
             attn_softcap=v.get("attn_logit_softcapping") or 0.0,

@@ -167,6 +167,7 @@ FIELDS: dict[str, Rule] = {
     "moe_layers": Rule("int_list", 0, MAX_LAYERS - 1, MAX_LAYERS),
     "num_dense_layers": _LAYER0,
     "mamba_ssm_cache_dtype": _STR,
+    "mamba_ssm_dtype": _STR,
     # family switches that only some families read
     "qk_layernorm": _BOOL,
     "lm_head_bias": _BOOL,

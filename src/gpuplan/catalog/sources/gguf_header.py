@@ -220,6 +220,32 @@ _KEYS = {
 }
 
 
+# llama.cpp architectures with recurrent layers (llama_memory_recurrent / _hybrid): their
+# ssm.* / shortconv.* metadata is not read here, so they are refused rather than sized as Llama
+_RECURRENT = frozenset(
+    {
+        "mamba",
+        "mamba2",
+        "jamba",
+        "falcon-h1",
+        "granitehybrid",
+        "nemotron_h",
+        "nemotron_h_moe",
+        "plamo2",
+        "qwen3next",
+        "qwen35",
+        "qwen35moe",
+        "lfm2",
+        "lfm2moe",
+        "kimi-linear",
+        "rwkv6",
+        "rwkv6qwen2",
+        "rwkv7",
+        "arwkv7",
+    }
+)
+
+
 def config_from_gguf(
     meta: dict[str, Any], tensors: list[StoredTensor], name: str
 ) -> dict[str, Any]:
@@ -227,6 +253,11 @@ def config_from_gguf(
     arch = meta.get("general.architecture")
     if not isinstance(arch, str):
         raise GpuplanError(f"{name}: GGUF metadata has no general.architecture")
+    if arch in _RECURRENT:
+        raise GpuplanError(
+            f"{name}: GGUF architecture {arch!r} has recurrent (state) layers, which gpuplan does"
+            " not read from GGUF metadata: size the model from its config.json"
+        )
     config: dict[str, Any] = {"model_type": _MODEL_TYPE.get(arch, arch)}
     for key, hf_key in _KEYS.items():
         value = meta.get(f"{arch}.{key}")

@@ -346,6 +346,35 @@ def load_version_rules(path: Path) -> VersionRules:
     return VersionRules(data["engine"], tuple(data.get("releases", ())), tuple(rules))
 
 
+MIN_BUDGET = 2**20  # a memory share below 1 MiB is a typo (5e-324), not a plan
+
+
+def require_budget(spelling: str, fraction: float, of_bytes: int, what: str) -> None:
+    """Refuse, in one line, a memory fraction that leaves the engine (almost) nothing: the share
+    `fraction × of_bytes` under 1 MiB (a budget that rounds to zero, or a negative one). A
+    share that is merely too small for the model is a prediction ("will not start"), not this."""
+    share = fraction * of_bytes
+    if not share >= MIN_BUDGET:
+        raise GpuplanError(
+            f"{spelling} {fraction!r} leaves {max(0.0, share):.0f} bytes of the"
+            f" {of_bytes / 2**30:.2f} GiB {what}: give a fraction that leaves at least 1 MiB"
+        )
+
+
+def refuse_state_layers(arch: Architecture, engine: str, pool: str) -> None:
+    """Refuse a model with state layers (Mamba, gated DeltaNet, lightning, short conv) for an
+    engine whose state pool gpuplan does not model: sizing its every layer as attention would
+    be silently wrong (docs/engines-research.md §7)."""
+    n = arch.num_state_layers
+    if not n:
+        return
+    kinds = sorted({layer.mixer for layer in arch.layers if layer.has_state})
+    raise GpuplanError(
+        f"{engine}: {arch.name} has {n} state layers ({', '.join(kinds)}); {engine}'s {pool} is"
+        " not modelled — size it with --engine vllm or --engine generic"
+    )
+
+
 def int_arg(args: Mapping[str, Any], name: str, default: int) -> int:
     value = args.get(name)
     return default if value is None else int(value)
@@ -404,6 +433,8 @@ def layer_terms(arch: Architecture, fmt: WeightFormat, tp: int, tokens: int) -> 
         inter = arch.mlp.intermediate_size // tp
         gate = 2 if arch.mlp.gated else 1
         widest = max(widest, tokens * (gate * inter + inter) * a)
+    if arch.num_state_layers:
+        widest = max(widest, tokens * state_mixer_width(arch) // tp * a)
     moe = 0
     if arch.moe is not None:
         m = arch.moe
@@ -414,6 +445,29 @@ def layer_terms(arch: Architecture, fmt: WeightFormat, tp: int, tokens: int) -> 
             shared = m.shared_intermediate_size // tp
             widest = max(widest, tokens * 3 * shared * a)
     return widest, moe
+
+
+def state_mixer_width(arch: Architecture) -> int:
+    """Channels the input projection of a state mixer writes per token (its widest tensor in a
+    forward pass): Mamba-1 x and z (2·d_inner); Mamba-2 x, z, B, C and dt (vLLM
+    MambaMixer2.in_proj); gated DeltaNet q, k, v, z and b, a (Qwen3-Next in_proj_qkvz +
+    in_proj_ba); lightning q, k, v and the output gate; a short convolution's B, C, x (3h)."""
+    widths = [0]
+    if arch.mamba is not None:
+        m = arch.mamba
+        if m.version == 1:
+            widths.append(2 * m.d_inner)
+        else:
+            widths.append(2 * m.d_inner + 2 * m.n_groups * m.d_state + m.n_heads)
+    if arch.linear_attention is not None:
+        la = arch.linear_attention
+        if la.kind == "gated_delta":
+            widths.append(2 * la.num_k_heads * la.k_head_dim + 2 * la.num_v_heads * la.v_head_dim)
+        else:
+            widths.append(4 * la.num_v_heads * la.v_head_dim)
+    if arch.short_conv is not None:
+        widths.append(3 * arch.hidden_size)
+    return max(widths)
 
 
 def peak_terms(

@@ -93,6 +93,7 @@ class Flag:
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     maximum: float | None = None
+    exclusive_minimum: bool = False  # the value must exceed `minimum` (a fraction > 0)
     help: str = ""
     source: str = ""
 
@@ -154,12 +155,19 @@ class Flag:
     def _check(self, value: Any) -> Any:
         if self.choices and isinstance(value, str) and value not in self.choices:
             raise ValueError(f"not one of {', '.join(self.choices)}")
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            if self.minimum is not None and value < self.minimum:
-                raise ValueError(f"must be at least {self.minimum:g}")
-            if self.maximum is not None and value > self.maximum:
-                raise ValueError(f"must be at most {self.maximum:g}")
+        for v in value if isinstance(value, tuple) else (value,):
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                self._bound(v)
         return value
+
+    def _bound(self, value: float) -> None:
+        if self.minimum is not None:
+            if self.exclusive_minimum and value <= self.minimum:
+                raise ValueError(f"must be greater than {self.minimum:g}")
+            if value < self.minimum:
+                raise ValueError(f"must be at least {self.minimum:g}")
+        if self.maximum is not None and value > self.maximum:
+            raise ValueError(f"must be at most {self.maximum:g}")
 
     def coerce(self, value: Any) -> Any:
         """A value given as data (an API call, a log's "non-default args") in this flag's kind."""
@@ -174,7 +182,12 @@ class Flag:
         if self.kind in ("ints", "words") and isinstance(value, list | tuple):
             return tuple(self.convert(str(v))[0] for v in value)
         if self.kind == "length" and isinstance(value, int) and not isinstance(value, bool):
-            return "auto" if value == -1 else self._check(value)
+            if value == -1:
+                return "auto"
+            try:
+                return self._check(value)
+            except ValueError as err:
+                raise GpuplanError(f"{self.name}: {err}") from None
         if self.kind in ("int", "count", "size") and isinstance(value, float):
             if not value.is_integer():
                 raise GpuplanError(f"{self.name} must be a whole number, got {value!r}")
@@ -389,6 +402,7 @@ def load_flag_table(path: Path) -> FlagTable:
             choices=tuple(f.get("choices", ())),
             minimum=f.get("minimum"),
             maximum=f.get("maximum"),
+            exclusive_minimum=bool(f.get("exclusive_minimum", False)),
             help=f.get("help", ""),
             source=f.get("source", ""),
         )

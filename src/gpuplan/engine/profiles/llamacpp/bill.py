@@ -41,6 +41,7 @@ from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.checkpoint import Checkpoint
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.profiles import EngineBill, EngineLaunch, Range, budget_item, gib
+from gpuplan.engine.profiles.common import refuse_state_layers
 from gpuplan.errors import GpuplanError
 
 VERSION = "llama.cpp llama-server (rules read at releases b6xxx-b7xxx, 2025-2026)"
@@ -424,6 +425,7 @@ def llamacpp_bill(
 ) -> EngineBill:
     """The bill of the most loaded GPU, with every device's share in `settings['devices']`."""
     arch = launch.arch
+    refuse_state_layers(arch, "llama.cpp", "recurrent state cache (llama_memory_recurrent)")
     p, fit_notes = fit(launch, options, kv_types)
     gpus, host = list(p.devices[:-1]), p.devices[-1]
     heaviest = max(gpus, key=lambda d: d.weights + d.kv + d.compute)

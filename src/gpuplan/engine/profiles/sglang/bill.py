@@ -27,6 +27,8 @@ from gpuplan.engine.profiles.common import (
     kv_bytes_per_token_layer,
     load_version_rules,
     pp_layers,
+    refuse_state_layers,
+    require_budget,
     stage_weights,
 )
 
@@ -125,6 +127,9 @@ def context_bytes(rules: dict[str, Any], launch: EngineLaunch) -> int:
 def sglang_bill(launch: EngineLaunch) -> EngineBill:
     """The SGLang startup bill: weights, the static fraction's reserve, and the token pool
     (model_runner.py::profile_max_num_token, as summarised in this module's docstring)."""
+    refuse_state_layers(
+        launch.arch, "SGLang", "Mamba / linear-attention state pool (mamba_full_memory_ratio)"
+    )
     arch, tp, pp = launch.arch, launch.tp, launch.pp
     rules = RULES.at(launch.version)
     capacity = launch.gpu.memory_bytes  # nvidia-smi total, as get_nvgpu_memory_capacity reads it
@@ -143,6 +148,7 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
     total = cuda_total_bytes(launch.gpu)
     context = context_bytes(rules, launch)
     pre_load = total - context
+    require_budget("--mem-fraction-static", mfs, pre_load, "free at start")
     stages = pp_layers(arch.num_layers, pp)
     weights = stage_weights(arch, launch.weights, tp, stages, launch.extra_params)
     per_layer = kv_bytes_per_token_layer(arch, launch.kv, tp)

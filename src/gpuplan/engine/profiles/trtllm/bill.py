@@ -19,6 +19,8 @@ from gpuplan.engine.profiles.common import (
     cuda_total_bytes,
     peak_terms,
     pp_layers,
+    refuse_state_layers,
+    require_budget,
     stage_weights,
 )
 
@@ -35,9 +37,11 @@ TP_BUFFERS = gib(0.41)  # NCCL at TP > 1 (H100 SXM, vLLM 0.11 logs: 0.54 vs 0.13
 def trtllm_bill(launch: EngineLaunch) -> EngineBill:
     """The TensorRT-LLM startup bill: the KV cache gets free_gpu_memory_fraction of the memory
     still free after weights and the runtime's peak (KvCacheConfig; see this module's docstring)."""
+    refuse_state_layers(launch.arch, "TensorRT-LLM", "Mamba state cache (MambaHybridCacheManager)")
     arch, tp, pp = launch.arch, launch.tp, launch.pp
     total = cuda_total_bytes(launch.gpu)
     frac = float(launch.arg("free_gpu_memory_fraction", DEFAULT_FRACTION))
+    require_budget("--free-gpu-memory-fraction", frac, total, "total memory")
     block = int(launch.arg("tokens_per_block", DEFAULT_TOKENS_PER_BLOCK))
     max_tokens = int(launch.arg("max_num_tokens", DEFAULT_MAX_NUM_TOKENS))
     stages = pp_layers(arch.num_layers, pp)

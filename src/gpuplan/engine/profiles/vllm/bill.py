@@ -35,6 +35,7 @@ from gpuplan.engine.profiles.common import (
     cuda_total_bytes,
     padded_vocab,
     pp_layers,
+    require_budget,
     rope_cache_bytes,
     stage_weights,
 )
@@ -47,8 +48,12 @@ from gpuplan.engine.profiles.vllm.features import (
 )
 from gpuplan.engine.profiles.vllm.kv_layout import (
     KvLayout,
+    StateFormat,
     blocks_per_request,
     kv_layout,
+    num_blocks,
+    reported_tokens,
+    resolve_state_format,
     tokens_for,
 )
 from gpuplan.engine.profiles.vllm.non_torch import non_torch_bytes
@@ -71,6 +76,7 @@ class Stage:
     non_torch: int
     non_torch_parts: dict[str, Any]
     graphs: int  # CUDA-graph memory deducted before KV sizing (0 where the version does not)
+    state_cache: int  # V0: the separate state cache of the stage's state layers
     available: int
     layout: KvLayout
     blocks: int
@@ -198,63 +204,83 @@ def fit_max_model_len(
     return lo
 
 
+@dataclass(frozen=True)
+class Shape:
+    """What every stage shares: the budget, the batch, the block and the state-page rules."""
+
+    requested: int
+    seqs: int
+    batched: int
+    block_size: int
+    max_len: int
+    hybrid: bool
+    state_format: StateFormat
+    state_mode: str
+    sampler_path: str
+    graphs_in: int
+
+
 def vllm_bill(launch: EngineLaunch) -> EngineBill:
     """The startup bill of the worker that sets the KV size (vLLM takes the minimum over workers)."""
-    arch, fmt, tp, pp = launch.arch, launch.weights, launch.tp, launch.pp
+    arch, pp = launch.arch, launch.pp
     rules = rules_for(launch)
     notes: list[str] = []
     total = cuda_total_bytes(launch.gpu)
     util = float(launch.arg("gpu_memory_utilization", rules["default_utilization"]))
+    require_budget("--gpu-memory-utilization", util, total, "total memory")
     requested = math.ceil(total * util)
     max_len, auto_len = _max_model_len(launch, rules)
     seqs, batched = batch_shape(launch, rules, total, max_len)
-    block_size = int(launch.arg("block_size", rules["block_size"]))
-    hybrid = rules["hybrid_kv"] and not (
-        launch.arg("disable_hybrid_kv_cache_manager", False)
-        or launch.arg("disable_sliding_window", False)
+    eager = bool(launch.arg("enforce_eager", False))
+    state_mode, unmodelled = _state_mode(launch, rules, notes)
+    shape = Shape(
+        requested,
+        seqs,
+        batched,
+        int(launch.arg("block_size", rules["block_size"])),
+        max_len,
+        rules["hybrid_kv"]
+        and not (
+            launch.arg("disable_hybrid_kv_cache_manager", False)
+            or launch.arg("disable_sliding_window", False)
+        ),
+        _state_format(launch, rules),
+        state_mode,
+        str(launch.arg("sampler_backend", rules["sampler_path"])),
+        0 if eager or not rules["cudagraph_in_budget"] else gib(rules["cudagraph_gib"]),
     )
     stages = pp_layers(arch.num_layers, pp)
     weights = stage_weight_lines(launch, stages, notes, rules)
-    sampler_path = str(launch.arg("sampler_backend", rules["sampler_path"]))
-    sampler_bytes = float(rules["sampler_bytes"][sampler_path])
-    eager = bool(launch.arg("enforce_eager", False))
-    graphs_in = 0 if eager or not rules["cudagraph_in_budget"] else gib(rules["cudagraph_gib"])
-    per_stage: list[Stage] = []
-    for s, layers in enumerate(stages):
-        batch = ProfileBatch(batched, seqs, sampler=s == pp - 1)
-        encoder = gib(rules["encoder_gib"]) if launch.is_multimodal and s == 0 else 0
-        peak = peak_terms(
-            arch, fmt, tp, batch, sampler_bytes, gib(rules["activation_constant_gib"]), encoder
-        )
-        nt, nt_parts = non_torch_bytes(rules, launch.gpu, tp, pp, launch.interconnect)
-        w = weights[s].total
-        if launch.args.get("kv_cache_memory_bytes") is not None:
-            available = int(launch.args["kv_cache_memory_bytes"])
-        else:
-            available = requested - (w + peak.peak + nt + graphs_in)
-        layout = kv_layout(
-            arch, launch, block_size, layers, hybrid=hybrid, group_ratio=rules["hybrid_group_ratio"]
-        )
-        if launch.draft is not None and s == pp - 1:
-            layout = _with_draft_layers(layout, launch)
-        blocks = max(0, available) // layout.page_bytes // max(1, layout.slots)
-        if launch.args.get("num_gpu_blocks_override"):
-            blocks = int(launch.args["num_gpu_blocks_override"])
-        per_stage.append(
-            Stage(s, weights[s], peak, nt, nt_parts, graphs_in, available, layout, blocks)
-        )
+    per_stage = [
+        _stage(launch, rules, shape, s, layers, weights[s]) for s, layers in enumerate(stages)
+    ]
     limiting = min(per_stage, key=lambda st: st.blocks)
-    num_blocks = limiting.blocks
+    n_blocks = limiting.blocks
     layout = limiting.layout
+    block_size = layout.block_size
     first = per_stage[0]  # the log prints rank 0's lines
-    tokens = num_blocks // layout.groups * block_size
     if auto_len:
-        max_len = fit_max_model_len(layout, num_blocks, block_size, batched, max_len)
+        max_len = fit_max_model_len(layout, n_blocks, block_size, batched, max_len)
         notes.append(f"--max-model-len auto: the longest request that fits is {max_len:,} tokens")
+    report = str(rules["kv_tokens_report"])
+    tokens = reported_tokens(layout, n_blocks, block_size, report, max_len, batched)
     per_request = blocks_per_request(layout, max_len, block_size, batched) if max_len else 0
-    concurrency = num_blocks / per_request if per_request else 0.0
-    per_token = layout.page_bytes * layout.slots * layout.groups // block_size
+    concurrency = n_blocks / per_request if per_request else 0.0
+    if not layout.groups and arch.num_state_layers:  # V0, state layers only: one slot each
+        concurrency = float(v0_state_slots(seqs, eager))
+    per_token = layout.page_bytes * layout.slots * layout.groups // max(1, block_size)
     failure = _failure(per_stage, concurrency, tokens, max_len, util, auto_len)
+    if (
+        failure is None
+        and layout.has_state
+        and rules["state_blocks_cover_seqs"]
+        and not eager
+        and seqs > n_blocks
+    ):
+        failure = (
+            f"max_num_seqs ({seqs}) exceeds available Mamba cache blocks ({n_blocks}): each"
+            " decode sequence needs one (lower --max-num-seqs or raise the memory share)"
+        )
     derived = derived_max_len(arch)
     if derived and max_len > derived and not auto_len:
         failure = (
@@ -263,7 +289,7 @@ def vllm_bill(launch: EngineLaunch) -> EngineBill:
         )
     graph_after = 0 if eager or rules["cudagraph_in_budget"] else gib(rules["cudagraph_gib"])
     items = _items(
-        launch, first, requested, block_size, num_blocks, seqs, batched, sampler_path, rules
+        launch, first, requested, block_size, n_blocks, seqs, batched, shape.sampler_path, rules
     )
     outside = (
         budget_item(
@@ -276,20 +302,8 @@ def vllm_bill(launch: EngineLaunch) -> EngineBill:
         ),
     )
     notes = (
-        _notes(
-            launch,
-            rules,
-            util,
-            total,
-            requested,
-            seqs,
-            batched,
-            block_size,
-            limiting,
-            layout,
-            graph_after,
-            sampler_path,
-        )
+        _notes(launch, rules, util, total, shape, limiting, layout, graph_after)
+        + _state_notes(launch, rules, shape, first, layout)
         + notes
     )
     return EngineBill(
@@ -305,11 +319,11 @@ def vllm_bill(launch: EngineLaunch) -> EngineBill:
         max_model_len=max_len,
         kv_bytes_per_token=per_token,
         block_size=block_size,
-        num_blocks=num_blocks,
+        num_blocks=n_blocks,
         fits=failure is None,
         failure=failure,
         outside_budget=outside,
-        ranges=_ranges(first, layout, block_size, tokens, graph_after, eager, tp, pp),
+        ranges=_ranges(first, layout, shape, tokens, graph_after, eager, launch, report),
         notes=tuple(notes),
         settings={
             "gpu_memory_utilization": util,
@@ -318,11 +332,133 @@ def vllm_bill(launch: EngineLaunch) -> EngineBill:
             "block_size": block_size,
             "max_model_len": max_len,
             "kv_cache_dtype": launch.kv.id,
-            "sampler": sampler_path,
+            "sampler": shape.sampler_path,
             "interconnect": first.non_torch_parts["interconnect"],
+            **({"mamba_cache_mode": state_mode} if layout.has_state else {}),
         },
-        unmodelled=_unmodelled(launch),
+        unmodelled=_unmodelled(launch) + unmodelled,
     )
+
+
+def _stage(
+    launch: EngineLaunch,
+    rules: dict[str, Any],
+    shape: Shape,
+    s: int,
+    layers: range,
+    weights: StageWeights,
+) -> Stage:
+    """One pipeline stage's worker: its profile peak, non-torch memory, V0 state cache, the
+    KV memory left and how its layout cuts it into blocks."""
+    arch, pp = launch.arch, launch.pp
+    batch = ProfileBatch(shape.batched, shape.seqs, sampler=s == pp - 1)
+    encoder = gib(rules["encoder_gib"]) if launch.is_multimodal and s == 0 else 0
+    peak = peak_terms(
+        arch,
+        launch.weights,
+        launch.tp,
+        batch,
+        float(rules["sampler_bytes"][shape.sampler_path]),
+        gib(rules["activation_constant_gib"]),
+        encoder,
+    )
+    nt, nt_parts = non_torch_bytes(rules, launch.gpu, launch.tp, pp, launch.interconnect)
+    paged = rules["engine"] == "v1"
+    state = 0
+    if not paged and arch.num_state_layers:
+        slots = v0_state_slots(shape.seqs, bool(launch.arg("enforce_eager", False)))
+        state = slots * v0_state_bytes(launch, layers)
+    if launch.args.get("kv_cache_memory_bytes") is not None:
+        available = int(launch.args["kv_cache_memory_bytes"])
+    else:
+        available = shape.requested - (weights.total + peak.peak + nt + shape.graphs_in + state)
+    layout = kv_layout(
+        arch,
+        launch,
+        shape.block_size,
+        layers,
+        hybrid=shape.hybrid,
+        group_ratio=rules["hybrid_group_ratio"],
+        paged_state=paged,
+        state_format=shape.state_format,
+        align_to_block=rules["hybrid_block_align"] == "block",
+        max_model_len=shape.max_len,
+        state_mode=shape.state_mode,
+    )
+    if launch.draft is not None and s == pp - 1:
+        layout = _with_draft_layers(layout, launch)
+    blocks = num_blocks(available, layout)
+    if launch.args.get("num_gpu_blocks_override"):
+        blocks = int(launch.args["num_gpu_blocks_override"])
+    return Stage(s, weights, peak, nt, nt_parts, shape.graphs_in, state, available, layout, blocks)
+
+
+def v0_state_slots(max_num_seqs: int, eager: bool) -> int:
+    """State slots the V0 MambaCacheManager allocates (model_executor/models/mamba_cache.py):
+    max_num_seqs, padded up to a captured CUDA-graph batch size (1, 2, 4, then multiples of 8)
+    unless --enforce-eager."""
+    if eager or max_num_seqs <= 2:
+        return max_num_seqs
+    if max_num_seqs <= 4:
+        return 4
+    return -(-max_num_seqs // 8) * 8
+
+
+def v0_state_bytes(launch: EngineLaunch, layers: range) -> int:
+    """One sequence's state on one V0 worker: its stage's state layers ÷ tp, conv and SSM states
+    in the model dtype (the V0 cache is allocated with the LM head's dtype)."""
+    from gpuplan.engine.state_cache import state_bytes_per_layer
+
+    base = launch.weights.base
+    return sum(
+        n * state_bytes_per_layer(launch.arch, spec, base, launch.tp, "engine", base)
+        for spec, n in launch.arch.layer_groups(layers)
+    )
+
+
+def _state_format(launch: EngineLaunch, rules: dict[str, Any]) -> StateFormat:
+    return resolve_state_format(
+        launch.arch,
+        launch.weights.base,
+        launch.args.get("mamba_cache_dtype"),
+        launch.args.get("mamba_ssm_cache_dtype"),
+        tuple(rules["ssm_dtype_from_config"]),
+        tuple(rules["ssm_fp32_default"]),
+    )
+
+
+def _state_mode(
+    launch: EngineLaunch, rules: dict[str, Any], notes: list[str]
+) -> tuple[str, tuple[str, ...]]:
+    """mamba_cache_mode for a model with state layers (model_executor/models/config.py::
+    MambaModelConfig): "none" unless prefix caching is asked for; then "all" for Mamba-1/2
+    models, "align" for the others (0.15+), as the version allows. "all" keeps a state page
+    per block of the context and aligns blocks to the Mamba chunk size, which gpuplan does not
+    read: it is reported unmodelled (the pool is sized as in mode "none")."""
+    arch = launch.arch
+    if not arch.num_state_layers or rules["engine"] != "v1":
+        return "none", ()
+    asked = launch.args.get("mamba_cache_mode")
+    if not launch.arg("enable_prefix_caching", False):
+        if asked not in (None, "none"):
+            notes.append(f"--mamba-cache-mode {asked}: vLLM sets it to none without prefix caching")
+        return "none", ()
+    if asked is None:
+        policy = rules["mamba_prefix_caching"]
+        mamba = arch.mamba is not None
+        if policy == "off" or (policy == "all" and not mamba):
+            notes.append(
+                f"--enable-prefix-caching: vLLM {launch.version} disables prefix caching for"
+                " models with state layers"
+            )
+            return "none", ()
+        asked = "all" if mamba else "align"
+    if asked == "all":
+        return "none", (
+            "--enable-prefix-caching (mamba_cache_mode all: a state page per block, blocks"
+            " aligned to the Mamba chunk size; the pool is sized as without it)",
+        )
+    return str(asked), ()
 
 
 def _with_draft_layers(layout: KvLayout, launch: EngineLaunch) -> KvLayout:
@@ -420,6 +556,24 @@ def _items(
             "overhead",
         ),
     ]
+    if st.state_cache:
+        items.append(
+            budget_item(
+                "state_cache",
+                "State cache (V0)",
+                st.state_cache,
+                "state slots (max_num_seqs, padded to a CUDA-graph batch) × state layers ÷ tp"
+                " × (conv + SSM state)",
+                {
+                    "state_slots": v0_state_slots(seqs, bool(launch.arg("enforce_eager", False))),
+                    "state_layers": launch.arch.num_state_layers,
+                    "bytes_per_sequence_bytes": v0_state_bytes(
+                        launch, pp_layers(launch.arch.num_layers, launch.pp)[st.index]
+                    ),
+                },
+                "kv_cache",
+            )
+        )
     if st.graphs:
         items.append(
             budget_item(
@@ -437,7 +591,8 @@ def _items(
             "KV cache",
             st.available,
             "requested − weights − activation peak − non-torch"
-            + (" − CUDA graphs" if st.graphs else ""),
+            + (" − CUDA graphs" if st.graphs else "")
+            + (" − state cache" if st.state_cache else ""),
             {
                 "requested_bytes": requested,
                 "page_bytes": st.layout.page_bytes,
@@ -445,6 +600,15 @@ def _items(
                 "groups": st.layout.groups,
                 "block_size": block_size,
                 "num_blocks": num_blocks,
+                **(
+                    {
+                        "attention_layers": st.layout.attention_layers,
+                        "state_layers": st.layout.state_layers,
+                        "state_page_bytes": st.layout.state_page_bytes,
+                    }
+                    if st.layout.has_state
+                    else {}
+                ),
             },
             "kv_cache",
         )
@@ -457,20 +621,16 @@ def _notes(
     rules: dict[str, Any],
     util: float,
     total: int,
-    requested: int,
-    seqs: int,
-    batched: int,
-    block_size: int,
+    shape: Shape,
     limiting: Stage,
     layout: KvLayout,
     graph_after: int,
-    sampler_path: str,
 ) -> list[str]:
     arch = launch.arch
     notes = [
-        f"budget = ceil({util} × {total / GIB:.2f} GiB) = {requested / GIB:.2f} GiB per GPU",
-        f"profile batch: max_num_seqs {seqs}, max_num_batched_tokens {batched};"
-        f" sampler path {sampler_path}; block_size {block_size}",
+        f"budget = ceil({util} × {total / GIB:.2f} GiB) = {shape.requested / GIB:.2f} GiB per GPU",
+        f"profile batch: max_num_seqs {shape.seqs}, max_num_batched_tokens {shape.batched};"
+        f" sampler path {shape.sampler_path}; block_size {layout.block_size}",
     ]
     if launch.pp > 1:
         notes.append(
@@ -481,13 +641,18 @@ def _notes(
         notes.append(
             f"hybrid KV cache: {layout.groups} groups of {layout.slots} layer slots"
             + (f" ({layout.padding_layers} padding layers)" if layout.padding_layers else "")
-            + "; the logged token figure charges every slot, sliding windows show in concurrency"
+            + (
+                "; the logged token figure charges every slot, sliding windows and state"
+                " layers show in concurrency"
+                if rules["kv_tokens_report"] == "blocks"
+                else "; the logged token figure is max concurrency × max_model_len"
+            )
         )
     if launch.tp > arch.attention.num_kv_heads and not arch.attention.is_mla:
         notes.append(
             f"tp {launch.tp} > {arch.attention.num_kv_heads} KV heads: KV heads replicated"
         )
-    if graph_after > total - requested:
+    if graph_after > total - shape.requested:
         notes.append(
             "CUDA graphs may not fit in the 1 − utilization headroom: lower"
             " --gpu-memory-utilization or use --enforce-eager"
@@ -527,15 +692,22 @@ def _unmodelled(launch: EngineLaunch) -> tuple[str, ...]:
 def _ranges(
     st: Stage,
     layout: KvLayout,
-    block_size: int,
+    shape: Shape,
     tokens: int,
     graph: int,
     eager: bool,
-    tp: int,
-    pp: int,
+    launch: EngineLaunch,
+    report: str,
 ) -> dict[str, Range]:
     act = st.activation
-    spread_nt = gib(0.21) if tp == 1 and pp == 1 else gib(0.3)
+    spread_nt = gib(0.21) if launch.tp == 1 and launch.pp == 1 else gib(0.3)
+    graph = graph or st.graphs
+
+    def tokens_at(available: int) -> int:
+        return tokens_for(
+            available, layout, layout.block_size, report, shape.max_len, shape.batched
+        )
+
     return {
         "activation_peak": Range(
             act,
@@ -551,14 +723,47 @@ def _ranges(
         ),
         "cuda_graphs": Range(
             graph,
-            0 if eager or not graph else CUDAGRAPH_LOW,
-            0 if eager or not graph else CUDAGRAPH_HIGH,
+            0 if eager or not graph else min(graph, CUDAGRAPH_LOW),
+            0 if eager or not graph else max(graph, CUDAGRAPH_HIGH),
             "--max-num-seqs (capture sizes), --enforce-eager",
         ),
         "kv_capacity_tokens": Range(
             tokens,
-            tokens_for(st.available - ACT_SPREAD - spread_nt, layout, block_size),
-            tokens_for(st.available + ACT_SPREAD, layout, block_size),
+            tokens_at(st.available - ACT_SPREAD - spread_nt),
+            tokens_at(st.available + ACT_SPREAD),
             "activation peak and non-torch memory (allocator, driver version)",
         ),
     }
+
+
+def _state_notes(
+    launch: EngineLaunch, rules: dict[str, Any], shape: Shape, st: Stage, layout: KvLayout
+) -> list[str]:
+    """What the bill did with state layers (Mamba, gated DeltaNet, lightning, short conv)."""
+    arch = launch.arch
+    if not arch.num_state_layers:
+        return []
+    if st.state_cache or (rules["engine"] == "v0" and arch.num_state_layers):
+        why = (
+            f"vLLM {launch.version} runs models with state layers on the V0 engine"
+            if rules.get("state_model_fallback")
+            else "the V0 engine"
+        )
+        slots = v0_state_slots(shape.seqs, bool(launch.arg("enforce_eager", False)))
+        return [
+            f"{why}: {arch.num_state_layers} state layers keep their own cache of {slots}"
+            " sequence slots, allocated in the profile run; the KV cache holds the"
+            f" {layout.attention_layers} attention layers only"
+        ]
+    padded = layout.page_bytes - layout.state_page_bytes
+    notes = [
+        f"{layout.state_layers} state layers page with {layout.attention_layers} attention layers:"
+        f" one state page of {layout.state_page_bytes / 2**20:.2f} MiB per sequence per layer"
+        f" ({st.layout.state_mode} mode)"
+    ]
+    if layout.attention_layers:
+        notes.append(
+            f"attention block size raised to {layout.block_size} tokens so that its page holds a"
+            f" state page; state pages padded by {100 * padded / layout.state_page_bytes:.2f}%"
+        )
+    return notes

@@ -2,9 +2,25 @@
 
 Mirrors vllm/v1/core/kv_cache_utils.py (get_kv_cache_groups, _get_kv_cache_groups_uniform_page_size,
 get_num_blocks, _report_kv_cache_config, get_max_concurrency_for_kv_cache_config) and
-vllm/v1/kv_cache_interface.py (FullAttentionSpec / SlidingWindowSpec / MLAAttentionSpec page
-sizes), read at v0.19 (docs/engines-research.md §1.2–1.4). The V0 engine (vllm/worker/
-cache_engine.py::get_cache_block_size) has one group of every layer, windows ignored.
+vllm/v1/kv_cache_interface.py (FullAttentionSpec / SlidingWindowSpec / MLAAttentionSpec / MambaSpec
+page sizes), read at v0.19 (docs/engines-research.md §1.2–1.4, §7). The V0 engine
+(vllm/worker/cache_engine.py::get_cache_block_size) has one group of its attention layers, windows
+ignored; its state layers live in a separate cache (bill.py).
+
+Hybrid models (Mamba-1/2, gated DeltaNet, lightning attention, short convolutions beside attention):
+every state layer is a MambaSpec whose page is one sequence's whole state (conv + SSM tensors,
+model/mamba_utils.py MambaStateShapeCalculator; engine/state_cache.py gives the shapes). The
+KV cache manager needs one page size for all layers, so (platforms/interface.py::
+_align_hybrid_block_size from 0.19; model_executor/models/config.py::
+HybridAttentionMambaModelConfig.verify_and_update_config in 0.10.2–0.18):
+
+    attention block = a × ceil(state page / (a × attention bytes per token))   a = 16 (kernel
+                      alignment; from 0.19 the larger of that and --block-size)
+    state page      = padded to attention block × attention bytes per token
+
+and groups are formed as for sliding windows: one spec per layer kind, group size = the smaller
+count (or the larger when max < ratio × min). A state group holds one page per request
+(mamba_cache_mode "none"; "align" keeps two, "all" one per block of the context).
 """
 
 from __future__ import annotations
@@ -13,19 +29,80 @@ import math
 from dataclasses import dataclass
 
 from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.precision import Precision
 from gpuplan.engine.profiles import EngineLaunch
 from gpuplan.engine.profiles.common import kv_bytes_per_token_layer
+from gpuplan.engine.state_cache import FP32, layer_state_shape
+from gpuplan.errors import GpuplanError
+
+KERNEL_ALIGN = 16  # FlashAttention / FlashInfer / Triton kernels take blocks in multiples of 16
+STATE = "state"
 
 
 @dataclass(frozen=True)
 class KvLayout:
     """How the KV cache of one worker is cut: page bytes, layer slots, groups."""
 
-    page_bytes: int  # one block of one layer
+    page_bytes: int  # one block of one layer slot (state pages padded to it)
     slots: int  # layer slots per block (uniform: layers; hybrid: group size)
     groups: int
-    group_kinds: tuple[tuple[str, int | None], ...]  # (kind, window) per group
+    group_kinds: tuple[tuple[str, int | None], ...]  # (full | sliding | state, window)
     padding_layers: int = 0
+    block_size: int = 16  # attention tokens per block (raised for hybrid state models)
+    state_page_bytes: int = 0  # one state layer's state for one sequence, before padding
+    state_layers: int = 0  # state layers in the model
+    attention_layers: int = 0  # attention layers that keep a KV cache
+    state_mode: str = "none"  # mamba_cache_mode: none | align | all
+    state_block: int = 0  # tokens a state block stands for (max_model_len when mode none)
+
+    @property
+    def has_state(self) -> bool:
+        return self.state_layers > 0
+
+
+@dataclass(frozen=True)
+class StateFormat:
+    """The dtypes of a state page: conv state and SSM / recurrent state."""
+
+    conv: Precision
+    ssm: Precision
+
+
+def state_page_bytes(arch: Architecture, fmt: StateFormat, tp: int) -> int:
+    """MambaSpec.page_size_bytes: one sequence's state of one state layer on one TP rank (all of
+    a model's state layers share one shape; a parallel attention + Mamba layer counts its Mamba)."""
+    for layer, _n in arch.layer_groups():
+        shape = layer_state_shape(arch, layer, tp, "engine")
+        if shape is not None:
+            return fmt.conv.bytes_for(shape.conv_elements) + fmt.ssm.bytes_for(shape.ssm_elements)
+    return 0
+
+
+def hybrid_block_size(
+    attn_token_bytes: int, state_bytes: int, block_size: int, align_to_block: bool
+) -> int:
+    """The attention block size vLLM settles on for a hybrid model: the smallest multiple of the
+    kernel alignment whose page holds one state page, never below --block-size (0.19:
+    the alignment itself is max(16, --block-size))."""
+    align = max(KERNEL_ALIGN, block_size) if align_to_block else KERNEL_ALIGN
+    needed = align * math.ceil(state_bytes / (align * attn_token_bytes))
+    return max(block_size, needed)
+
+
+def _layer_kinds(
+    arch: Architecture, hybrid: bool, paged_state: bool
+) -> list[tuple[str, int | None]]:
+    """One spec per cache-keeping layer, in model order: attention layers (full, or sliding with
+    their window when the hybrid manager is on) and, when states are paged, the state layers
+    (a parallel attention + Mamba layer gives both; KV-sharing layers give none)."""
+    kinds: list[tuple[str, int | None]] = []
+    for layer in arch.layers:
+        if layer.has_attention and not layer.kv_shared:
+            w = layer.sliding_window
+            kinds.append(("full", None) if w is None or not hybrid else ("sliding", w))
+        if layer.has_state and paged_state:
+            kinds.append((STATE, None))
+    return kinds
 
 
 def kv_layout(
@@ -36,29 +113,83 @@ def kv_layout(
     *,
     hybrid: bool = True,
     group_ratio: float = 1.5,
+    paged_state: bool = True,
+    state_format: StateFormat | None = None,
+    align_to_block: bool = True,
+    max_model_len: int = 0,
+    state_mode: str = "none",
 ) -> KvLayout:
     """kv_cache_utils.py::get_kv_cache_groups: one group when every layer has the same spec;
-    else (sliding + full attention) layers bucketed by spec, group_size = the smallest bucket
-    (or the largest if max < group_ratio × min: 1.25 before #36684, 1.5 after), each bucket cut
-    into ceil(n / group_size) groups. `hybrid=False` (V0, --disable-hybrid-kv-cache-manager,
-    --disable-sliding-window) treats every layer as full attention: one group."""
-    page = int(block_size * kv_bytes_per_token_layer(arch, launch.kv, launch.tp))
-    kinds: dict[tuple[str, int | None], int] = {}
-    for i in range(arch.num_layers):
-        w = arch.layers[i].sliding_window
-        key: tuple[str, int | None] = ("full", None) if w is None or not hybrid else ("sliding", w)
-        kinds[key] = kinds.get(key, 0) + 1
-    local = len(layers)
-    if len(kinds) == 1:
-        return KvLayout(page, local, 1, (next(iter(kinds)),))
-    counts = sorted(kinds.values())
+    else layers bucketed by spec (full, each sliding window, state), group_size = the smallest
+    bucket (or the largest if max < group_ratio × min: 1.25 before #36684, 1.5 after), each
+    bucket cut into ceil(n / group_size) groups, bucket[i::groups] in group i. `layers` are the
+    worker's (a pipeline stage): its slots are the most layers any group has on it.
+    `hybrid=False` (V0, --disable-hybrid-kv-cache-manager, --disable-sliding-window) treats
+    every attention layer as full attention; `paged_state=False` (V0) leaves state layers out."""
+    kinds = _layer_kinds(arch, hybrid, paged_state)
+    attn_token = int(kv_bytes_per_token_layer(arch, launch.kv, launch.tp))
+    fmt = state_format or StateFormat(launch.weights.base, launch.weights.base)
+    state = state_page_bytes(arch, fmt, launch.tp) if paged_state else 0
+    n_state = sum(1 for k in kinds if k[0] == STATE)
+    n_attn = len(kinds) - n_state
+    if not hybrid and n_state and n_attn:
+        raise GpuplanError(
+            "vLLM refuses --disable-hybrid-kv-cache-manager for a model with state layers"
+            " (kv_cache_utils.py::unify_hybrid_kv_cache_specs cannot turn a MambaSpec into"
+            " full attention)"
+        )
+    if not kinds:
+        return KvLayout(0, 0, 0, (), block_size=block_size)
+    state_block = max_model_len if state_mode == "none" else block_size
+    if n_state and not n_attn:  # a state-only model: pages are states, blocks are requests
+        page = state
+        block_size = state_block = max_model_len or block_size
+    else:
+        if n_state:
+            block_size = hybrid_block_size(attn_token, state, block_size, align_to_block)
+            state_block = max_model_len if state_mode == "none" else block_size
+        page = block_size * attn_token
+    buckets: dict[tuple[str, int | None], list[int]] = {}
+    for i, kind in enumerate(kinds):
+        buckets.setdefault(kind, []).append(i)
+    counts = sorted(len(v) for v in buckets.values())
     group = counts[0] if counts[-1] >= group_ratio * counts[0] else counts[-1]
+    if len(buckets) == 1:
+        group = counts[0]
+    owner = _kind_owners(arch, hybrid, paged_state)
+    local = set(layers)
     group_kinds: list[tuple[str, int | None]] = []
-    for kind, n in sorted(kinds.items(), key=lambda kv: kv[0][0]):
-        group_kinds += [kind] * math.ceil(n / group)
-    padding = group * len(group_kinds) - arch.num_layers
-    slots = math.ceil(group * local / arch.num_layers) if local < arch.num_layers else group
-    return KvLayout(page, slots, len(group_kinds), tuple(group_kinds), padding)
+    slots = 0
+    for kind, members in sorted(buckets.items(), key=lambda kv: kv[0][0]):
+        n_groups = math.ceil(len(members) / group)
+        for g in range(n_groups):
+            group_kinds.append(kind)
+            slots = max(slots, sum(1 for m in members[g::n_groups] if owner[m] in local))
+    padding = group * len(group_kinds) - len(kinds)
+    return KvLayout(
+        page,
+        slots,
+        len(group_kinds),
+        tuple(group_kinds),
+        padding,
+        block_size,
+        state,
+        n_state,
+        n_attn,
+        state_mode,
+        state_block,
+    )
+
+
+def _kind_owners(arch: Architecture, hybrid: bool, paged_state: bool) -> list[int]:
+    """The decoder layer each spec of `_layer_kinds` belongs to (its pipeline stage)."""
+    owners: list[int] = []
+    for i, layer in enumerate(arch.layers):
+        if layer.has_attention and not layer.kv_shared:
+            owners.append(i)
+        if layer.has_state and paged_state:
+            owners.append(i)
+    return owners
 
 
 def blocks_per_request(
@@ -66,17 +197,95 @@ def blocks_per_request(
 ) -> int:
     """Blocks (of one layer slot) one max_model_len request needs, summed over the groups:
     full attention ceil(L / bs); a sliding window (SlidingWindowSpec.max_memory_usage_bytes)
-    ceil(min(window − 1 + max_num_batched_tokens, L) / bs) + 1."""
+    ceil(min(window − 1 + max_num_batched_tokens, L) / bs) + 1; a state group
+    (MambaSpec.max_memory_usage_bytes) one page, two in mamba_cache_mode "align", one per
+    block of the context in "all"."""
     n = 0
     for kind, window in layout.group_kinds:
-        if kind == "sliding" and window:
+        if kind == STATE:
+            n += {"none": 1, "align": 2}.get(
+                layout.state_mode, math.ceil(max_model_len / block_size)
+            )
+        elif kind == "sliding" and window:
             n += math.ceil(min(window - 1 + batched_tokens, max_model_len) / block_size) + 1
         else:
             n += math.ceil(max_model_len / block_size)
     return n
 
 
-def tokens_for(available: int, layout: KvLayout, block_size: int) -> int:
-    """The token figure vLLM logs for `available` bytes: blocks // groups × block_size."""
-    blocks = max(0, available) // layout.page_bytes // max(1, layout.slots)
-    return blocks // layout.groups * block_size
+def num_blocks(available: int, layout: KvLayout) -> int:
+    """get_num_blocks: available // page // layer slots (0 without any cache layer)."""
+    if not layout.page_bytes or not layout.slots:
+        return 0
+    return max(0, available) // layout.page_bytes // layout.slots
+
+
+def tokens_for(
+    available: int,
+    layout: KvLayout,
+    block_size: int,
+    report: str = "blocks",
+    max_model_len: int = 0,
+    batched_tokens: int = 0,
+) -> int:
+    """The "GPU KV cache size" vLLM logs for `available` bytes (_report_kv_cache_config): until
+    0.20 blocks // groups × the smallest block size over the groups (a state group's block
+    stands for max_model_len tokens); from 0.21 (#41069) max concurrency × max_model_len."""
+    blocks = num_blocks(available, layout)
+    return reported_tokens(layout, blocks, block_size, report, max_model_len, batched_tokens)
+
+
+def reported_tokens(
+    layout: KvLayout,
+    blocks: int,
+    block_size: int,
+    report: str = "blocks",
+    max_model_len: int = 0,
+    batched_tokens: int = 0,
+) -> int:
+    if not layout.groups:
+        return 0
+    if report == "concurrency" and max_model_len:
+        per_request = blocks_per_request(layout, max_model_len, block_size, batched_tokens)
+        return int(blocks / per_request * max_model_len) if per_request else 0
+    smallest = block_size
+    if layout.has_state and layout.state_block:
+        smallest = min(smallest, layout.state_block)
+    return blocks // layout.groups * smallest
+
+
+def resolve_state_format(
+    arch: Architecture,
+    model_dtype: Precision,
+    conv_flag: str | None,
+    ssm_flag: str | None,
+    honoured: tuple[str, ...],
+    default_fp32: tuple[str, ...],
+) -> StateFormat:
+    """The dtypes of a state page (model/mamba_utils.py MambaStateDtypeCalculator): the conv
+    state in --mamba-cache-dtype (auto = the model dtype), the SSM state in
+    --mamba-ssm-cache-dtype, else — for the model types the version honours it for — the
+    checkpoint's own mamba_ssm_cache_dtype / mamba_ssm_dtype (NemotronH from 0.13, #29978, fp32
+    when absent from 0.20, #39032; Qwen3.5 from 0.16, #34489), else the conv state's."""
+    conv = _dtype(conv_flag) or model_dtype
+    ssm = _dtype(ssm_flag)
+    if ssm is None and arch.model_type in honoured:
+        ssm = _dtype(arch.ssm_state_dtype)
+        if ssm is None and arch.model_type in default_fp32:
+            ssm = FP32
+    return StateFormat(conv, ssm or conv)
+
+
+_STATE_DTYPES = {
+    "float32": FP32,
+    "fp32": FP32,
+    "torch.float32": FP32,
+    "bfloat16": Precision(id="bf16", bits=16),
+    "float16": Precision(id="fp16", bits=16),
+}
+
+
+def _dtype(name: str | None) -> Precision | None:
+    if not name or name == "auto":
+        return None
+    return _STATE_DTYPES.get(str(name).lower())

@@ -29,4 +29,16 @@ def rules_at(version: str, engine: str | None = None) -> dict[str, Any]:
 
 
 def rules_for(launch: EngineLaunch) -> dict[str, Any]:
-    return rules_at(launch.version, launch.args.get("vllm_engine"))
+    """The rules of the launch's version; a model with state layers runs on V0 before 0.10.2
+    (the V1 oracle sent it back) unless the log's banner says V1."""
+    engine = launch.args.get("vllm_engine")
+    values = rules_at(launch.version, engine)
+    if (
+        engine is None
+        and values["engine"] == "v1"
+        and not values["v1_for_state_models"]
+        and launch.arch.num_state_layers
+    ):
+        values = rules_at(launch.version, "v0")
+        values["state_model_fallback"] = True
+    return values
