@@ -503,9 +503,9 @@ def edge_tensors(
         )
     if last:
         edge = _edge_tokens(spec)
-        if arch.final_norm:
+        if arch.final_norm:  # the LM head saves its input: all-gathered under DTensor SP
             out += _model_norm(arch, "final_norm", edge, h, a, spec.fused)
-            out.append(Saved("final_norm.output", a * edge * h))
+            out.append(Saved("final_norm.output", a * (t if spec.sp_gathered else edge) * h))
         if arch.final_softcap:  # tanh(logits / cap) × cap keeps the tanh output
             out.append(
                 Saved("softcapped logits (tanh)", a * t * _ceil_div(arch.vocab_size, spec.tp))

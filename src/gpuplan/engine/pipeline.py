@@ -12,7 +12,11 @@ is one micro-batch through one chunk. Rank r runs 2·(pp − r − 1) + (vpp −
 
     min(2·(pp − r − 1) + (vpp − 1)·pp + 1, m·vpp)     chunk forwards,
 
-each of layers ÷ (pp·vpp) layers. For the first rank that is pp + (pp − 1)/vpp micro-batches'
+each of layers ÷ (pp·vpp) layers, the group of pp micro-batches per chunk being Megatron's default
+`microbatch_group_size_per_vp_stage` and PyTorch's `microbatches_per_round`
+(torch/distributed/pipelining/schedules.py `_get_warmup_ops`; Megatron-LM releases before 2024
+ran every forward first when m = pp). The last chunk (LM head, loss) has one forward in flight at
+a time. For the first rank that is pp + (pp − 1)/vpp micro-batches'
 worth of its whole stage: the price of a bubble vpp times smaller, (pp − 1) ÷ (vpp·m).
 """
 
@@ -25,11 +29,14 @@ def forwards_in_flight(pp: int, vpp: int, rank: int, micro_batches: int) -> int:
         return 1
     if vpp == 1:
         return min(pp - rank, micro_batches)
-    total = micro_batches * vpp
-    if micro_batches == pp:  # every forward runs before the first backward
-        return total
     warmup = 2 * (pp - rank - 1) + (vpp - 1) * pp
-    return min(warmup + 1, total)
+    return min(warmup + 1, micro_batches * vpp)
+
+
+def last_chunk_forwards(vpp: int, in_flight: int) -> int:
+    """Forwards of the last chunk (the LM head and the loss) alive on the last rank at its peak:
+    one under interleaving, where each is followed at once by its backward; `in_flight` without."""
+    return in_flight if vpp == 1 else 1
 
 
 def bubble_fraction(pp: int, vpp: int, micro_batches: int) -> float:

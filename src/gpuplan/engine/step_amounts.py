@@ -33,6 +33,7 @@ from gpuplan.engine.lora import linear_shapes
 from gpuplan.engine.loss import loss_memory
 from gpuplan.engine.model_states import ModelStates, StageParams, held_recipe, layer_params_per_rank
 from gpuplan.engine.phases import Amounts
+from gpuplan.engine.pipeline import last_chunk_forwards
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.recipes import TrainingRecipe
 
@@ -148,16 +149,17 @@ def _activations(
     n = len(st.layers)
     one = stage_bytes(arch, spec, st.layers, first, last)
     vpp = setup.layout.vpp  # in_flight counts chunk forwards of layers ÷ vpp each
-    act = one * in_flight // vpp
+    loss_side = edge_bytes(arch, spec, first, last) - edge_bytes(arch, spec, first, False)
+    act = (one - loss_side) * in_flight // vpp + loss_side * last_chunk_forwards(vpp, in_flight)
     rebuilt = recompute_buffer_bytes(arch, spec, st.layers)
     freed = backward_released_bytes(arch, spec, st.layers)
     ck_last, ck_first = is_checkpointed(spec, n - 1), is_checkpointed(spec, 0)
-    loss_side = edge_bytes(arch, spec, first, last) - edge_bytes(arch, spec, first, False)
     plain = with_recompute(spec, "none") if parse_recompute(spec.recompute)[0] in COUNTED else spec
     first_spec = with_recompute(spec, "full") if ck_first and plain is not spec else plain
     first_layer = layer_bytes(arch, arch.layers[st.layers[0]], first_spec) if st.layers else 0
     act_last = act - loss_side - (0 if ck_last else freed)
-    act_first = (in_flight - 1) * one // vpp + first_layer + edge_bytes(arch, spec, first, False)
+    this = one if vpp == 1 else (one - loss_side) // vpp  # the forward being backpropagated
+    act_first = act - this + first_layer + edge_bytes(arch, spec, first, False)
     act_first = max(0, min(act_last, act_first - (0 if ck_first else freed)))
     forward_peak = act
     if ck_last:

@@ -56,7 +56,7 @@ from gpuplan.engine.lora import (
     lora_params,
     resolve_targets,
 )
-from gpuplan.engine.loss import LossSpec, parse_loss
+from gpuplan.engine.loss import CHUNKED, LossSpec, parse_loss
 from gpuplan.engine.mixer_activations import state_kernel_note
 from gpuplan.engine.model_states import (
     ModelStates,
@@ -131,12 +131,18 @@ class TrainingSetup:
     @property
     def loss_spec(self) -> LossSpec:
         fw = self.framework
-        return _loss_spec(self.loss or fw.loss, fw.keep_logits, fw.compile_loss)
+        default = fw.tp_loss if fw.tp_loss and self.layout.tp > 1 else fw.loss
+        return _loss_spec(
+            self.loss or default, fw.keep_logits, fw.compile_loss, fw.compile_plain_loss
+        )
 
 
 @lru_cache(maxsize=256)
-def _loss_spec(text: str, keep_logits: bool, compiled: bool) -> LossSpec:
-    return replace(parse_loss(text), keep_logits=keep_logits, compiled=compiled)
+def _loss_spec(text: str, keep_logits: bool, compiled: bool, plain_too: bool) -> LossSpec:
+    """The loss as run: compiled only where the framework's compile reaches it."""
+    spec = parse_loss(text)
+    reached = compiled and (plain_too or spec.mode in CHUNKED)
+    return replace(spec, keep_logits=keep_logits, compiled=reached)
 
 
 @dataclass(frozen=True)
