@@ -107,6 +107,25 @@ def test_loss_modes_from_first_principles(a):
     assert (plain.saved, plain.backward) == (a * tv, 3 * a * tv)
     fused = loss_memory(LossSpec("fused"), t, v, h, a)
     assert fused.forward < chunked.forward <= std.forward
+    # DTensor loss parallel: x − max and its exp beside the copy; backward (zeros + exp(x)) × grad
+    par = loss_memory(LossSpec("loss_parallel"), t, v, h, a)
+    assert par.forward == (a + (4 if a == 2 else 0) + 8) * tv and par.backward == 16 * tv
+
+
+def test_torchtitan_tensor_parallel_runs_the_loss_parallel():
+    kw = dict(gpus=8, seq=4096, framework="torchtitan", checkpointing="full")
+    plain = gpuplan.train("llama-3.1-8b", "h100", **kw).bill.setup.loss_spec
+    tp = gpuplan.train("llama-3.1-8b", "h100", tp=8, **kw).bill.setup.loss_spec
+    assert (plain.mode, tp.mode) == ("standard", "loss_parallel")
+    given = gpuplan.train("llama-3.1-8b", "h100", tp=8, loss="standard", **kw)
+    assert given.bill.setup.loss_spec.mode == "standard"
+
+
+def test_torchtune_compile_reaches_only_its_chunked_losses():
+    kw = dict(gpus=1, seq=4096, framework="torchtune", compile=True)
+    standard = gpuplan.train("llama-3.2-3b", "a100-80gb", loss="standard", **kw)
+    chunked = gpuplan.train("llama-3.2-3b", "a100-80gb", loss="chunked:8", **kw)
+    assert not standard.bill.setup.loss_spec.compiled and chunked.bill.setup.loss_spec.compiled
 
 
 def test_bad_loss_and_checkpointing_are_one_line_errors():

@@ -117,6 +117,7 @@ class TrainingPlan(PlanHeadline):
                 "zero": lo.zero,
                 "fsdp": lo.fsdp,
                 "shard_degree": lo.shard_degree,
+                "vpp": lo.vpp,
                 "describe": lo.describe(),
             },
             "seq": s.seq,
@@ -137,7 +138,8 @@ class TrainingPlan(PlanHeadline):
             "offload_activations": s.offload_activations,
             "headroom": s.headroom,
             "stage": b.stage.stage,
-            "micro_batches_in_flight": b.in_flight,
+            "micro_batches_in_flight": b.in_flight if lo.vpp == 1 else b.in_flight / lo.vpp,
+            "chunk_forwards_in_flight": b.in_flight,
             "framework": {"id": fw.id, "name": fw.name, "source": fw.source},
             "loss": {"mode": s.loss_spec.mode_text(), "describe": s.loss_spec.describe()},
             "per_gpu": {
@@ -209,6 +211,7 @@ def train(
     sp: bool = False,
     cp: int = 1,
     ep: int = 1,
+    vpp: int = 1,
     recipe: str | TrainingRecipe | None = None,
     seq: int = 4096,
     micro_batch: int = 1,
@@ -261,7 +264,8 @@ def train(
     torchao), fp8_all_gather, dropout, optimizer_kernel (fused, foreach, for-loop),
     compile_loss, and framework_overrides (any other profile field by name). global_batch:
     sequences per optimizer step over all data-parallel ranks (sets grad_accum). stage: bill
-    this pipeline stage ("first", "last" or an index) instead of the heaviest.
+    this pipeline stage ("first", "last" or an index) instead of the heaviest. vpp: virtual
+    pipeline stages (model chunks) per pipeline rank, interleaved 1F1B (needs pp).
     """
     from gpuplan.catalog.recipes import get_recipe
 
@@ -289,6 +293,7 @@ def train(
         pp=pp,
         cp=cp,
         ep=ep,
+        vpp=vpp,
         seq=seq,
         micro_batch=micro_batch,
         grad_accum=grad_accum,
@@ -305,7 +310,9 @@ def train(
         recipe = profile.recipe
     rec = recipe if isinstance(recipe, TrainingRecipe) else get_recipe(recipe)
     lora, base = _lora(ref.arch, lora_rank, lora_targets, qlora)
-    layout = _layout(profile, spec, zero, fsdp, tp, pp, cp, ep, sp)
+    if vpp > 1 and pp is None:
+        raise GpuplanError(f"vpp={vpp} interleaves pipeline stages: give --pp")
+    layout = replace(_layout(profile, spec, zero, fsdp, tp, pp, cp, ep, sp), vpp=int(vpp))
     setup = TrainingSetup(
         arch=ref.arch,
         recipe=rec,

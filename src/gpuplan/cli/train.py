@@ -73,6 +73,14 @@ from gpuplan.units import format_bytes, format_count
 @click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel degree.")
 @click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel degree (MoE).")
 @click.option(
+    "--virtual-stages",
+    "vpp",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Model chunks per pipeline rank: interleaved 1F1B (Megatron's virtual pipeline).",
+)
+@click.option(
     "--recipe",
     default=None,
     help="Training recipe (see `gpuplan recipes`). [default: the framework's; adamw-bf16]",
@@ -130,7 +138,8 @@ from gpuplan.units import format_bytes, format_count
     type=click.Choice(["flash", "sdpa", "eager"]),
     default="flash",
     show_default=True,
-    help="Attention kernel: flash/sdpa store no s² scores; eager does.",
+    help="Attention and state-mixer kernels: flash/sdpa (no s² scores; fused mamba_ssm, fla,"
+    " causal-conv1d kernels) or eager (s² scores; the transformers torch fallbacks).",
 )
 @click.option(
     "--lora-rank", type=int, default=None, help="Train LoRA adapters of this rank on a frozen base."
@@ -229,6 +238,7 @@ DEFAULTS = {
     "micro_batch": 1,
     "cp": 1,
     "ep": 1,
+    "vpp": 1,
     "attention": "flash",
     "capacity_factor": 1.0,
     "headroom": 0.9,

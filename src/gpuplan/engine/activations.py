@@ -53,6 +53,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture, LayerSpec
+from gpuplan.engine.mixer_activations import MixerRun, mixer_tensors, mixer_widths
 from gpuplan.errors import GpuplanError
 
 KERNELS = ("flash", "sdpa", "eager")
@@ -222,6 +223,13 @@ def _attention(arch: Architecture, spec: ActivationSpec, t: int) -> list[Saved]:
                 if arch.norm == "rms"
                 else _norm("k_norm", t * nkv, d, a, "layernorm")
             )
+    if at.output_gate:  # Qwen3-Next: o_proj reads attention output × sigmoid(gate)
+        out += [
+            Saved("output gate (sigmoid)", a * t * nq * dv),
+            Saved("gated attention output (o_proj input)", a * t * nq * dv),
+        ]
+        if at.qk_norm and a == 4:  # q and the gate share q_proj's output; fp32 saves all of it
+            out.append(Saved("q_proj output's gate half (read by q_norm)", a * t * nq * dk))
     eager = spec.kernel == "eager" and spec.recompute == "none"
     if eager:
         s_q = spec.seq // spec.cp
@@ -305,18 +313,24 @@ def _moe(arch: Architecture, spec: ActivationSpec, t: int) -> list[Saved]:
     if m.shared_intermediate_size:
         shared = _mlp(arch, spec, t, m.shared_intermediate_size, True)
         out += [Saved("shared_" + s.name, s.bytes) for s in shared]
-        if m.shared_expert_gate:
-            out.append(Saved("shared_expert_gate", a * t))
+        if m.shared_expert_gate:  # sigmoid(gate(x)) × shared expert output saves both
+            out.append(Saved("shared_expert_gate and shared output", a * t * (1 + h)))
     return out
 
 
 @lru_cache(maxsize=8192)
 def layer_tensors(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) -> tuple[Saved, ...]:
-    """The tensors one decoder layer saves for one micro-batch on one GPU (no recompute)."""
+    """The tensors one decoder layer saves for one micro-batch on one GPU (no recompute): its
+    token mixer (attention, a state mixer, or both side by side) behind its norm, then its FFN
+    behind its own norm. A block with one sub-block (Mamba, Nemotron-H) has one norm."""
     t = spec.tokens
     a, h = spec.act_bytes, arch.hidden_size
     edge = _edge_tokens(spec)  # tokens at the layer boundary
-    _attention_mixer(arch, layer)
+    if layer.has_state and spec.cp > 1:
+        raise GpuplanError(
+            f"{arch.name}: context parallelism over {layer.mixer} layers is not modelled"
+            " (their scan runs over the whole sequence); use cp=1"
+        )
     # the linears after a norm save their input: under PyTorch DTensor sequence parallelism that
     # is the all-gathered (whole-sequence) tensor, under Megatron-LM the sequence shard, which
     # it all-gathers again in backward (tensor_parallel/layers.py LinearWithGradAccumulation...)
@@ -325,25 +339,35 @@ def layer_tensors(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) ->
     placement = arch.norm_placement
     one_norm = arch.parallel_block and arch.norms_per_layer == 1  # GPT-J, Phi, Falcon-7B, Cohere
     fused = spec.fused
-    if placement == "post":  # OLMo 2: attention reads the residual stream itself
-        out.append(Saved("layer input (read by q, k, v)", a * edge * h))
-    else:
-        out += _model_norm(arch, "attn_norm", edge, h, a, fused)
-        out.append(Saved("attn_norm.output", a * linear_in * h))
-    out += _attention(arch, spec, t)
-    if placement != "pre":
-        out += _model_norm(arch, "post_attn_norm", edge, h, a, fused)
-    if placement == "post":
-        out.append(Saved("residual (read by the FFN)", a * edge * h))
-    elif not one_norm:
-        out += _model_norm(arch, "mlp_norm", edge, h, a, fused)
-        out.append(Saved("mlp_norm.output", a * linear_in * h))
-    if placement != "pre":
-        out += _model_norm(arch, "post_ffn_norm", edge, h, a, fused)
-    if layer.moe and arch.moe is not None:
-        out += _moe(arch, spec, t)
-    elif arch.mlp is not None:
-        out += _mlp(arch, spec, t, arch.mlp.intermediate_size, arch.mlp.gated)
+    if layer.mixer != "none":
+        if placement == "post":  # OLMo 2: attention reads the residual stream itself
+            out.append(Saved("layer input (read by q, k, v)", a * edge * h))
+        else:
+            out += _model_norm(arch, "attn_norm", edge, h, a, fused)
+            if layer.mixer == "hybrid":  # FalconH1DecoderLayer: each branch scales its own copy
+                out.append(Saved("attn_norm.output × multiplier (attention, mamba)", 2 * a * t * h))
+            else:
+                out.append(Saved("attn_norm.output", a * linear_in * h))
+        if layer.has_attention:
+            out += _attention(arch, spec, t)
+        if layer.has_state:
+            out += [Saved(name, size) for name, size in mixer_tensors(arch, layer, _run(spec))]
+        if placement != "pre":
+            out += _model_norm(arch, "post_attn_norm", edge, h, a, fused)
+    if layer.ffn:
+        if placement == "post":
+            out.append(Saved("residual (read by the FFN)", a * edge * h))
+        elif not one_norm or layer.mixer == "none":
+            out += _model_norm(arch, "mlp_norm", edge, h, a, fused)
+            out.append(Saved("mlp_norm.output", a * linear_in * h))
+        if placement != "pre":
+            out += _model_norm(arch, "post_ffn_norm", edge, h, a, fused)
+        if layer.moe and arch.moe is not None:
+            out += _moe(arch, spec, t)
+        elif arch.mlp is not None:
+            out += _mlp(
+                arch, spec, t, layer.mlp_width or arch.mlp.intermediate_size, arch.mlp.gated
+            )
     if spec.lora_rank and spec.lora_modules:
         out.append(Saved("lora_A outputs", spec.lora_modules * a * t * spec.lora_rank))
     if spec.dropout:  # bias-dropout-add after attention and after the MLP: one bool per element
@@ -351,11 +375,16 @@ def layer_tensors(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) ->
     return tuple(out)
 
 
+def _run(spec: ActivationSpec) -> MixerRun:
+    """The state mixers' view of `spec`: the fused kernels unless the eager path is asked for."""
+    return MixerRun(spec.micro_batch, spec.seq, spec.act_bytes, spec.tp, spec.kernel != "eager")
+
+
 def _attention_mixer(arch: Architecture, layer: LayerSpec) -> None:
     if layer.mixer != "attention":
         raise GpuplanError(
-            f"{arch.name}: training activations of {layer.mixer} layers are not modelled yet;"
-            " gpuplan sizes serving for this model but not training"
+            f"{arch.name}: torchtitan's op-level selective recompute of {layer.mixer} layers is"
+            " not modelled; use --checkpointing full, every:K or none"
         )
 
 
@@ -474,9 +503,9 @@ def edge_tensors(
         )
     if last:
         edge = _edge_tokens(spec)
-        if arch.final_norm:
+        if arch.final_norm:  # the LM head saves its input: all-gathered under DTensor SP
             out += _model_norm(arch, "final_norm", edge, h, a, spec.fused)
-            out.append(Saved("final_norm.output", a * edge * h))
+            out.append(Saved("final_norm.output", a * (t if spec.sp_gathered else edge) * h))
         if arch.final_softcap:  # tanh(logits / cap) × cap keeps the tanh output
             out.append(
                 Saved("softcapped logits (tanh)", a * t * _ceil_div(arch.vocab_size, spec.tp))
@@ -514,25 +543,51 @@ def is_checkpointed(spec: ActivationSpec, position: int) -> bool:
     return mode in ("full", "op", "uniform")
 
 
+def _ffn_bytes(
+    arch: Architecture, kind: LayerSpec, spec: ActivationSpec, gated: int, plain: int
+) -> int:
+    """`gated` (or `plain`) × a × the FFN's width × its tokens, for a layer kind: the dense MLP's
+    width, or a MoE block's per token-expert slot; 0 for a layer without an FFN."""
+    a, t, tp = spec.act_bytes, spec.tokens, spec.tp
+    if not kind.ffn:
+        return 0
+    if kind.moe and arch.moe is not None:
+        m = arch.moe
+        slots = int(t * m.experts_per_token * spec.capacity_factor)
+        return (
+            (gated if m.expert_gated else plain)
+            * a
+            * slots
+            * _ceil_div(m.expert_intermediate_size, tp)
+        )
+    if arch.mlp is not None:
+        width = _ceil_div(kind.mlp_width or arch.mlp.intermediate_size, tp)
+        return (gated if arch.mlp.gated else plain) * a * t * width
+    return 0
+
+
+def _mixer_working_bytes(arch: Architecture, kind: LayerSpec, spec: ActivationSpec) -> int:
+    """A state mixer's in_proj output and the input of its out_proj (a·T·(W + d)), alive while
+    its forward or backward runs (their gradients in backward)."""
+    if not kind.has_state:
+        return 0
+    width_in, width_out = mixer_widths(arch, kind, spec.tp)
+    return spec.act_bytes * spec.tokens * (width_in + width_out)
+
+
 def forward_working_set_bytes(arch: Architecture, spec: ActivationSpec, layers: range) -> int:
     """What a checkpointed layer holds beyond its saved tensors while its forward runs: the MLP's
     input and the residual beside it (2·a·T·h) and, inside the gated MLP, act(gate), up and their
-    product (3·a·T·i; 2·a·T·i plain), none of which the checkpoint keeps."""
+    product (3·a·T·i; 2·a·T·i plain), or a state mixer's projections, none of which the
+    checkpoint keeps."""
     if not layers:
         return 0
-    a, t, tp = spec.act_bytes, spec.tokens, spec.tp
     widest = 0
     for kind, _ in layer_kinds(arch, layers.start, layers.stop):
-        if kind.moe and arch.moe is not None:
-            m = arch.moe
-            slots = int(t * m.experts_per_token * spec.capacity_factor)
-            mlp = 3 * a * slots * _ceil_div(m.expert_intermediate_size, tp)
-        elif arch.mlp is not None:
-            mlp = (3 if arch.mlp.gated else 2) * a * t * _ceil_div(arch.mlp.intermediate_size, tp)
-        else:
-            mlp = 0
-        widest = max(widest, mlp)
-    return 2 * a * _edge_tokens(spec) * arch.hidden_size + widest
+        widest = max(
+            widest, _ffn_bytes(arch, kind, spec, 3, 2), _mixer_working_bytes(arch, kind, spec)
+        )
+    return 2 * spec.act_bytes * _edge_tokens(spec) * arch.hidden_size + widest
 
 
 def stage_bytes(
@@ -597,30 +652,23 @@ def recompute_buffer_bytes(arch: Architecture, spec: ActivationSpec, layers: ran
 def backward_released_bytes(arch: Architecture, spec: ActivationSpec, layers: range) -> int:
     """Saved bytes a layer's backward frees before it peaks: the input of the MLP's last linear
     (act(gate)·up, or the activation of a plain MLP; per slot for MoE experts), released once
-    that linear's backward has run, before the gradients of the elementwise ops are built."""
+    that linear's backward has run, before the gradients of the elementwise ops are built
+    (nothing for a layer without an FFN)."""
     if not layers:
         return 0
-    a, t, tp = spec.act_bytes, spec.tokens, spec.tp
-    least = None
-    for kind, _ in layer_kinds(arch, layers.start, layers.stop):
-        if kind.moe and arch.moe is not None:
-            m = arch.moe
-            slots = int(t * m.experts_per_token * spec.capacity_factor)
-            freed = a * slots * _ceil_div(m.expert_intermediate_size, tp)
-        elif arch.mlp is not None:
-            freed = a * t * _ceil_div(arch.mlp.intermediate_size, tp)
-        else:
-            freed = 0
-        least = freed if least is None else min(least, freed)
-    return least or 0
+    return min(
+        _ffn_bytes(arch, kind, spec, 1, 1)
+        for kind, _ in layer_kinds(arch, layers.start, layers.stop)
+    )
 
 
 def backward_transient_bytes(arch: Architecture, spec: ActivationSpec, layers: range) -> int:
     """Gradients of activations alive inside one layer's backward (beyond its saved tensors):
     the gradient arriving at the layer's output (a·T·h) plus, in the MLP, the gradient of the
     down projection's input and the two it splits into (gate and up: 3·a·T·i; 2·a·T·i for a plain
-    MLP; per token-expert slot for MoE), or in attention the output gradient and dq, dk, dv —
-    whichever is larger (autograd frees each node's inputs after it runs)."""
+    MLP; per token-expert slot for MoE), in attention the output gradient and dq, dk, dv, or in a
+    state mixer the gradients of its in_proj output and out_proj input — whichever is largest
+    (autograd frees each node's inputs after it runs)."""
     if not layers:
         return 0
     at, a, t, tp = arch.attention, spec.act_bytes, spec.tokens, spec.tp
@@ -629,15 +677,12 @@ def backward_transient_bytes(arch: Architecture, spec: ActivationSpec, layers: r
     attn = a * t * (2 * nq * at.head_dim + nkv * (at.head_dim + at.v_head_dim))
     widest = 0
     for kind, _ in layer_kinds(arch, layers.start, layers.stop):
-        if kind.moe and arch.moe is not None:
-            m = arch.moe
-            slots = int(t * m.experts_per_token * spec.capacity_factor)
-            mlp = 3 * a * slots * _ceil_div(m.expert_intermediate_size, tp)
-        elif arch.mlp is not None:
-            mlp = (3 if arch.mlp.gated else 2) * a * t * _ceil_div(arch.mlp.intermediate_size, tp)
-        else:
-            mlp = 0
-        widest = max(widest, mlp, attn)
+        widest = max(
+            widest,
+            _ffn_bytes(arch, kind, spec, 3, 2),
+            attn if kind.has_attention else 0,
+            _mixer_working_bytes(arch, kind, spec),
+        )
     return a * _edge_tokens(spec) * arch.hidden_size + widest
 
 

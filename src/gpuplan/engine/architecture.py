@@ -116,6 +116,7 @@ class MambaSpec:
     proj_bias: bool = False
     gated_norm: bool = True  # Mamba-2's RMSNorm over d_inner, gated by z
     bcdt_norms: bool = False  # Jamba's RMSNorms on dt, B and C
+    chunk_size: int = 256  # Mamba-2: the chunk of its SSD scan (the torch scan pads to it)
 
     @property
     def conv_dim(self) -> int:
@@ -547,8 +548,10 @@ class _Reader:
         fields = ["hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"]
         if self.t["attention"] == "none":
             fields.remove("num_attention_heads")
-        if self.t["schedule"] == "hybrid_pattern" and v.get("hybrid_override_pattern"):
-            fields.remove("num_hidden_layers")
+        if (self.t["schedule"] == "hybrid_pattern" and v.get("hybrid_override_pattern")) or v.get(
+            "layer_types"
+        ):
+            fields.remove("num_hidden_layers")  # the schedule's length says it
         missing = [v.spelling(f) for f in fields if v.get(f) is None]
         if missing:
             raise GpuplanError(
@@ -653,9 +656,10 @@ class _Reader:
                 raise v.fail("attn_type_list", f"has {len(flags)} entries for {n} layers")
             return ["full" if f else "lightning" for f in flags]
         if rule == "full_attn_idxs":
-            idxs = v.get("full_attn_idxs")
-            full = set(range(n)) if idxs is None else set(idxs)
-            return ["full" if i in full else "short_conv" for i in range(n)]
+            idxs = v.get("full_attn_idxs")  # LFM2; Bamba's attn_layer_indices (else Mamba-2)
+            rest = "mamba" if self.t["mamba"] else "short_conv"
+            full = set(idxs) if idxs is not None else set(range(n)) if rest != "mamba" else set()
+            return ["full" if i in full else rest for i in range(n)]
         if rule == "smollm3":  # SmolLM3Config: NoPE layers slide when use_sliding_window
             rope = v.get("no_rope_layers")
             if rope is None:
@@ -1098,6 +1102,7 @@ class _Reader:
             head_dim=head_dim,
             n_groups=groups,
             gated_norm=bool(t["mamba_norm"]),
+            chunk_size=v.get("mamba_chunk_size") or 256,
             **common,
         )
 

@@ -149,6 +149,7 @@ FIELDS: dict[str, Rule] = {
     "mamba_conv_bias": _BOOL,
     "mamba_proj_bias": _BOOL,
     "mamba_norm": _BOOL,
+    "mamba_chunk_size": Rule("int", 1, MAX_POSITIONS, nullable=True),
     "linear_num_key_heads": _HEADS,
     "linear_num_value_heads": _HEADS,
     "linear_key_head_dim": _WIDTH,

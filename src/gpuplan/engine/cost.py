@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.params import ParamCounts
+from gpuplan.engine.pipeline import bubble_fraction
 
 DEFAULT_MFU = 0.4
 DEFAULT_NETWORK_BYTES_PER_S = 50e9  # 400 Gb/s InfiniBand NDR per GPU, one direction
@@ -164,14 +165,21 @@ def tp_comm_bytes(
 
 
 def pp_comm_bytes(
-    pp: int, act_bytes: int, tokens: int, hidden: int, micro_batches: int, boundary_split: int = 1
+    pp: int,
+    act_bytes: int,
+    tokens: int,
+    hidden: int,
+    micro_batches: int,
+    boundary_split: int = 1,
+    vpp: int = 1,
 ) -> float:
     """Pipeline bytes per GPU per step: one a·T·h activation forward and its gradient back per
-    micro-batch (Narayanan et al. 2021 §2.2). With sequence parallelism each of the tp ranks
-    holds and sends only its 1/tp of the boundary (`boundary_split`; ibid. §4.1 scatter/gather)."""
+    micro-batch and model chunk (Narayanan et al. 2021 §2.2; interleaving "increases the amount
+    of communication by v", §2.2.2). With sequence parallelism each of the tp ranks holds and
+    sends only its 1/tp of the boundary (`boundary_split`; ibid. §4.1 scatter/gather)."""
     if pp <= 1:
         return 0.0
-    return 2 * act_bytes * tokens * hidden / boundary_split * micro_batches
+    return 2 * act_bytes * tokens * hidden / boundary_split * micro_batches * vpp
 
 
 def cp_comm_bytes(
@@ -232,13 +240,14 @@ def step_time(
     pp_spans_nodes: bool,
     pp: int,
     micro_batches: int,
+    vpp: int = 1,
 ) -> StepTime:
     """Step time and throughput at utilisation `mfu` of `peak_flops` per GPU.
 
-    compute = executed FLOPs ÷ GPUs ÷ (peak × mfu) × (1 + (pp − 1)/m), the 1F1B bubble of
-    Narayanan et al. 2021 §2.2; data-parallel traffic hides behind compute and only its excess
+    compute = executed FLOPs ÷ GPUs ÷ (peak × mfu) × (1 + (pp − 1)/(vpp·m)), the (interleaved)
+    1F1B bubble of Narayanan et al. 2021 §2.2 (engine/pipeline.py); data-parallel traffic hides behind compute and only its excess
     is exposed; TP, CP, EP and PP traffic is on the critical path."""
-    bubble = (pp - 1) / micro_batches if pp > 1 else 0.0
+    bubble = bubble_fraction(pp, vpp, micro_batches)
     compute = flops.executed / gpus / (peak_flops * mfu) * (1 + bubble)
     dp_bw = network_bytes_per_s if dp_spans_nodes else intra_bytes_per_s
     pp_bw = network_bytes_per_s if pp_spans_nodes else intra_bytes_per_s

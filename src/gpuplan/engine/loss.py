@@ -32,6 +32,14 @@ what it keeps from forward to backward (`saved`):
                   projected, upcast and turned into gradients in forward, which keeps the hidden
                   states' gradient (a·T·h) and the LM head's (a·V'·h) for backward:
                   (a + 8)·c·V' transient.
+  loss_parallel   PyTorch's DTensor loss parallelism (torch.distributed.tensor.parallel.loss_parallel,
+                  torch/distributed/tensor/parallel/loss.py; torchtitan under tensor parallelism):
+                  the same F.cross_entropy(logits.float()) on vocabulary shards, but log_softmax and
+                  its backward run as separate ops. Forward `_log_softmax`: the fp32 copy, x − max,
+                  its exp (freed after the sum) and the result: (a + 12)·T·V' ((a + 8) in fp32).
+                  Backward `_nll_loss_and_log_softmax_backward` = (zeros with −1 at the targets +
+                  exp(x)) × grad: the saved log-softmax, the zeros, exp(x) and their sum, then the
+                  product: 16·T·V'.
   vocab_parallel  Megatron-LM's _VocabParallelCrossEntropy (megatron/core/tensor_parallel/
                   cross_entropy.py): the bf16 logits (a·T·V') upcast once (4·T·V'), turned into the
                   softmax in place and saved; backward rewrites that softmax into the gradient in
@@ -52,6 +60,7 @@ LOSS_MODES = (
     "linear_chunked",
     "compiled",
     "fused",
+    "loss_parallel",
     "vocab_parallel",
 )
 CHUNKED = ("chunked", "linear_chunked")
@@ -82,6 +91,7 @@ class LossSpec:
             "plain": "cross entropy in the logits' dtype",
             "compiled": "compiled (fused) cross entropy",
             "fused": "fused linear cross entropy (Liger)",
+            "loss_parallel": "cross entropy on fp32-upcast logits, DTensor loss parallel",
             "vocab_parallel": "vocab-parallel cross entropy (in place)",
         }[self.mode]
 
@@ -98,7 +108,7 @@ class LossMemory:
 @lru_cache(maxsize=256)
 def parse_loss(text: str) -> LossSpec:
     """'standard', 'chunked', 'chunked:16', 'linear_chunked:8', 'compiled', 'fused',
-    'vocab_parallel'."""
+    'loss_parallel', 'vocab_parallel'."""
     name, _, arg = text.strip().lower().replace("-", "_").partition(":")
     if name not in LOSS_MODES:
         raise GpuplanError(f"unknown loss {text!r}; use {', '.join(LOSS_MODES)} (chunked:N)")
@@ -123,7 +133,7 @@ def loss_memory(spec: LossSpec, tokens: int, vocab: int, hidden: int, a: int) ->
     """The loss's saved bytes and its forward / backward peaks (module docstring)."""
     tv = tokens * vocab
     logits = a * tv
-    if spec.compiled and spec.mode in ("standard", "plain"):
+    if spec.compiled and spec.mode in ("standard", "plain", "loss_parallel"):
         spec = LossSpec("compiled")
     if spec.compiled and spec.mode in CHUNKED:
         # each chunk's compiled cross entropy keeps its logits (and one log-sum-exp per token)
@@ -153,6 +163,10 @@ def loss_memory(spec: LossSpec, tokens: int, vocab: int, hidden: int, a: int) ->
         kept = a * tokens * hidden + a * vocab * hidden
         c = fused_chunk_tokens(tokens, vocab, hidden)
         return LossMemory(kept, kept + (a + 8) * c * vocab, kept)
+    if spec.mode == "loss_parallel":
+        upcast = 0 if a == 4 else 4 * tv
+        held = logits if spec.keep_logits else 0
+        return LossMemory(4 * tv, logits + upcast + 8 * tv, 16 * tv + held)
     if spec.mode == "vocab_parallel":
         return LossMemory(4 * tv, logits + 4 * tv, 4 * tv + logits)
     raise GpuplanError(f"unknown loss mode {spec.mode!r}")

@@ -2,6 +2,9 @@
 
     GPUs = dp × cp × tp × pp                      (Megatron-LM's rank grid; ep is carved out of dp)
 
+An interleaved pipeline (vpp > 1) gives each of the pp ranks vpp model chunks of
+layers ÷ (pp × vpp) layers: virtual stage c·pp + r on rank r (Narayanan et al. 2021 §2.2.2).
+
 ZeRO (Rajbhandari et al. 2020, §5, Figure 1) shards over the data-parallel ranks:
     stage 1 (P_os)      optimizer states and fp32 master ÷ dp
     stage 2 (P_os+g)    + gradients ÷ dp
@@ -47,6 +50,7 @@ class Layout:
     fsdp: str | None = None  # an FSDP sharding strategy (sets `zero`), or None
     hybrid: bool = False  # shard within a node only (FSDP HYBRID_SHARD)
     gpus_per_node: int = 8
+    vpp: int = 1  # virtual pipeline stages (model chunks) per pipeline rank: interleaved 1F1B
 
     @property
     def gpus(self) -> int:
@@ -68,6 +72,8 @@ class Layout:
 
     def describe(self) -> str:
         parts = [f"dp={self.dp}", f"tp={self.tp}", f"pp={self.pp}"]
+        if self.vpp > 1:
+            parts.append(f"vpp={self.vpp}")
         if self.cp > 1:
             parts.append(f"cp={self.cp}")
         if self.ep > 1:
@@ -108,7 +114,7 @@ def validate_layout(
     layout: Layout, num_heads: int, num_kv_heads: int, num_layers: int, num_experts: int
 ) -> None:
     """Reject layouts no framework can run, with a one-line reason."""
-    for name in ("dp", "tp", "pp", "cp", "ep"):
+    for name in ("dp", "tp", "pp", "cp", "ep", "vpp"):
         value = getattr(layout, name)
         if isinstance(value, bool) or value < 1:
             raise GpuplanError(f"{name} must be at least 1, got {value}")
@@ -120,6 +126,13 @@ def validate_layout(
         raise GpuplanError(f"tp={layout.tp} and {num_kv_heads} KV heads: neither divides the other")
     if layout.pp > num_layers:
         raise GpuplanError(f"pp={layout.pp} is larger than the {num_layers} layers")
+    if layout.vpp > 1:
+        if layout.pp == 1:
+            raise GpuplanError(f"vpp={layout.vpp} interleaves pipeline stages: it needs pp > 1")
+        if layout.pp * layout.vpp > num_layers:
+            raise GpuplanError(
+                f"pp={layout.pp} × vpp={layout.vpp} virtual stages exceed the {num_layers} layers"
+            )
     if layout.ep > 1:
         if num_experts == 0:
             raise GpuplanError(f"ep={layout.ep} needs a mixture-of-experts model")

@@ -33,6 +33,7 @@ from gpuplan.engine.lora import linear_shapes
 from gpuplan.engine.loss import loss_memory
 from gpuplan.engine.model_states import ModelStates, StageParams, held_recipe, layer_params_per_rank
 from gpuplan.engine.phases import Amounts
+from gpuplan.engine.pipeline import last_chunk_forwards
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.recipes import TrainingRecipe
 
@@ -139,7 +140,8 @@ def _activations(
     (`backward_released_bytes`): from the saved tensors, or from the rebuilt ones when the layer
     is checkpointed. Before the last layer's backward the loss side of the stage (final norm,
     labels) is gone; at the first layer's backward this micro-batch keeps only that layer and
-    the input side (ids, RoPE tables), the other micro-batches in flight everything. A
+    the input side (ids, RoPE tables), the other micro-batches in flight everything (under
+    interleaved 1F1B `in_flight` counts chunk forwards, each 1/vpp of the stage). A
     checkpointed last layer holds its unsaved working set while its forward runs. Activation
     offload (torchtune OffloadActivations, DeepSpeed CPU checkpointing) keeps the layer in use
     and the one being copied on the GPU."""
@@ -160,16 +162,18 @@ def _saved(
     planner's search works it out once for the layouts that differ only in those."""
     n = len(st.layers)
     one = stage_bytes(arch, spec, st.layers, first, last)
-    act = one * in_flight
+    vpp = setup.layout.vpp  # in_flight counts chunk forwards of layers ÷ vpp each
+    loss_side = edge_bytes(arch, spec, first, last) - edge_bytes(arch, spec, first, False)
+    act = (one - loss_side) * in_flight // vpp + loss_side * last_chunk_forwards(vpp, in_flight)
     rebuilt = recompute_buffer_bytes(arch, spec, st.layers)
     freed = backward_released_bytes(arch, spec, st.layers)
     ck_last, ck_first = is_checkpointed(spec, n - 1), is_checkpointed(spec, 0)
-    loss_side = edge_bytes(arch, spec, first, last) - edge_bytes(arch, spec, first, False)
     plain = with_recompute(spec, "none") if parse_recompute(spec.recompute)[0] in COUNTED else spec
     first_spec = with_recompute(spec, "full") if ck_first and plain is not spec else plain
     first_layer = layer_bytes(arch, arch.layers[st.layers[0]], first_spec) if st.layers else 0
     act_last = act - loss_side - (0 if ck_last else freed)
-    act_first = (in_flight - 1) * one + first_layer + edge_bytes(arch, spec, first, False)
+    this = one if vpp == 1 else (one - loss_side) // vpp  # the forward being backpropagated
+    act_first = act - this + first_layer + edge_bytes(arch, spec, first, False)
     act_first = max(0, min(act_last, act_first - (0 if ck_first else freed)))
     forward_peak = act
     if ck_last:
@@ -270,7 +274,8 @@ def _autocast_casts(setup: TrainingSetup, st: StageParams, in_flight: int) -> tu
         return 0, 0
     per = 2 * _linear_params(setup.arch, st.layers, setup.layout.tp)
     layer = per // max(1, len(st.layers))
-    return per * in_flight, per * (in_flight - 1) + layer
+    vpp = setup.layout.vpp
+    return per * in_flight // vpp, per * (in_flight - 1) // vpp + layer
 
 
 def _gathered(setup: TrainingSetup, st: StageParams, base_fraction: float) -> Gathered:

@@ -56,7 +56,8 @@ from gpuplan.engine.lora import (
     lora_params,
     resolve_targets,
 )
-from gpuplan.engine.loss import LossSpec, parse_loss
+from gpuplan.engine.loss import CHUNKED, LossSpec, parse_loss
+from gpuplan.engine.mixer_activations import state_kernel_note
 from gpuplan.engine.model_states import (
     ModelStates,
     StageParams,
@@ -74,6 +75,7 @@ from gpuplan.engine.phases import (
     phase_parts,
     phase_totals,
 )
+from gpuplan.engine.pipeline import forwards_in_flight
 from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.serving import DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_HEADROOM
 from gpuplan.engine.sharding import Layout, validate_layout
@@ -129,12 +131,18 @@ class TrainingSetup:
     @property
     def loss_spec(self) -> LossSpec:
         fw = self.framework
-        return _loss_spec(self.loss or fw.loss, fw.keep_logits, fw.compile_loss)
+        default = fw.tp_loss if fw.tp_loss and self.layout.tp > 1 else fw.loss
+        return _loss_spec(
+            self.loss or default, fw.keep_logits, fw.compile_loss, fw.compile_plain_loss
+        )
 
 
 @lru_cache(maxsize=256)
-def _loss_spec(text: str, keep_logits: bool, compiled: bool) -> LossSpec:
-    return replace(parse_loss(text), keep_logits=keep_logits, compiled=compiled)
+def _loss_spec(text: str, keep_logits: bool, compiled: bool, plain_too: bool) -> LossSpec:
+    """The loss as run: compiled only where the framework's compile reaches it."""
+    spec = parse_loss(text)
+    reached = compiled and (plain_too or spec.mode in CHUNKED)
+    return replace(spec, keep_logits=keep_logits, compiled=reached)
 
 
 @dataclass(frozen=True)
@@ -251,6 +259,12 @@ def validate_training(setup: TrainingSetup) -> None:
     validate_profile(setup.framework)
     _validate_stage(setup)
     fw = setup.framework
+    lo = setup.layout
+    if lo.vpp > 1 and setup.micro_batches % lo.pp:
+        raise GpuplanError(
+            f"interleaved 1F1B (vpp={lo.vpp}) runs micro-batches in groups of pp={lo.pp}:"
+            f" {setup.micro_batches} micro-batches is not a multiple"
+        )
     if fw.optimizer_in_backward and setup.micro_batches > 1:
         raise GpuplanError(
             "the optimizer step in backward frees each gradient at once: it cannot accumulate"
@@ -453,7 +467,7 @@ def _stage(
 ) -> _Stage:
     lo = setup.layout
     states, trainable = _stage_states(setup, st, base_fraction)
-    in_flight = min(lo.pp - st.stage, setup.micro_batches) if lo.pp > 1 else 1
+    in_flight = forwards_in_flight(lo.pp, lo.vpp, st.stage, setup.micro_batches)
     amounts, host_act = step_amounts(setup, spec, st, states, in_flight, base_fraction)
     totals = phase_totals(amounts)
     name = max(totals, key=lambda k: totals[k])
@@ -558,7 +572,7 @@ def _cost(
     comm = CommBytes(
         dp=dp,
         tp=tp_comm_bytes(lo.tp, a, t, h, layers, m, "full" if full else "none"),
-        pp=pp_comm_bytes(lo.pp, a, t, h, m, lo.tp if lo.sp else 1),
+        pp=pp_comm_bytes(lo.pp, a, t, h, m, lo.tp if lo.sp else 1, lo.vpp),
         cp=cp_comm_bytes(arch, lo.cp, lo.tp, a, t, layers, m),
         ep=ep_comm_bytes(arch, lo.ep, a, t, moe_layers, m),
     )
@@ -580,6 +594,7 @@ def _cost(
         pp_spans_nodes=lo.gpus > node,
         pp=lo.pp,
         micro_batches=m,
+        vpp=lo.vpp,
     )
     return flops, comm, time
 
@@ -592,7 +607,19 @@ def _moe_layers(arch: Architecture, layers: range) -> int:
 def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> list[str]:
     lo, arch = setup.layout, setup.arch
     notes = list(arch.notes)
-    if lo.pp > 1:
+    if lo.pp > 1 and lo.vpp > 1:
+        notes.append(
+            f"pp={lo.pp} × vpp={lo.vpp}: the bill is for rank {st.stage} ({lo.vpp} chunks of"
+            f" {len(st.layers) // lo.vpp} layers{', the embedding' if st.embedding else ''}"
+            f"{', the LM head' if st.lm_head else ''}), holding {in_flight} chunk forwards"
+            f" ({in_flight / lo.vpp:g} micro-batches' worth) in flight under interleaved 1F1B"
+        )
+        if len({kind for kind, _ in layer_kinds(arch, 0, arch.num_layers)}) > 1:
+            notes.append(
+                "virtual stages: a rank's chunks are spread over the model; its layer kinds are"
+                " billed as those of the contiguous stage of the same size"
+            )
+    elif lo.pp > 1:
         notes.append(
             f"pp={lo.pp}: the bill is for stage {st.stage} ({len(st.layers)} layers"
             f"{', the embedding' if st.embedding else ''}{', the LM head' if st.lm_head else ''}),"
@@ -614,6 +641,8 @@ def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> list[str]:
         )
     if setup.kernel == "eager" and setup.recompute == "none":
         notes.append("eager attention stores the s² softmax probabilities; flash/SDPA does not")
+    if arch.num_state_layers:
+        notes.append(state_kernel_note(arch, setup.kernel))
     if setup.recipe.factored:
         notes.append("Adafactor's factored second moment counts rows + columns per matrix (fp32)")
     if held(setup) is not setup.recipe:

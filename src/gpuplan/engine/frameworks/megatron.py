@@ -254,6 +254,29 @@ def _recompute(flags: dict[str, Any]) -> str:
     return "full"
 
 
+def _virtual_stages(flags: dict[str, Any], layers: int, pp: int) -> int:
+    """Model chunks per pipeline rank: --num-virtual-stages-per-pipeline-rank, or
+    layers ÷ (pp × --num-layers-per-virtual-pipeline-stage) (megatron/training/arguments.py
+    checks that the layers split evenly)."""
+    per_rank = _int(flags, "num-virtual-stages-per-pipeline-rank")
+    per_stage = _int(flags, "num-layers-per-virtual-pipeline-stage")
+    if per_rank is not None and per_stage is not None:
+        raise GpuplanError(
+            "--num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank"
+            " both set the virtual pipeline; give one"
+        )
+    if per_stage is None:
+        return per_rank or 1
+    if per_stage < 1 or layers % pp or (layers // pp) % per_stage:
+        raise GpuplanError(
+            f"--num-layers-per-virtual-pipeline-stage {per_stage} does not split the"
+            f" {layers // pp if layers % pp == 0 else layers} layers of a pipeline stage"
+        )
+    if pp == 1:
+        raise GpuplanError("--num-layers-per-virtual-pipeline-stage needs a pipeline (pp > 1)")
+    return layers // pp // per_stage
+
+
 def read(text: str) -> TrainOverrides:
     """Megatron-LM flags → the GPT and train() arguments (gpus are the launcher's: not in flags)."""
     flags = parse_flags(text)
@@ -270,6 +293,7 @@ def read(text: str) -> TrainOverrides:
         )
     if pp > arch.num_layers:
         raise GpuplanError(f"--pipeline-model-parallel-size {pp} exceeds --num-layers")
+    vpp = _virtual_stages(flags, arch.num_layers, pp)
     seq = _int(flags, "seq-length")
     if seq is None:
         raise GpuplanError("Megatron-LM flags need --seq-length")
@@ -279,6 +303,7 @@ def read(text: str) -> TrainOverrides:
         "pp": pp,
         "cp": cp,
         "ep": ep,
+        "vpp": vpp,
         "sp": _on(flags, "sequence-parallel") and tp > 1,
         "seq": seq,
         "micro_batch": micro,
@@ -334,6 +359,8 @@ READ = {
     "moe-ffn-hidden-size",
     "tensor-model-parallel-size",
     "pipeline-model-parallel-size",
+    "num-layers-per-virtual-pipeline-stage",
+    "num-virtual-stages-per-pipeline-rank",
     "context-parallel-size",
     "expert-model-parallel-size",
     "sequence-parallel",

@@ -25,13 +25,14 @@ DeepSpeed or the Hugging Face Trainer, because each decides differently:
                         time; `none` for fused kernels (torch `fused=True`, apex / TE FusedAdam).
                         `optimizer_in_backward` steps each parameter as soon as its gradient exists
                         and frees it (torchtune `optimizer_in_bwd`).
-  loss                  its default mode (engine/loss.py) and whether the training loop still holds
-                        the logits during backward.
+  loss                  its default mode (engine/loss.py), the mode it switches to under tensor
+                        parallelism (`tp_loss`: torchtitan's DTensor loss parallel), and whether
+                        the training loop still holds the logits during backward.
   fused kernels         `te` (Transformer Engine / Megatron fusions: LayerNorm+linear, bias-SwiGLU)
                         or `none` (eager PyTorch); `compile`: torch.compile's Inductor fuses norms,
                         RoPE and SwiGLU (their pointwise intermediates recomputed in backward) and,
                         with `compile_loss` the loss (torchtitan compile.components, torchtune
-                        compile=True).
+                        compile=True — torchtune's own chunked losses only: `compile_plain_loss`).
   dropout               probability of the hidden dropout whose boolean masks are saved (Megatron's
                         bias-dropout-add; 0 in Llama-style recipes).
   fp8                   `te`: Transformer Engine keeps an fp8 copy of each weight and its transpose
@@ -78,11 +79,13 @@ class FrameworkProfile:
     optimizer_kernel: str = "none"
     optimizer_in_backward: bool = False
     loss: str = "standard"
+    tp_loss: str = ""  # the loss mode when tp > 1 ("": the same as `loss`)
     keep_logits: bool = False
     recompute: str = "none"
     fused: str = "none"
     compile: bool = False
     compile_loss: bool = False
+    compile_plain_loss: bool = True  # False: compile reaches only the framework's chunked losses
     dropout: float = 0.0
     fp8: str = "none"
     fp8_all_gather: bool = False

@@ -7,7 +7,9 @@ Sections read (torchtitan/config/job_config.py, or config_manager.py in 2024 rel
                  enable_cpu_offload, mixed_precision_param
   [parallelism]  data_parallel_shard_degree (-1: the ranks left over), _replicate_degree,
                  tensor_ / pipeline_ / context_ / expert_parallel_degree,
-                 fsdp_reshard_after_forward, pipeline_parallel_microbatch_size
+                 fsdp_reshard_after_forward, pipeline_parallel_microbatch_size,
+                 pipeline_parallel_schedule (1F1B | Interleaved1F1B) and
+                 pipeline_parallel_layers_per_stage (virtual stages per rank)
   [activation_checkpoint]  mode none | selective | full, selective_ac_option "op" or k
   [compile]      enable, components (model, loss)
   [float8] / [quantize.linear.float8] / model.converters   float8 linears, fp8 all-gather
@@ -50,6 +52,51 @@ def _model(doc: dict[str, Any]) -> str | None:
             " gpuplan's catalog; give the model as MODEL"
         )
     return FLAVORS[key]
+
+
+SCHEDULES = {"1f1b": "1F1B", "interleaved1f1b": "Interleaved1F1B"}
+
+
+def _virtual_stages(par: dict[str, Any], pp: int, model: str | None) -> int:
+    """Stages per pipeline rank: 1 for 1F1B; for Interleaved1F1B ⌈(layers + first_stage_less +
+    last_stage_less) ÷ layers_per_stage⌉ ÷ pp, or 2 when layers_per_stage is not set
+    (torchtitan distributed/pipeline_parallel.py; 2024: pipelining_utils.generate_split_points)."""
+    name = str(par.get("pipeline_parallel_schedule", "1F1B"))
+    schedule = SCHEDULES.get(name.lower())
+    if pp == 1:
+        return 1
+    if schedule is None:
+        raise GpuplanError(
+            f"torchtitan pipeline_parallel_schedule {name!r} is not modelled"
+            f" ({', '.join(SCHEDULES.values())})"
+        )
+    per_stage = par.get("pipeline_parallel_layers_per_stage")
+    if schedule == "1F1B":
+        return 1
+    if per_stage is None:
+        return 2
+    per_stage = positive_int("pipeline_parallel_layers_per_stage", per_stage)
+    if model is None:
+        raise GpuplanError(
+            "pipeline_parallel_layers_per_stage needs the model's layer count: name the model in"
+            " [model], or give --virtual-stages"
+        )
+    from gpuplan.catalog.models import load_architecture
+
+    extra = sum(
+        positive_int(k, par.get(k, 1)) if par.get(k, 1) else 0
+        for k in (
+            "pipeline_parallel_first_stage_less_layers",
+            "pipeline_parallel_last_stage_less_layers",
+        )
+    )
+    stages = -(-(load_architecture(model).num_layers + extra) // per_stage)
+    if stages % pp:
+        raise GpuplanError(
+            f"pipeline_parallel_layers_per_stage {per_stage} makes {stages} stages, not a"
+            f" multiple of pipeline_parallel_degree {pp}"
+        )
+    return stages // pp
 
 
 def _recompute(ac: dict[str, Any]) -> str:
@@ -147,6 +194,7 @@ def read(text: str, gpus: int | None = None) -> TrainOverrides:
         "pp": pp,
         "cp": cp,
         "ep": ep,
+        "vpp": _virtual_stages(par, pp, _model(doc)),
         "sp": tp > 1,
         "seq": positive_int("training.seq_len", training.get("seq_len", 2048)),
         "micro_batch": micro if pp > 1 else local,
