@@ -100,8 +100,8 @@ def test_named_linears_add_up_to_the_parameter_counts() -> None:
             linears = layer_linears(arch, spec)
             counts = layer_params(arch, spec)
             for kind in LINEAR_KINDS:
-                assert sum(x.params * x.count for x in linears if x.kind == kind) == counts[kind]
-                named = sum(x.params * x.count for x in linears if x.kind == kind != x.name)
+                assert sum(x.params * x.copies for x in linears if x.kind == kind) == counts[kind]
+                named = sum(x.params * x.copies for x in linears if x.kind == kind != x.name)
                 assert named <= counts[kind], (name, kind)
             if any(x.name == x.kind for x in linears):
                 unnamed.add(arch.model_type)
@@ -135,7 +135,9 @@ def test_layer_ranges() -> None:
 
 def _405b(listed: list[str]) -> dict[str, Any]:
     cfg = json.loads((DATA / "engine_configs" / "meta-llama--Llama-3.1-405B.json").read_text())
-    return cfg | {"quantization_config": {"quant_method": "fbgemm_fp8", "modules_to_not_convert": listed}}
+    return cfg | {
+        "quantization_config": {"quant_method": "fbgemm_fp8", "modules_to_not_convert": listed}
+    }
 
 
 def _meta_list() -> list[str]:
@@ -313,9 +315,7 @@ def test_gptq_modules_in_block_and_quantised_lm_head() -> None:
         }
     )
     int4 = _bits(4, 128, 16 + 4)
-    expected = _expected(
-        cfg, lambda n: BF16 if n.endswith(("o_proj", "down_proj")) else int4
-    )
+    expected = _expected(cfg, lambda n: BF16 if n.endswith(("o_proj", "down_proj")) else int4)
     vocab, h = cfg["vocab_size"], cfg["hidden_size"]
     expected += int(vocab * h * (int4 - BF16))  # the LM head packed too
     assert _weights(cfg) == expected
@@ -338,9 +338,7 @@ def test_bitsandbytes_skip_modules() -> None:
         }
     )
     nf4 = _bits(4, 64, 32)
-    expected = _expected(
-        cfg, lambda n: BF16 if n.endswith("down_proj") or _layer(n) == 3 else nf4
-    )
+    expected = _expected(cfg, lambda n: BF16 if n.endswith("down_proj") or _layer(n) == 3 else nf4)
     assert _weights(cfg) == expected
 
 
@@ -399,6 +397,28 @@ def test_mixtral_experts_told_apart_by_index() -> None:
     assert any("some routed experts of layers 0-1 kept in bf16" in n for n in fmt.notes)
 
 
+def test_experts_named_by_an_index_range() -> None:
+    """A regex naming experts 10-19 (none of which a sample of experts 0, 1 and the last would
+    show): those experts of every MoE layer stay 16-bit."""
+    from importlib import resources
+
+    raw = resources.files("gpuplan.catalog").joinpath("data/models/Qwen--Qwen1.5-MoE-A2.7B.json")
+    cfg = json.loads(raw.read_text()) | {
+        "quantization_config": {
+            "quant_method": "compressed-tensors",
+            "config_groups": {"g": {"targets": ["Linear"], "weights": W8_CHANNEL}},
+            "ignore": ["lm_head", r"re:.*mlp\.experts\.1[0-9]\..*"],
+        }
+    }
+    arch = architecture_from_config(cfg)
+    counts = count_params(arch)
+    expert = 3 * cfg["hidden_size"] * cfg["moe_intermediate_size"]
+    kept = 10 * expert * arch.num_moe_layers
+    rest = counts.total - counts.linear
+    fmt = resolve_weight_format(arch, None)
+    assert weights_bytes(counts, fmt) == 2 * rest + 2 * kept + (counts.linear - kept)
+
+
 # --------------------------------------------------------------------------------------
 # Other families' names, bad patterns, headers first
 # --------------------------------------------------------------------------------------
@@ -416,7 +436,12 @@ def test_a_rule_in_another_familys_names_applies_to_its_kind() -> None:
     }
     own = _weights(
         gpt2
-        | {"quantization_config": {"quant_method": "fbgemm_fp8", "modules_to_not_convert": ["transformer.h.0.attn"]}}
+        | {
+            "quantization_config": {
+                "quant_method": "fbgemm_fp8",
+                "modules_to_not_convert": ["transformer.h.0.attn"],
+            }
+        }
     )
     cfg = gpt2 | {
         "quantization_config": {
@@ -439,7 +464,11 @@ def test_a_rule_in_another_familys_names_applies_to_its_kind() -> None:
         {"quant_method": "fbgemm_fp8", "modules_to_not_convert": [3]},
         {"quant_method": "gptq", "dynamic": {"-:x": {}, "y": 8}},
         {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION"},
-        {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "quantized_layers": {"a": {"quant_algo": "W1"}}},
+        {
+            "quant_method": "modelopt",
+            "quant_algo": "MIXED_PRECISION",
+            "quantized_layers": {"a": {"quant_algo": "W1"}},
+        },
     ],
 )
 def test_bad_rules_fail_in_one_line(qc: dict[str, Any]) -> None:
@@ -449,7 +478,9 @@ def test_bad_rules_fail_in_one_line(qc: dict[str, Any]) -> None:
 
 
 def test_an_unparsable_regex_names_nothing() -> None:
-    cfg = _cfg(quantization_config={"quant_method": "fbgemm_fp8", "modules_to_not_convert": ["re:(["]})
+    cfg = _cfg(
+        quantization_config={"quant_method": "fbgemm_fp8", "modules_to_not_convert": ["re:(["]}
+    )
     assert _weights(cfg) == _expected(cfg, lambda n: FP8)
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -50,10 +50,14 @@ if TYPE_CHECKING:
 # --------------------------------------------------------------------------------------
 
 NAME_FIELDS = (
-    "layers embed lm_head attention q k v o q_a q_b kv_a kv_b indexer indexer_q indexer_k mlp"
-    " gate up down moe router experts expert_gate expert_up expert_down fused_experts"
-    " expert_gate_up shared shared_gate shared_up shared_down mamba linear_attn short_conv"
-).split()
+    *("layers", "embed", "lm_head"),
+    *("attention", "q", "k", "v", "o", "q_a", "q_b", "kv_a", "kv_b"),
+    *("indexer", "indexer_q", "indexer_k"),
+    *("mlp", "gate", "up", "down"),
+    *("moe", "router", "experts", "expert_gate", "expert_up", "expert_down"),
+    *("fused_experts", "expert_gate_up", "shared", "shared_gate", "shared_up", "shared_down"),
+    *("mamba", "linear_attn", "short_conv"),
+)
 
 
 @cache
@@ -76,13 +80,13 @@ def module_names(model_type: str) -> Mapping[str, Any]:
 
 
 class Linear(NamedTuple):
-    """One linear module of a decoder layer (per expert: `{e}` in the name, `count` experts)."""
+    """One linear module of a decoder layer (per expert: `{e}` in the name, `copies` experts)."""
 
     name: str  # inside the layer: "self_attn.q_proj", "mlp.experts.{e}.up_proj"
     kind: str  # attention, mixer, mlp, experts, shared_experts
     split: str  # how TP divides it: "tp", "kv" (KV heads, replicated past them), "replicated"
     params: int  # parameters of one instance
-    count: int = 1
+    copies: int = 1  # routed experts: one instance per expert
 
 
 def _attention_linears(
@@ -166,6 +170,7 @@ def _mixer_linears(arch: Architecture, layer: LayerSpec, n: Mapping[str, Any]) -
 def _ffn_linears(arch: Architecture, layer: LayerSpec, n: Mapping[str, Any]) -> list[Linear]:
     """The dense MLP's projections, or the MoE block's experts and shared experts."""
     h, out = arch.hidden_size, []
+    roles: tuple[str, ...]
     if arch.mlp is not None and (not layer.moe or arch.moe_beside_mlp):
         i, mlp = layer.mlp_width or arch.mlp.intermediate_size, n["mlp"]
         roles = ("gate", "up", "down") if arch.mlp.gated else ("up", "down")
@@ -180,14 +185,18 @@ def _ffn_linears(arch: Architecture, layer: LayerSpec, n: Mapping[str, Any]) -> 
             out.append(Linear(f"{experts}.{up_name}", "experts", "tp", e * up * d * i))
             out.append(Linear(f"{experts}.{n['expert_down']}", "experts", "tp", e * i * d))
         else:
-            roles = ("expert_gate", "expert_up", "expert_down") if m.expert_gated else ()
-            roles = roles or ("expert_up", "expert_down")
-            out += [Linear(f"{experts}.{{e}}.{n[r]}", "experts", "tp", d * i, e) for r in roles]
+            roles = ("expert_gate", "expert_up") if m.expert_gated else ("expert_up",)
+            out += [
+                Linear(f"{experts}.{{e}}.{n[r]}", "experts", "tp", d * i, e)
+                for r in (*roles, "expert_down")
+            ]
         if m.shared_intermediate_size:
             shared, si = f"{n['moe']}.{n['shared']}", m.shared_intermediate_size
-            roles = ("shared_gate", "shared_up", "shared_down") if m.shared_gated else ()
-            roles = roles or ("shared_up", "shared_down")
-            out += [Linear(f"{shared}.{n[r]}", "shared_experts", "tp", h * si) for r in roles]
+            roles = ("shared_gate", "shared_up") if m.shared_gated else ("shared_up",)
+            out += [
+                Linear(f"{shared}.{n[r]}", "shared_experts", "tp", h * si)
+                for r in (*roles, "shared_down")
+            ]
     return out
 
 
@@ -206,7 +215,7 @@ def layer_linears(arch: Architecture, layer: LayerSpec) -> tuple[Linear, ...]:
         out += _ffn_linears(arch, layer, n)
     counts = layer_params(arch, layer)
     for kind in LINEAR_KINDS:
-        rest = counts[kind] - sum(x.params * x.count for x in out if x.kind == kind)
+        rest = counts[kind] - sum(x.params * x.copies for x in out if x.kind == kind)
         if rest > 0:
             out.append(Linear(kind, kind, "tp", rest))
     return tuple(out)
@@ -250,18 +259,25 @@ class _Compiled:
 
     def _names(self, name: str, kind: str, layer: int) -> bool:
         if self.literals:
-            parts = name.split(".")
-            for start in range(len(parts)):
-                for stop in range(start + 1, len(parts) + 1):
-                    pattern = self.literals.get(".".join(parts[start:stop]))
-                    if pattern is not None:
+            if len(self.literals) <= 8:  # a few names: look each up in the dotted name
+                dotted = f".{name}."
+                for literal, pattern in self.literals.items():
+                    if f".{literal}." in dotted:
                         self.hits.add(pattern)
                         return True
+            else:  # many names: look every run of components up in the table
+                parts = name.split(".")
+                for start in range(len(parts)):
+                    for stop in range(start + 1, len(parts) + 1):
+                        pattern = self.literals.get(".".join(parts[start:stop]))
+                        if pattern is not None:
+                            self.hits.add(pattern)
+                            return True
         for regex, pattern in self.regexes:
             if regex.match(name):
                 self.hits.add(pattern)
                 return True
-        for kinds, number, pattern in self.by_kind:
+        for kinds, number, _pattern in self.by_kind:
             if kind in kinds and number in (None, layer):
                 return True
         return False
@@ -378,43 +394,62 @@ class QuantPlan:
         return sum((p or self.base).bytes_for(round(n)) for (_, p), n in per_rank.items())
 
 
-def _decide(
-    compiled: list[_Compiled], spec: QuantizationSpec, layout: Precision
-) -> Any:  # returns a function (name, kind, layer) -> (precision or None, config key)
-    default = (None, "") if spec.others_kept else (layout, "")
+class _Decider:
+    """The first rule naming a module decides its precision (None: the checkpoint dtype)."""
 
-    def decide(name: str, kind: str, layer: int) -> tuple[Precision | None, str]:
-        for c in compiled:
+    def __init__(self, compiled: list[_Compiled], spec: QuantizationSpec, layout: Precision):
+        self.compiled, self.layout = compiled, layout
+        self.default: tuple[Precision | None, str] = (
+            (None, "") if spec.others_kept else (layout, "")
+        )
+        # the patterns that may tell indices apart, each rule's on their own
+        self.sensitive = [
+            _compile(
+                replace(c.rule, patterns=tuple(p for p in c.rule.patterns if _SENSITIVE.search(p)))
+            )
+            for c in compiled
+            if c.sensitive
+        ]
+
+    def __call__(self, name: str, kind: str, layer: int) -> tuple[Precision | None, str]:
+        for c in self.compiled:
             if c.names(name, kind, layer):
                 r = c.rule
-                return (None if r.keep else (r.layout or layout)), r.key
-        return default
+                return (None if r.keep else (r.layout or self.layout)), r.key
+        return self.default
 
-    return decide
+    def tells_apart(self, names: list[str], kind: str, layer: int) -> bool:
+        """Whether a rule that may name indices names some of these modules but not all."""
+        for c in self.sensitive:
+            first = c.names(names[0], kind, layer)
+            if any(c.names(n, kind, layer) != first for n in names[1:]):
+                return True
+        return False
 
 
 def _resolve_layer(
-    arch: Architecture, i: int, layer: LayerSpec, decide: Any, prefix: str
+    arch: Architecture, i: int, layer: LayerSpec, decide: _Decider, prefix: str
 ) -> tuple[LayerPlan, list[tuple[str, str, Precision | None, str, bool]]]:
-    """A layer's plan entries and each module's decision (name, kind, precision, key, partial)."""
+    """A layer's plan entries and each module's decision (name, kind, precision, key, partial).
+    Routed experts are decided once for all, unless a rule tells them apart by index."""
     sums: dict[tuple[str, str, Precision | None], int] = defaultdict(int)
     decisions = []
     for lin in layer_linears(arch, layer):
         full = f"{prefix}.{i}.{lin.name}"
-        if lin.count == 1:
+        if lin.copies == 1:
             outcome = decide(full, lin.kind, i)
             sums[(lin.kind, lin.split, outcome[0])] += lin.params
             decisions.append((lin.name, lin.kind, outcome[0], outcome[1], False))
             continue
-        samples = sorted({0, 1, lin.count - 1} & set(range(lin.count)))
-        outcomes = {decide(full.replace("{e}", str(e)), lin.kind, i) for e in samples}
-        if len(outcomes) > 1:  # the rules tell these experts apart: every expert on its own
-            each = [decide(full.replace("{e}", str(e)), lin.kind, i) for e in range(lin.count)]
+        names = [full.replace("{e}", str(e)) for e in range(lin.copies)]
+        if decide.tells_apart(names, lin.kind, i):
+            each = [decide(n, lin.kind, i) for n in names]
             outcomes = set(each)
             for outcome in outcomes:
                 sums[(lin.kind, lin.split, outcome[0])] += lin.params * each.count(outcome)
         else:
-            sums[(lin.kind, lin.split, next(iter(outcomes))[0])] += lin.params * lin.count
+            outcomes = {decide(names[0], lin.kind, i)}
+            sums[(lin.kind, lin.split, next(iter(outcomes))[0])] += lin.params * lin.copies
         for outcome in outcomes:
             decisions.append((lin.name, lin.kind, outcome[0], outcome[1], len(outcomes) > 1))
     entries = tuple(PlanEntry(k, s, n, p) for (k, s, p), n in sums.items())
@@ -475,7 +510,7 @@ def _resolve(
     layout: Precision,
     prefix: str,
 ) -> tuple[tuple[tuple[LayerPlan, ...], tuple[int, ...]], dict[int, list[Any]], set[str]]:
-    decide = _decide(compiled, spec, layout)
+    decide = _Decider(compiled, spec, layout)
     per_layer = any(c.sensitive or c.by_kind for c in compiled)
     plans: dict[LayerPlan, int] = {}
     by_spec: dict[LayerSpec, tuple[int, list[Any]]] = {}
@@ -505,7 +540,7 @@ def _dominant(
     for i, plan in enumerate(layers):
         for e in plan:
             by[e.kind][e.precision or base] += e.params * uses[i]
-    return tuple((kind, max(t, key=lambda q, t=t: t[q])) for kind, t in by.items())
+    return tuple((kind, max(t.items(), key=lambda item: item[1])[0]) for kind, t in by.items())
 
 
 # --------------------------------------------------------------------------------------
@@ -574,10 +609,10 @@ def _describe(
                     for name in sorted(names):
                         by_name[name].append(i)
             by_layers: dict[tuple[int, ...], list[str]] = defaultdict(list)
-            for name, where in by_name.items():
-                by_layers[tuple(where)].append(name.replace("{e}", "*"))
-            for where, names in by_layers.items():
-                parts.append(f"{', '.join(names)} of {_where(list(where), having[kind])}")
+            for name, found in by_name.items():
+                by_layers[tuple(found)].append(name.replace("{e}", "*"))
+            for found_in, listed in by_layers.items():
+                parts.append(f"{', '.join(listed)} of {_where(list(found_in), having[kind])}")
         if outcome in experts:
             parts.append(f"some routed experts of {layer_ranges(sorted(experts[outcome]))}")
         precision, key = outcome

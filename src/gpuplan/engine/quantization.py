@@ -101,7 +101,7 @@ def _patterns(value: Any, name: str, key: str) -> tuple[str, ...]:
         value = [value]
     if not isinstance(value, list | tuple) or len(value) > MAX_PATTERNS:
         raise GpuplanError(f"{name}: quantization_config {key!r} must be a list of module names")
-    out = []
+    out: list[str] = []
     for item in value:
         if isinstance(item, list | tuple):  # GPTQ modules_in_block_to_quantize: lists of lists
             out.extend(_patterns(list(item), name, key))
@@ -204,9 +204,7 @@ def quantization_from_config(qc: Any, name: str = "model") -> QuantizationSpec |
             "fp8 e4m3 weights"
             + (f", fp32 scale per {block} block" if block else ", per-tensor scale"),
         )
-        return QuantizationSpec(
-            method, layout.id, f"fp8 weight_block_size={block}", layout, skip
-        )
+        return QuantizationSpec(method, layout.id, f"fp8 weight_block_size={block}", layout, skip)
     if method == "fbgemm-fp8":
         layout = Precision(
             "fp8-channel",
@@ -272,9 +270,7 @@ def _int_layout(method: str, bits: int, group: int, name: str) -> Precision:
     )
 
 
-def _dynamic_rules(
-    dynamic: Any, method: str, bits: int, group: int, name: str
-) -> list[ModuleRule]:
+def _dynamic_rules(dynamic: Any, method: str, bits: int, group: int, name: str) -> list[ModuleRule]:
     if dynamic is None:
         return []
     if not isinstance(dynamic, Mapping) or len(dynamic) > MAX_PATTERNS:
@@ -450,7 +446,9 @@ def _modelopt_layout(algo: str, group: int) -> Precision:
     if algo in ("FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO"):
         return Precision("fp8-tensor", 8, scope="linear", source=f"ModelOpt {algo}: e4m3")
     if "W4A16" in algo or "W4A8" in algo or "INT4" in algo:
-        return int_layout("modelopt", 4, group, 16, 0, f"ModelOpt {algo}: int4, fp16 scale per {group}")
+        return int_layout(
+            "modelopt", 4, group, 16, 0, f"ModelOpt {algo}: int4, fp16 scale per {group}"
+        )
     if "INT8" in algo or "W8A8" in algo:
         return Precision("int8-channel", 8, scope="linear", source=f"ModelOpt {algo}")
     raise GpuplanError(
@@ -459,9 +457,7 @@ def _modelopt_layout(algo: str, group: int) -> Precision:
     )
 
 
-def _modelopt(
-    qc: Mapping[str, Any], skip: tuple[ModuleRule, ...], name: str
-) -> QuantizationSpec:
+def _modelopt(qc: Mapping[str, Any], skip: tuple[ModuleRule, ...], name: str) -> QuantizationSpec:
     """ModelOpt (hf_quant_config.json): one quant_algo for every linear module but the
     `exclude_modules`, or MIXED_PRECISION with a `quantized_layers` map (module → its own
     quant_algo; modules it does not list stay at the dtype: vLLM modelopt.py
@@ -509,9 +505,7 @@ def _modelopt(
     )
 
 
-def _torchao(
-    qc: Mapping[str, Any], skip: tuple[ModuleRule, ...], name: str
-) -> QuantizationSpec:
+def _torchao(qc: Mapping[str, Any], skip: tuple[ModuleRule, ...], name: str) -> QuantizationSpec:
     """torchao (TorchAoConfig.quant_type: a string or {"default": {"_type": ..., "_data":
     {"group_size": ...}}}): int4 weight-only keeps a bf16 scale and zero per group
     (torchao/quantization/quant_api.py Int4WeightOnlyConfig), int8 weight-only and the fp8
