@@ -154,3 +154,43 @@ def test_405b_three_answers(lesson_gpu_memory):
     assert gpuplan.serve("llama-3.1-405b", "h200", gpus=8).fits
     more = gpuplan.serve("llama-3.1-405b", H100, gpu_memory=lesson_gpu_memory)
     assert more.fits and more.gpus > 8 and more.pp > 1
+
+
+def test_tensor_parallelism_divides_the_weights_by_tp(lesson_gpu_memory):
+    # "Tensor parallelism divides the weights by tp": 405B in bf16 is 812 GB, an eighth of it on
+    # each of eight GPUs (the lesson's step 4: 812 GB ÷ 8 = 101.47 GB, more than an H100 has)
+    plan = gpuplan.serve("llama-3.1-405b", H100, gpus=8, gpu_memory=lesson_gpu_memory)
+    assert plan.tp == 8 and round(plan.weights_bytes / GB) == 812
+    per_gpu = plan.bill.item("weights").bytes
+    # the norms are whole on every rank: a few MB above an exact eighth
+    assert per_gpu == pytest.approx(plan.weights_bytes / 8, rel=1e-3)
+    assert round(per_gpu / GB, 2) == 101.47 and per_gpu > 80 * GB
+
+
+def test_kv_cache_is_per_token_times_context_times_sequences(lesson_gpu_memory):
+    # "KV cache = 2 × layers × KV heads × head dim × bytes per token, times context length,
+    #  times concurrent sequences"
+    for context, users in ((4096, 1), (8192, 3), (131072, 2)):
+        plan = gpuplan.serve(
+            "llama-3.1-8b", H100, gpus=1, context=context, users=users, gpu_memory="1TB"
+        )
+        expected = 2 * 32 * 8 * 128 * 2 * context * users
+        assert plan.bill.item("kv_cache").bytes == expected
+
+
+def test_70b_fp16_total_from_the_formula_sheet(lesson_gpu_memory):
+    # "Activation overhead: ~5 GB. Total: ~166.5 GB VRAM": the sheet's activation buffer is
+    # gpuplan's workspace line (activations and scratch of the forward pass), 1.5 GB on each of
+    # the plan's 4 GPUs = 6 GB, within the sheet's "~"; its total (140 + 21.5 + 5) is gpuplan's
+    # weights + KV cache + workspace over the 4 GPUs, 1.3 % above it (70.55 B parameters, not
+    # 70 B, and 6 GB of workspace). gpuplan also bills the 1 GB CUDA context per GPU, which the
+    # sheet leaves out.
+    plan = gpuplan.serve(
+        "llama-3.1-70b", H100, dtype="fp16", context=4096, users=16, gpu_memory=lesson_gpu_memory
+    )
+    items = {i.key: i.bytes * plan.gpus for i in plan.items}
+    assert items["workspace"] == 4 * 1.5 * GB
+    assert items["workspace"] == pytest.approx(5 * GB, abs=1 * GB)
+    sheet_total = items["weights"] + items["kv_cache"] + items["workspace"]
+    assert sheet_total == pytest.approx(166.5 * GB, rel=0.02)
+    assert plan.per_gpu_total_bytes * plan.gpus == sheet_total + items["cuda_context"]

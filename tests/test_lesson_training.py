@@ -147,3 +147,43 @@ def test_six_n_d(lesson_gpu_memory):
     arch = b.setup.arch
     attn = 12 * arch.num_layers * arch.attention.num_heads * arch.attention.head_dim * 4096 * 4096
     assert plan.step_flops == 6 * n * 4096 + attn
+
+
+def test_adamw_states_are_master_momentum_variance(lesson_gpu_memory):
+    # sizing-formulas §B: "Master weights (FP32, 4 bytes) + Momentum (FP32, 4 bytes) + Variance
+    # (FP32, 4 bytes) = 12 × P bytes"
+    plan = _train(lesson_gpu_memory)
+    n = plan.params_total
+    assert plan.bill.item("master").bytes == 4 * n
+    assert plan.bill.item("optimizer").bytes == (4 + 4) * n
+
+
+def test_parameters_per_gpu_are_total_over_tp_times_pp(lesson_gpu_memory):
+    # "Parameters per GPU = total / (tp × pp); ZeRO then divides states by dp."
+    plan = _train(lesson_gpu_memory, gpus=8, tp=2, pp=2, zero=1)
+    layout = plan.layout
+    assert (layout.dp, layout.tp, layout.pp) == (2, 2, 2)
+    share = plan.params_total / (layout.tp * layout.pp)
+    # the heaviest stage's share: exact up to the norms every tp rank keeps whole
+    weights = plan.bill.item("weights").bytes
+    assert weights == pytest.approx(2 * share, rel=1e-3)
+    held = weights // 2  # the stage's parameters, from its bf16 weights
+    assert plan.bill.item("gradients").bytes == 2 * held  # ZeRO-1 keeps whole gradients
+    assert plan.bill.item("master").bytes == pytest.approx(4 * held / layout.dp, abs=8)
+    assert plan.bill.item("optimizer").bytes == pytest.approx(8 * held / layout.dp, abs=8)
+
+
+def test_an_oom_fails_fast_or_late(lesson_gpu_memory):
+    # "It fails fast when the static states do not fit and late when activations peak on the
+    #  longest batch." The training bill as a timeline of phases shows which.
+    fast = _train(lesson_gpu_memory, gpus=8, zero=0, seq=8192, micro_batch=4)
+    assert fast.model_states_bytes > 80 * GB  # before the first activation is saved
+    late = _train(lesson_gpu_memory, gpus=8, zero=3, seq=8192)
+    data = late.to_dict()
+    phases = {p["name"]: p for p in data["phases"]}
+    states = ("weights", "gradients", "master", "optimizer")
+    assert sum(phases["forward"]["bytes_by_category"][c] for c in states) < late.budget_bytes
+    assert not late.fits  # ...the run dies later, when the activations are all saved
+    peak = phases[data["peak_phase"]]
+    assert data["peak_phase"] != "optimizer" and peak["total_bytes"] > late.budget_bytes
+    assert peak["bytes_by_category"]["activations"] == late.activations_bytes

@@ -113,3 +113,15 @@ def test_drill_steps_do_not_print_their_answer(lesson):
             assert "1.13" not in text and "1,128" not in text and "1.1 TB" not in text
         if step["id"] == 8:
             assert not re.search(r"\b50 (conversations|sequences|users)", text)
+
+
+def test_step_17_names_the_peak_phase_of_the_api(lesson):
+    """The words beside the timeline name the phase the API marks as the peak, with its total."""
+    client = TestClient(create_app(), raise_server_exceptions=False)
+    step = next(s for s in lesson["steps"] if s["id"] == 17)
+    body = {k: v for k, v in step["scenario"].items() if k != "mode"}
+    text = _text(step)
+    for checkpointing in (False, True):
+        data = client.post("/api/train", json={**body, "checkpointing": checkpointing}).json()
+        peak = next(p for p in data["phases"] if p["name"] == data["peak_phase"])
+        assert peak["label"] in text and _gb(peak["total_bytes"]) in text, (peak, text)

@@ -1,7 +1,9 @@
 """The web app in a real Chromium (Debian's /usr/bin/chromium, driven by Playwright).
 
 One browser for the module and two shared pages (1280×800, and 390×844 with reduced motion), so
-the whole file runs in well under a minute. Screenshots of every lesson step at both sizes go to
+the whole file runs in about 75 s on the 2-core development machine. Every wait is for a
+condition, bounded only against a hang (HANG_MS); timing is measured and printed, never asserted
+(bench/web_latency.py holds the 100 ms target). Screenshots of every lesson step at both sizes go to
 test-artifacts/lesson/ (git-ignored). Skipped, with the reason, where Chromium or Playwright is
 missing. Expected figures come from the engine's API (what the page must show) and, where the
 lesson states a rule, from that rule.
@@ -35,6 +37,9 @@ ARGS = [
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
+# Only a guard against hangs, never a timing test: the CI machine (2 cores) may be loaded, so
+# every wait is for a condition, bounded by this. Timing is bench/web_latency.py's job.
+HANG_MS = 120_000
 
 pytestmark = [
     pytest.mark.browser,
@@ -76,11 +81,17 @@ def _free_port() -> int:
 def base_url() -> Iterator[str]:
     port = _free_port()
     server = uvicorn.Server(
-        uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning")
+        # the engine's deadline raised from 10 s: a loaded machine must not turn into a 503
+        uvicorn.Config(
+            create_app(deadline_s=HANG_MS / 1000),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+        )
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + HANG_MS / 1000
     while not server.started:
         if time.monotonic() > deadline:
             raise RuntimeError("uvicorn did not start")
@@ -104,6 +115,7 @@ class Shared:
     def __init__(self, browser: Any, base: str, **options: Any) -> None:
         # bypass_csp only so the tests may evaluate expressions; test_page_loads_* keeps the CSP
         self.context = browser.new_context(bypass_csp=True, **options)
+        self.context.set_default_timeout(HANG_MS)
         self.pg = self.context.new_page()
         self.base = base
         self.errors: list[str] = []
@@ -152,7 +164,7 @@ def phone(shared_phone: Shared) -> Iterator[Any]:
 
 def shot(pg: Any, name: str, full: bool = True) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
-    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full)
+    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full, animations="disabled")
 
 
 def rendered(pg: Any) -> int:
@@ -162,7 +174,7 @@ def rendered(pg: Any) -> int:
 def wait_render(pg: Any, after: int) -> None:
     pg.wait_for_function(
         f"Number(document.body.dataset.rendered || 0) > {after} && !document.body.dataset.busy",
-        timeout=15_000,
+        timeout=HANG_MS,
     )
 
 
@@ -170,8 +182,8 @@ def open_page(pg: Any, path: str) -> None:
     """A fresh load of the page at `path` (not a same-document hash change)."""
     pg.goto("about:blank")
     pg.goto(pg.base + "/" + path)
-    pg.wait_for_selector("body[data-rendered]", timeout=15_000)
-    pg.wait_for_function("!document.body.dataset.busy", timeout=15_000)
+    pg.wait_for_selector("body[data-rendered]", timeout=HANG_MS)
+    pg.wait_for_function("!document.body.dataset.busy", timeout=HANG_MS)
 
 
 def to_step(pg: Any, n: int) -> None:
@@ -182,7 +194,8 @@ def to_step(pg: Any, n: int) -> None:
     before = rendered(pg)
     if pg.evaluate("location.hash") == f"#/lesson/{n}":
         pg.reload()
-        pg.wait_for_selector("body[data-rendered]", timeout=15_000)
+        pg.wait_for_selector("body[data-rendered]", timeout=HANG_MS)
+        pg.wait_for_function("!document.body.dataset.busy", timeout=HANG_MS)
     else:
         pg.evaluate(f"location.hash = '#/lesson/{n}'")
         wait_render(pg, before)
@@ -222,6 +235,7 @@ def headline(pg: Any, kind: str) -> str:
 
 def _load_clean(browser: Any, base_url: str, name: str, size: dict[str, int]) -> None:
     context = browser.new_context(viewport=size)
+    context.set_default_timeout(HANG_MS)
     pg = context.new_page()
     requests: list[str] = []
     errors: list[str] = []
@@ -229,7 +243,7 @@ def _load_clean(browser: Any, base_url: str, name: str, size: dict[str, int]) ->
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     pg.goto(base_url + "/#/playground")
-    pg.wait_for_selector("body[data-rendered]", timeout=15_000)
+    pg.wait_for_selector("body[data-rendered]")
     pg.wait_for_selector("#gpus rect.block")
     assert "Fits" in pg.inner_text("#verdict")
     outside = [u for u in requests if not u.startswith(base_url) and not u.startswith("data:")]
@@ -304,9 +318,17 @@ def test_every_step_in_view_at_1280x800(page: Any, shared_desktop: Shared) -> No
         assert all(style == "solid" for style in highlighted), (n, highlighted)
         assert page.locator("header nav [aria-current='page']").count() == 1
         assert page.get_attribute("header nav [aria-current='page']", "data-tab") == "lesson"
-        page.screenshot(path=str(ARTIFACTS / "lesson" / f"step-{n:02d}-desktop.png"))
+        # animations="disabled": the blocks drawn where they settle, not mid-transition
+        page.screenshot(
+            path=str(ARTIFACTS / "lesson" / f"step-{n:02d}-desktop.png"), animations="disabled"
+        )
         if n == README_SHOTS["desktop"]:  # the README's picture (docs/lesson-desktop.jpg)
-            page.screenshot(path=str(ARTIFACTS / "lesson-desktop.jpg"), type="jpeg", quality=70)
+            page.screenshot(
+                path=str(ARTIFACTS / "lesson-desktop.jpg"),
+                type="jpeg",
+                quality=60,
+                animations="disabled",
+            )
     # the rest of the controls are one click away
     to_step(page, 13)
     page.click("#more-controls")
@@ -331,7 +353,7 @@ def test_every_step_legible_on_a_phone(phone: Any, shared_phone: Shared) -> None
         assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"] + 1, n
         phone.screenshot(path=str(ARTIFACTS / "lesson" / f"step-{n:02d}-phone.png"))
         if n == README_SHOTS["phone"]:  # the README's picture (docs/lesson-phone.jpg)
-            phone.screenshot(path=str(ARTIFACTS / "lesson-phone.jpg"), type="jpeg", quality=70)
+            phone.screenshot(path=str(ARTIFACTS / "lesson-phone.jpg"), type="jpeg", quality=60)
     outside = [u for u in shared_phone.requests if not u.startswith(phone.base)]
     assert not outside, outside
 
@@ -354,6 +376,21 @@ def test_blocks_animate_unless_reduced_motion(page: Any, phone: Any) -> None:
 
 def test_headline_numbers_are_the_engines(page: Any) -> None:
     n8 = train(model="llama-3.1-8b", gpus=1).params_total
+    to_step(page, 1)  # "8.03 B × 2 = 16 GB of weights ... the plan comes to 19 GB of 80"
+    first = serve(model="llama-3.1-8b", gpus=1)
+    assert first.weights_bytes == 2 * n8 and gb(2 * n8) in headline(page, "weights")
+    assert round(first.per_gpu_total_bytes / 1e9) == 19
+    assert f"{gb(first.per_gpu_total_bytes)}" in headline(page, "total")
+    assert "of 80 GB" in headline(page, "total")
+
+    to_step(page, 5)  # 2 × 32 layers × 8 KV heads × 128 × 2 bytes per token; 17 GB at 128k
+    per_token = 2 * 32 * 8 * 128 * 2
+    assert f"{per_token:,} bytes per token" in headline(page, "kv")
+    assert gb(per_token * 4096) in headline(page, "kv")
+    change(page, "fill", "#c-context", "131072")
+    assert gb(per_token * 131072) in headline(page, "kv")
+    assert round(per_token * 131072 / 1e9) == 17
+
     to_step(page, 10)
     # 16 bytes per parameter: 2 weights + 2 gradients + 12 optimizer
     assert gb(16 * n8) in headline(page, "model_states")
@@ -572,28 +609,71 @@ def test_one_selected_tab(page: Any) -> None:
         assert page.locator("header nav [aria-current]").count() == 1
 
 
-def test_training_timeline_drawn_from_phases(page: Any) -> None:
-    """The training bill's phases (issue 12's timeline), drawn when the answer carries them."""
+TIMELINE = """() => [...document.querySelectorAll('#timeline li.phase')].map(li => ({
+  name: li.dataset.phase, label: li.querySelector('.phase-name').innerText,
+  total: li.querySelector('.phase-total').innerText, peak: li.classList.contains('peak'),
+  tag: li.querySelector('.phase-peak').innerText,
+  parts: [...li.querySelectorAll('.phase-bar i')].map(i => [i.className.slice(4), i.getBoundingClientRect().width]),
+}))"""
 
-    def add_phases(route: Any) -> None:
-        response = route.fetch()
-        data = response.json()
-        items = data["per_gpu"]["items"]
-        data["phases"] = [
-            {"name": "forward", "total_bytes": 10**10, "items": items[:1]},
-            {"name": "backward", "total_bytes": 2 * 10**10, "items": items[:2], "peak": True},
-        ]
-        route.fulfill(response=response, json=data)
 
-    page.route("**/api/train", add_phases)
-    try:
-        open_page(page, "#/lesson/10")
-        page.wait_for_selector("#timeline .phase")
-        assert page.locator("#timeline .phase").count() == 2
-        assert "(peak)" in page.inner_text("#timeline .phase.peak")
-    finally:
-        page.unroute("**/api/train")
-    open_page(page, "#/lesson/1")
+def _timeline_is(pg: Any, data: dict[str, Any]) -> None:
+    """The drawn timeline is the API answer's: its phases in order, each labelled and totalled
+    as the engine gives it, the engine's peak phase marked, each bar its bytes by category on
+    one scale; the note under it the answer's memory_figures."""
+    rows = pg.evaluate(TIMELINE)
+    phases = data["phases"]
+    assert [r["name"] for r in rows] == [p["name"] for p in phases]
+    assert [r["label"] for r in rows] == [p["label"] for p in phases]
+    assert [r["total"] for r in rows] == [gb(p["total_bytes"]) for p in phases]
+    assert [r["peak"] for r in rows] == [p["name"] == data["peak_phase"] for p in phases]
+    assert [r["tag"] for r in rows].count("peak") == 1
+    per_byte = []
+    for row, phase in zip(rows, phases, strict=True):
+        drawn = {category: width for category, width in row["parts"]}
+        assert set(drawn) == {c for c, b in phase["bytes_by_category"].items() if b > 0}, row
+        per_byte += [w / phase["bytes_by_category"][c] for c, w in drawn.items() if w > 20]
+    assert max(per_byte) / min(per_byte) < 1.1, per_byte  # one scale for every bar
+    peak = next(p for p in phases if p["name"] == data["peak_phase"])
+    note = pg.inner_text("#timeline-peak")
+    figures = data["memory_figures"]
+    assert peak["label"] in note, note
+    assert gb(figures["allocated_bytes"]) in note and gb(figures["nvidia_smi_bytes"]) in note
+
+
+def test_training_timeline_is_the_engines_phases(page: Any) -> None:
+    """Steps 12 and 17: the step's phases drawn from the real API answer (`phases`,
+    `peak_phase`, `memory_figures`), with and without activation recompute."""
+    to_step(page, 12)  # the late OOM: the activations peak before the backward frees them
+    _timeline_is(
+        page, train(model="llama-3.1-8b", gpus=8, zero=0, seq=8192, micro_batch=4).to_dict()
+    )
+    to_step(page, 17)
+    for checkpointing in (False, "full"):
+        if checkpointing:
+            change(page, "check", "#c-ckpt", "")
+        data = train(
+            model="llama-3.1-8b", gpus=8, zero=3, seq=16384, checkpointing=checkpointing
+        ).to_dict()
+        _timeline_is(page, data)
+        peak = next(p for p in data["phases"] if p["name"] == data["peak_phase"])
+        text = page.inner_text("#step-text")  # the step's words name the same peak
+        assert peak["label"] in text and gb(peak["total_bytes"]) in text, text
+    shot(page, "timeline-step-17", full=False)
+    # every training category has its own colour and name in the legend
+    legend = page.eval_on_selector_all(
+        "#legend .legend-item .swatch",
+        "ss => ss.map(s => [s.className, getComputedStyle(s).backgroundColor, s.parentElement.innerText])",
+    )
+    colours = [colour for _, colour, _ in legend]
+    assert len(set(colours)) == len(colours) and "rgba(0, 0, 0, 0)" not in colours, legend
+    assert not any(name.strip() in ("master", "comm", "transient") for *_, name in legend), legend
+    to_step(page, 21)  # a drill: the shapes, no numbers until answered
+    assert set(
+        page.eval_on_selector_all("#timeline .phase-total", "ts => ts.map(t => t.innerText)")
+    ) == {"?"}
+    assert page.locator("#timeline-peak").count() == 0
+    to_step(page, 1)  # serving: no timeline
     assert page.locator("#timeline").is_hidden()
 
 
@@ -621,9 +701,9 @@ def test_context_slider_repaints_and_its_latency_is_measured(page: Any) -> None:
         assert page.text_content("#total-bytes") == gb(plan.per_gpu_total_bytes)
         latencies.append(int(page.get_attribute("body", "data-latency") or 9999))
     # measured here and printed; the < 100 ms target is checked by bench/web_latency.py (the
-    # guide keeps timing targets out of test assertions), this bound only catches a hang
+    # guide keeps timing out of test assertions: a hang is caught by the waits above)
     print(f"input to repaint: {latencies} ms, median {statistics.median(latencies)} ms")
-    assert statistics.median(latencies) < 2000, latencies
+    assert all(latency >= 0 for latency in latencies), latencies
     shot(page, "context-16k")
 
 
@@ -653,6 +733,7 @@ def test_shared_url_restores_the_same_state(page: Any, browser: Any) -> None:
     plan = gpuplan.serve("qwen3-8b", "h200", kv_dtype="fp8", context=32768, users=12, gpus=2)
     assert total == gb(plan.per_gpu_total_bytes)
     other = browser.new_context(viewport=DESKTOP)
+    other.set_default_timeout(HANG_MS)
     pg2 = other.new_page()
     pg2.goto(url)
     pg2.wait_for_selector("body[data-rendered]")

@@ -77,6 +77,28 @@ def item(plan: Any, key: str) -> int:
     return int(next(i.bytes for i in plan.items if i.key == key))
 
 
+def peak_phase(plan: Any) -> dict[str, Any]:
+    """The training step's peak phase as the API gives it (`phases`, `peak_phase`)."""
+    data = plan.to_dict()
+    return dict(next(p for p in data["phases"] if p["name"] == data["peak_phase"]))
+
+
+def timeline_sentence(plain: Any, full: Any) -> str:
+    """Step 17's words for the timeline: where the step peaks without and with recompute."""
+    a, b = peak_phase(plain), peak_phase(full)
+    if a["name"] == b["name"]:
+        where = f"with or without recompute it peaks at the {a['label']}, {gb(a['total_bytes'])} → {gb(b['total_bytes'])}"
+    else:
+        where = f"without recompute it peaks at the {a['label']} ({gb(a['total_bytes'])}), with it at the {b['label']} ({gb(b['total_bytes'])})"
+    logits = item(full, "logits")
+    tail = (
+        f"; with it the {gb(logits)} of logits outweigh the {gb(full.activations_bytes)} of saved activations"
+        if logits > full.activations_bytes
+        else ""
+    )
+    return f"The timeline of phases follows one training step: {where}{tail}."
+
+
 def category(plan: Any, cat: str) -> int:
     return int(sum(i.bytes for i in plan.items if i.category == cat))
 
@@ -391,6 +413,7 @@ def steps() -> list[dict[str, Any]]:
             text=[
                 "Activation checkpointing keeps only each layer's input and recomputes the rest during the backward pass.",
                 f"At 16,384 tokens it takes the activations from {gb(t17.activations_bytes)} to {gb(t17b.activations_bytes)} per GPU, for a third more compute: {'−' if tps < 0 else '+'}{abs(tps) * 100:.0f} % tokens per second.",
+                timeline_sentence(t17, t17b),
             ],
             question="Turn checkpointing on and off. What did it free, and what did it cost?",
             scenario=train_body(gpus=8, zero=3, seq=16384, checkpointing=False),

@@ -10,7 +10,10 @@ export const CATEGORY_NAMES = {
   kv_cache: "KV cache",
   gradients: "Gradients",
   optimizer: "Optimizer states",
+  master: "fp32 master weights",
   activations: "Activations",
+  transient: "Temporaries (logits, backward)",
+  comm: "Communication buffers",
   overhead: "Workspace & context",
   other: "Other",
 };
@@ -199,52 +202,78 @@ export function legend(node, items, kinds) {
   }
 }
 
-// A training bill's phases (when the engine gives them): one bar per phase, the peak marked.
+// A training answer's step as a timeline (`phases`, `peak_phase`, `memory_figures`): one row per
+// phase, its bar the phase's `bytes_by_category` on the caller's scale with the HBM marked, its
+// total as the engine gives it; the engine's peak phase marked. Nothing here adds bytes up.
 export function drawTimeline(node, data, { scale, masked = false } = {}) {
   const phases = Array.isArray(data.phases) ? data.phases : [];
   node.hidden = !phases.length;
   node.replaceChildren();
   if (!phases.length) return;
   const units = data.units || "GB";
-  const h = document.createElement("p");
-  h.className = "timeline-title";
-  h.textContent = "The step as a timeline: memory per GPU in each phase";
-  node.append(h);
+  const memory = data.gpu.memory_bytes;
+  const peak = phases.find((p) => p.name === data.peak_phase);
+  const title = document.createElement("p");
+  title.className = "timeline-title";
+  title.textContent = `One training step as a timeline: memory per GPU in each phase (black line: HBM ${fmt(memory, units, memory % 1e9 ? 2 : 0)})`;
+  node.append(title);
+
+  const top = Math.max(scale || 0, memory, ...phases.map((p) => p.total_bytes)) * 1.03;
+  const order = categoryOrder(data, phases);
   const list = document.createElement("ol");
   list.className = "phases";
-  const top = Math.max(scale || 0, ...phases.map((p) => phaseTotal(p) || 0));
-  const peak = phases.findIndex((p) => p.peak === true || p.is_peak === true);
-  phases.forEach((phase, n) => {
+  for (const phase of phases) {
+    const isPeak = phase === peak;
     const li = document.createElement("li");
-    li.className = `phase${n === peak ? " peak" : ""}`;
-    const bar = document.createElement("div");
-    bar.className = "phase-bar";
-    for (const part of phaseParts(phase)) {
-      const seg = document.createElement("i");
-      seg.className = `swatch cat-${part.category || "other"}`;
-      seg.style.height = `${top ? (100 * part.bytes) / top : 0}%`;
-      seg.title = `${part.name || part.category}: ${fmt(part.bytes, units)}`;
-      bar.append(seg);
-    }
+    li.className = `phase${isPeak ? " peak" : ""}${phase.total_bytes > memory ? " over" : ""}`;
+    li.dataset.phase = phase.name;
     const name = document.createElement("span");
     name.className = "phase-name";
-    name.textContent = phase.name || phase.label || phase.phase || `phase ${n + 1}`;
+    name.textContent = phase.label || phase.name;
+    const bar = document.createElement("span");
+    bar.className = "phase-bar";
+    bar.setAttribute("aria-hidden", "true");
+    for (const category of order) {
+      const bytes = phase.bytes_by_category[category] || 0;
+      if (bytes <= 0) continue;
+      const seg = document.createElement("i");
+      seg.className = `cat-${category}`;
+      seg.style.width = `${(100 * bytes) / top}%`;
+      if (!masked) seg.title = `${CATEGORY_NAMES[category] || category}: ${fmt(bytes, units)}`;
+      bar.append(seg);
+    }
+    const hbm = document.createElement("b");
+    hbm.className = "phase-hbm";
+    hbm.style.left = `${(100 * memory) / top}%`;
+    bar.append(hbm);
     const total = document.createElement("span");
     total.className = "phase-total";
-    total.textContent = masked ? "?" : fmt(phaseTotal(phase), units, 1) + (n === peak ? " (peak)" : "");
-    li.append(bar, name, total);
+    total.textContent = masked ? "?" : fmt(phase.total_bytes, units);
+    const tag = document.createElement("span");
+    tag.className = "phase-peak";
+    tag.textContent = isPeak ? "peak" : "";
+    li.append(name, bar, total, tag);
     list.append(li);
-  });
+  }
   node.append(list);
+  const figures = data.memory_figures;
+  if (peak && figures && !masked) {
+    const p = document.createElement("p");
+    p.className = "timeline-note";
+    p.id = "timeline-peak";
+    const reserved = figures.reserved_bytes !== figures.allocated_bytes
+      ? `, ${fmt(figures.reserved_bytes, units)} reserved by the caching allocator`
+      : "";
+    p.textContent = `The bill is the peak, ${peak.label || peak.name}: ${fmt(figures.allocated_bytes, units)} allocated${reserved}; ${fmt(figures.nvidia_smi_bytes, units)} as nvidia-smi shows it, with the CUDA context.`;
+    node.append(p);
+  }
 }
 
-function phaseTotal(p) {
-  return p.total_bytes ?? p.bytes ?? p.peak_bytes ?? null;
-}
-
-function phaseParts(p) {
-  if (Array.isArray(p.items)) return p.items.map((i) => ({ category: i.category, bytes: i.bytes, name: i.name || i.key }));
-  const cats = p.by_category || p.categories;
-  if (cats && typeof cats === "object") return Object.entries(cats).map(([category, bytes]) => ({ category, bytes }));
-  return [];
+// Categories stacked in the order the bill lists them (the picture's order), then any others.
+function categoryOrder(data, phases) {
+  const order = [];
+  const add = (c) => { if (!order.includes(c)) order.push(c); };
+  for (const item of data.per_gpu.items) add(item.category);
+  for (const phase of phases) for (const c of Object.keys(phase.bytes_by_category || {})) add(c);
+  return order;
 }
