@@ -168,8 +168,14 @@ def test_fbgemm_keeps_listed_modules() -> None:
         ],
     }
     spec = quantization_from_config(qc)
-    assert spec is not None and "attention" in spec.unquantized and "mlp" not in spec.unquantized
-    assert any("model.layers.0.mlp.down_proj" in n for n in spec.notes)
+    assert spec is not None and spec.rules[0].key == "modules_to_not_convert"
+    fmt = resolve_weight_format(_arch(qc), None)
+    assert fmt.for_kind("attention").id == "bf16" and fmt.for_kind("mlp").id == "fp8-channel"
+    assert fmt.plan is not None  # layer 0's down_proj differs from the other layers'
+    assert any(
+        "attention of all 4 layers and mlp.down_proj of layer 0 kept in bf16" in n
+        for n in fmt.notes
+    )
 
 
 def test_unknown_and_bad_configs_fail_in_one_line() -> None:

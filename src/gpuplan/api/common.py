@@ -12,6 +12,7 @@ from gpuplan.catalog.precisions import torch_dtype_precision
 from gpuplan.catalog.sources import ModelSource
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.gpu import GpuSpec
+from gpuplan.engine.module_plan import planned_format
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.weights import WeightFormat, as_stored
 from gpuplan.errors import GpuplanError
@@ -55,17 +56,19 @@ def resolve_weight_format(
         base = get_precision("bf16")  # engines serve fp32 checkpoints in 16-bit
     if dtype is None or dtype == "auto":
         if arch.quantization is not None:
-            return quantized_format(arch.quantization, base, stored)
+            return quantized_format(arch, arch.quantization, base, stored)
         return WeightFormat(base, base, stored=as_stored(stored, base))
     return WeightFormat(get_precision(dtype), base)
 
 
 def quantized_format(
-    q: QuantizationSpec, base: Precision, stored: Checkpoint | None
+    arch: Architecture, q: QuantizationSpec, base: Precision, stored: Checkpoint | None
 ) -> WeightFormat:
-    """A quantised checkpoint's format: its layout (derived, or from the precision catalog)."""
+    """A quantised checkpoint's format: its layout (derived, or from the precision catalog),
+    with each linear module's precision resolved from the config's rules
+    (engine/module_plan.py)."""
     layout = q.layout or get_precision(q.precision)
-    return WeightFormat(layout, base, q.unquantized, q.kind_precisions, q.notes, stored)
+    return planned_format(arch, q, layout, base, stored)
 
 
 def resolve_kv(weights: WeightFormat, kv_dtype: str | None) -> Precision:

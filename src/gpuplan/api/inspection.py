@@ -72,7 +72,8 @@ class ModelReport:
             else {
                 "method": q.method,
                 "layout": q.precision,
-                "unquantized": list(q.unquantized),
+                "unquantized": list(self.weights.unquantized),
+                "modules": [n for n in self.weights.notes if n not in q.notes],
                 "source": q.source,
                 "notes": list(q.notes),
             },

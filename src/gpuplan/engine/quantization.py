@@ -9,20 +9,28 @@ hf_quant_config.json (catalog/sources/modelopt.py). Named catalog formats (nvfp4
 bnb-*) are left to the precision catalog (`layout` None); every other layout is derived here
 from the config's own bits and group sizes.
 
+Each method's module lists become `ModuleRule`s (which modules a config names, and what they
+get): transformers' `modules_to_not_convert` (fbgemm_fp8, fp8, AWQ, mxfp4, torchao), vLLM's
+fp8 `ignored_layers`, bitsandbytes' `llm_int8_skip_modules`, ModelOpt's `exclude_modules` and
+MIXED_PRECISION `quantized_layers`, compressed-tensors' `ignore` and per-group `targets`
+(exact names before regexes before the class name "Linear", as compressed-tensors' matcher
+ranks them), GPTQ's `dynamic` per-module overrides (GPTQModel; vLLM gptq_utils) and
+`modules_in_block_to_quantize`. engine/module_plan.py applies them to every linear module.
+
 `standard_layout` is what an engine's `--quantization METHOD` means for a checkpoint without
 a `quantization_config`: the method's usual layout, said so in a note.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuplan.engine.precision import Precision
 from gpuplan.errors import GpuplanError
 
-ALWAYS_KEPT = ("bias", "embedding", "lm_head", "norm", "router")
 LINEAR = ("attention", "mlp", "experts", "shared_experts")
 METHODS = (
     "gptq",
@@ -35,24 +43,94 @@ METHODS = (
     "modelopt",
     "torchao",
 )
+# config keys listing modules a method leaves at the checkpoint dtype
+SKIP_KEYS = (
+    "modules_to_not_convert",
+    "ignored_layers",
+    "ignore",
+    "exclude_modules",
+    "llm_int8_skip_modules",
+)
+MAX_PATTERNS = 100_000
+MAX_PATTERN_CHARS = 1_000
+# a repeated group holding a repetition: the regexes whose matching can take exponential time
+_NESTED_REPEAT = re.compile(r"\([^()]*[*+}][^()]*\)[*+{]")
+
+
+@dataclass(frozen=True)
+class ModuleRule:
+    """Modules a config names and what they get: kept at the checkpoint dtype (`keep`), a layout
+    of their own (`layout`), or the config's layout (neither). `syntax` "name": plain names
+    name whole dotted components, `*` globs, `re:` regexes; "regex": every pattern is a regex
+    (GPTQ `dynamic` keys). `negate`: the rule names the decoder modules its patterns do not
+    (GPTQ `modules_in_block_to_quantize`)."""
+
+    patterns: tuple[str, ...]
+    syntax: str
+    key: str  # the config key it came from, said in the notes
+    keep: bool = True
+    layout: Precision | None = None
+    negate: bool = False
 
 
 @dataclass(frozen=True)
 class QuantizationSpec:
     """A checkpoint's `quantization_config`, reduced to what sizes the weights.
 
-    `precision` names the layout (a catalog id, or a derived one in `layout`); `unquantized`
-    lists the module kinds kept at the checkpoint's own dtype (embedding, lm_head, attention,
-    router, ...); `kind_precisions` gives kinds a layout of their own (compressed-tensors
-    config groups that target different modules)."""
+    `precision` names the layout (a catalog id, or a derived one in `layout`); `rules` say
+    which linear modules differ from it, in order (the first naming a module decides);
+    `others_kept`: modules no rule names stay at the checkpoint dtype (compressed-tensors
+    modules no config group targets); `lm_head`: the LM head is quantised too (GPTQ)."""
 
     method: str
     precision: str
-    unquantized: tuple[str, ...] = ALWAYS_KEPT
     source: str = ""
     layout: Precision | None = None
-    kind_precisions: tuple[tuple[str, Precision], ...] = ()
+    rules: tuple[ModuleRule, ...] = ()
+    others_kept: bool = False
+    lm_head: bool = False
     notes: tuple[str, ...] = ()
+
+
+def _patterns(value: Any, name: str, key: str) -> tuple[str, ...]:
+    """A config's list of module names or patterns, checked (a bad regex or a huge list is a
+    one-line error, not a hang)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple) or len(value) > MAX_PATTERNS:
+        raise GpuplanError(f"{name}: quantization_config {key!r} must be a list of module names")
+    out: list[str] = []
+    for item in value:
+        if isinstance(item, list | tuple):  # GPTQ modules_in_block_to_quantize: lists of lists
+            out.extend(_patterns(list(item), name, key))
+            continue
+        if not isinstance(item, str) or not item or len(item) > MAX_PATTERN_CHARS:
+            raise GpuplanError(
+                f"{name}: quantization_config {key!r} holds {str(item)[:40]!r}, not a module name"
+            )
+        _check_regex(item.removeprefix("re:").removeprefix("+:").removeprefix("-:"), name, key)
+        out.append(item)
+    return tuple(out)
+
+
+def _check_regex(text: str, name: str, key: str) -> None:
+    if _NESTED_REPEAT.search(text):
+        raise GpuplanError(
+            f"{name}: quantization_config {key!r} pattern {text[:40]!r} repeats a repeated"
+            " group; refused (its matching can take exponential time)"
+        )
+
+
+def skip_rules(qc: Mapping[str, Any], name: str) -> tuple[ModuleRule, ...]:
+    """The modules a config keeps at the checkpoint dtype, one rule per list it gives."""
+    out = []
+    for key in SKIP_KEYS:
+        patterns = _patterns(qc.get(key), name, key)
+        if patterns:
+            out.append(ModuleRule(patterns, "name", key))
+    return tuple(out)
 
 
 def _int(qc: Mapping[str, Any], name: str, key: str, default: int, lo: int, hi: int) -> int:
@@ -116,26 +194,9 @@ def quantization_from_config(qc: Any, name: str = "model") -> QuantizationSpec |
     if not isinstance(qc, Mapping):
         raise GpuplanError(f"{name}: quantization_config must be a JSON object")
     method = str(qc.get("quant_method", "")).lower().replace("_", "-")
-    skip = unquantized_kinds(_listed(qc))
+    skip = skip_rules(qc, name)
     if method in ("gptq", "awq"):
-        bits = _int(qc, name, "bits" if "bits" in qc else "w_bit", 4, 2, 8)
-        group = _int(
-            qc, name, "group_size" if "group_size" in qc else "q_group_size", 128, -1, 2**20
-        )
-        if bits not in (2, 3, 4, 8):
-            raise GpuplanError(f"{name}: {method} with {bits} bits is not supported (2, 3, 4 or 8)")
-        # both pack zero points at the weight width (AutoGPTQ qzeros, AutoAWQ qzeros)
-        layout = int_layout(
-            method,
-            bits,
-            group,
-            16,
-            bits,
-            f"{method} {bits}-bit, fp16 scales and packed zeros per group of {group}",
-        )
-        return QuantizationSpec(
-            method, layout.id, skip, f"{method} bits={bits} group_size={group}", layout
-        )
+        return _gptq_awq(qc, method, skip, name)
     if method == "fp8":
         block = qc.get("weight_block_size")
         layout = fp8_layout(
@@ -143,7 +204,7 @@ def quantization_from_config(qc: Any, name: str = "model") -> QuantizationSpec |
             "fp8 e4m3 weights"
             + (f", fp32 scale per {block} block" if block else ", per-tensor scale"),
         )
-        return QuantizationSpec(method, layout.id, skip, f"fp8 weight_block_size={block}", layout)
+        return QuantizationSpec(method, layout.id, f"fp8 weight_block_size={block}", layout, skip)
     if method == "fbgemm-fp8":
         layout = Precision(
             "fp8-channel",
@@ -151,18 +212,11 @@ def quantization_from_config(qc: Any, name: str = "model") -> QuantizationSpec |
             scope="linear",
             source="FBGEMM fp8: e4m3 weights, one fp32 scale per output channel",
         )
-        notes: tuple[str, ...] = ()
-        per_layer = [m for m in _listed(qc) if any(ch.isdigit() for ch in str(m))]
-        if per_layer:
-            notes = (
-                f"fbgemm_fp8 keeps {len(per_layer)} listed modules (e.g. {per_layer[0]}) in 16-bit;"
-                " the architecture math keeps only whole kinds, the checkpoint headers give the exact bytes",
-            )
-        return QuantizationSpec(
-            "fbgemm_fp8", layout.id, skip, "fbgemm_fp8 per-channel", layout, notes=notes
-        )
+        return QuantizationSpec("fbgemm_fp8", layout.id, "fbgemm_fp8 per-channel", layout, skip)
     if method == "mxfp4":
-        return QuantizationSpec(method, "mxfp4", skip, "mxfp4 (32-element blocks, e8m0 scales)")
+        return QuantizationSpec(
+            method, "mxfp4", "mxfp4 (32-element blocks, e8m0 scales)", rules=skip
+        )
     if method == "bitsandbytes":
         return _bitsandbytes(qc, skip, name)
     if method == "compressed-tensors":
@@ -177,13 +231,65 @@ def quantization_from_config(qc: Any, name: str = "model") -> QuantizationSpec |
     )
 
 
-def _listed(qc: Mapping[str, Any]) -> list[str]:
-    out: list[str] = []
-    for key in ("modules_to_not_convert", "ignore", "exclude_modules", "llm_int8_skip_modules"):
-        value = qc.get(key)
-        if isinstance(value, list):
-            out.extend(str(v) for v in value)
-    return out
+def _gptq_awq(
+    qc: Mapping[str, Any], method: str, skip: tuple[ModuleRule, ...], name: str
+) -> QuantizationSpec:
+    """GPTQ / AWQ: packed ints with fp16 scales and packed zero points per group (AutoGPTQ
+    and AutoAWQ qzeros); GPTQ's `modules_in_block_to_quantize` (the others stay 16-bit),
+    `dynamic` per-module overrides ("-:regex" not quantised, "+:regex" / "regex" with its
+    own bits and group_size; first match wins) and `lm_head`."""
+    bits = _int(qc, name, "bits" if "bits" in qc else "w_bit", 4, 2, 8)
+    group = _int(qc, name, "group_size" if "group_size" in qc else "q_group_size", 128, -1, 2**20)
+    layout = _int_layout(method, bits, group, name)
+    rules = list(skip)
+    inside = _patterns(qc.get("modules_in_block_to_quantize"), name, "modules_in_block_to_quantize")
+    if inside:
+        rules.append(ModuleRule(inside, "name", "modules_in_block_to_quantize", negate=True))
+    rules += _dynamic_rules(qc.get("dynamic"), method, bits, group, name)
+    lm_head = qc.get("lm_head") is True
+    return QuantizationSpec(
+        method,
+        layout.id,
+        f"{method} bits={bits} group_size={group}",
+        layout,
+        tuple(rules),
+        lm_head=lm_head,
+    )
+
+
+def _int_layout(method: str, bits: int, group: int, name: str) -> Precision:
+    if bits not in (2, 3, 4, 8):
+        raise GpuplanError(f"{name}: {method} with {bits} bits is not supported (2, 3, 4 or 8)")
+    return int_layout(
+        method,
+        bits,
+        group,
+        16,
+        bits,
+        f"{method} {bits}-bit, fp16 scales and packed zeros per group of {group}",
+    )
+
+
+def _dynamic_rules(dynamic: Any, method: str, bits: int, group: int, name: str) -> list[ModuleRule]:
+    if dynamic is None:
+        return []
+    if not isinstance(dynamic, Mapping) or len(dynamic) > MAX_PATTERNS:
+        raise GpuplanError(f"{name}: quantization_config 'dynamic' must map patterns to overrides")
+    rules = []
+    for pattern, override in dynamic.items():
+        (text,) = _patterns([pattern], name, "dynamic")
+        if text.startswith("-:"):
+            rules.append(ModuleRule((text[2:],), "regex", "dynamic"))
+            continue
+        if not isinstance(override, Mapping):
+            raise GpuplanError(f"{name}: quantization_config 'dynamic' {text!r} needs an object")
+        own_bits = _int(override, name, "bits", bits, 2, 8)
+        own_group = _int(override, name, "group_size", group, -1, 2**20)
+        layout = None
+        if (own_bits, own_group) != (bits, group):
+            layout = _int_layout(method, own_bits, own_group, name)
+        rules.append(ModuleRule((text.removeprefix("+:"),), "regex", "dynamic", False, layout))
+    return rules
 
 
 def kinds_of(pattern: str) -> set[str]:
@@ -221,29 +327,21 @@ def kinds_of(pattern: str) -> set[str]:
     return kinds
 
 
-def unquantized_kinds(listed: list[str]) -> tuple[str, ...]:
-    """Module kinds a checkpoint keeps at full precision: embeddings, LM head, norms, routers
-    and biases always; attention, MLP or (shared) experts when the list names them whole (not
-    one layer's module, which only the headers can size)."""
-    kinds = set(ALWAYS_KEPT)
-    for module in listed:
-        text = str(module)
-        if any(ch.isdigit() for ch in text.split("*")[0].replace("re:", "")) and "*" not in text:
-            continue  # one layer's module: e.g. model.layers.0.mlp.down_proj
-        kinds |= kinds_of(text) & set(LINEAR)
-    return tuple(sorted(kinds))
-
-
-def _bitsandbytes(qc: Mapping[str, Any], skip: tuple[str, ...], name: str) -> QuantizationSpec:
+def _bitsandbytes(
+    qc: Mapping[str, Any], skip: tuple[ModuleRule, ...], name: str
+) -> QuantizationSpec:
     if qc.get("load_in_4bit"):
         kind = str(qc.get("bnb_4bit_quant_type", "fp4")).lower()
         double = bool(qc.get("bnb_4bit_use_double_quant", False))
         precision = f"{'nf4' if kind == 'nf4' else 'bnb-fp4'}{'-dq' if double else ''}"
         return QuantizationSpec(
-            "bitsandbytes", precision, skip, f"bitsandbytes 4-bit {kind} double_quant={double}"
+            "bitsandbytes",
+            precision,
+            f"bitsandbytes 4-bit {kind} double_quant={double}",
+            rules=skip,
         )
     if qc.get("load_in_8bit"):
-        return QuantizationSpec("bitsandbytes", "bnb-int8", skip, "bitsandbytes LLM.int8")
+        return QuantizationSpec("bitsandbytes", "bnb-int8", "bitsandbytes LLM.int8", rules=skip)
     raise GpuplanError(f"{name}: bitsandbytes config sets neither load_in_4bit nor load_in_8bit")
 
 
@@ -290,78 +388,124 @@ def _ct_layout(weights: Mapping[str, Any], fmt: str, name: str) -> Precision:
 
 
 def _compressed_tensors(qc: Mapping[str, Any], name: str) -> QuantizationSpec:
+    """Config groups, each a weight scheme for the modules its `targets` name; `ignore` keeps
+    modules at the dtype, and modules no group targets stay there too. A module targeted by
+    several groups takes the group naming it most exactly: an exact name, then a regex, then
+    the class "Linear" (compressed-tensors utils/match.py)."""
     groups = qc.get("config_groups") or {}
     if not isinstance(groups, Mapping) or not groups:
         raise GpuplanError(f"{name}: compressed-tensors config has no config_groups")
     fmt = str(qc.get("format", "")).lower()
-    ignore = [str(x) for x in (qc.get("ignore") or []) if isinstance(x, str)]
-    skip = unquantized_kinds(ignore)
-    by_kind: dict[str, Precision] = {}
+    ranked: list[tuple[int, int, ModuleRule]] = []
     first: Precision | None = None
     described = []
-    for group in groups.values():
+    for order, (group_name, group) in enumerate(groups.items()):
         if not isinstance(group, Mapping) or not isinstance(group.get("weights"), Mapping):
             continue
         layout = _ct_layout(group["weights"], str(group.get("format") or fmt), name)
         first = first or layout
-        targets = group.get("targets") or ["Linear"]
-        kinds: set[str] = set()
-        for target in targets if isinstance(targets, list) else [targets]:
-            kinds |= kinds_of(str(target)) & set(LINEAR)
-        for kind in kinds:
-            by_kind.setdefault(kind, layout)
-        described.append(f"{layout.id} → {'/'.join(sorted(kinds)) or 'none'}")
+        key = f"config_groups.{group_name}"
+        targets = _patterns(group.get("targets") or ["Linear"], name, f"{key}.targets")
+        by_rank: dict[int, list[str]] = {}
+        for target in targets:
+            rank = 2 if target[:1].isupper() and "." not in target else int("re:" in target)
+            by_rank.setdefault(rank, []).append(target)
+        for rank, patterns in by_rank.items():
+            rule = ModuleRule(tuple(patterns), "name", key, keep=False, layout=layout)
+            ranked.append((rank, order, rule))
+        described.append(f"{layout.id} → {', '.join(targets)}")
     if first is None:
         raise GpuplanError(f"{name}: compressed-tensors config_groups declare no weights")
-    overrides = tuple(sorted((k, p) for k, p in by_kind.items() if p != first))
-    untargeted = [k for k in LINEAR if k not in by_kind]
-    if untargeted and by_kind:
-        skip = tuple(sorted(set(skip) | set(untargeted)))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    rules = skip_rules(qc, name) + tuple(r for _, _, r in ranked)
     return QuantizationSpec(
         "compressed-tensors",
         first.id,
-        skip,
         "compressed-tensors " + "; ".join(described),
         first,
-        overrides,
+        rules,
+        others_kept=True,
     )
 
 
-def _modelopt(qc: Mapping[str, Any], skip: tuple[str, ...], name: str) -> QuantizationSpec:
-    """ModelOpt (hf_quant_config.json): FP8 per-tensor, NVFP4 (group 16, e4m3 scales),
-    W4A16_AWQ / W4A8_AWQ (int4, fp16 scales per group, default 128)."""
+NVFP4 = Precision(
+    "nvfp4",
+    4,
+    16,
+    8,
+    scope="linear",
+    source="NVFP4: e2m1 values, fp8 e4m3 scale per 16, fp32 global scale",
+)
+
+
+def _modelopt_layout(algo: str, group: int) -> Precision:
+    """One ModelOpt quant_algo as a layout: FP8 per-tensor, NVFP4 (group 16, e4m3 scales),
+    W4A16_AWQ / W4A8_AWQ (int4, fp16 scale per group), INT8 per channel."""
+    if "FP4" in algo:
+        return NVFP4
+    if algo in ("FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO"):
+        return Precision("fp8-tensor", 8, scope="linear", source=f"ModelOpt {algo}: e4m3")
+    if "W4A16" in algo or "W4A8" in algo or "INT4" in algo:
+        return int_layout(
+            "modelopt", 4, group, 16, 0, f"ModelOpt {algo}: int4, fp16 scale per {group}"
+        )
+    if "INT8" in algo or "W8A8" in algo:
+        return Precision("int8-channel", 8, scope="linear", source=f"ModelOpt {algo}")
+    raise GpuplanError(
+        f"ModelOpt quant_algo {algo!r} is not supported (FP8, NVFP4, W4A16_AWQ, W4A8_AWQ, INT8,"
+        " MIXED_PRECISION)"
+    )
+
+
+def _modelopt(qc: Mapping[str, Any], skip: tuple[ModuleRule, ...], name: str) -> QuantizationSpec:
+    """ModelOpt (hf_quant_config.json): one quant_algo for every linear module but the
+    `exclude_modules`, or MIXED_PRECISION with a `quantized_layers` map (module → its own
+    quant_algo; modules it does not list stay at the dtype: vLLM modelopt.py
+    ModelOptMixedPrecisionConfig)."""
     algo = str(qc.get("quant_algo", "nvfp4")).upper()
+    group = _int(qc, name, "group_size", 128, 1, 2**20)
     notes: tuple[str, ...] = ()
     if str(qc.get("kv_cache_quant_algo") or "").upper() == "FP8":
         notes = ("ModelOpt checkpoint carries fp8 KV-cache scales (kv_cache_quant_algo FP8)",)
-    if "FP4" in algo:
-        return QuantizationSpec("modelopt", "nvfp4", skip, f"modelopt {algo}", notes=notes)
-    if algo in ("FP8", "FP8_PER_CHANNEL_PER_TOKEN"):
-        layout = Precision(
-            "fp8-tensor", 8, scope="linear", source="ModelOpt FP8: e4m3, per-tensor scales"
-        )
+    if algo == "MIXED_PRECISION":
+        layers = qc.get("quantized_layers")
+        if not isinstance(layers, Mapping) or not layers or len(layers) > MAX_PATTERNS:
+            raise GpuplanError(f"{name}: ModelOpt MIXED_PRECISION needs a quantized_layers map")
+        rules = list(skip)
+        counts: dict[Precision, int] = {}
+        for module, own in layers.items():
+            (pattern,) = _patterns([module], name, "quantized_layers")
+            if not isinstance(own, Mapping):
+                raise GpuplanError(f"{name}: quantized_layers {pattern!r} needs an object")
+            try:
+                layout = _modelopt_layout(
+                    str(own.get("quant_algo", "")).upper(),
+                    _int(own, name, "group_size", group, 1, 2**20),
+                )
+            except GpuplanError as e:
+                raise GpuplanError(f"{name}: {e}") from None
+            counts[layout] = counts.get(layout, 0) + 1
+            rules.append(ModuleRule((pattern,), "name", "quantized_layers", False, layout))
+        main = max(counts, key=lambda p: counts[p])
         return QuantizationSpec(
-            "modelopt", layout.id, skip, f"modelopt {algo}", layout, notes=notes
+            "modelopt", main.id, "modelopt MIXED_PRECISION", main, tuple(rules), True, notes=notes
         )
-    if "W4A16" in algo or "W4A8" in algo or "INT4" in algo:
-        group = _int(qc, name, "group_size", 128, 1, 2**20)
-        layout = int_layout(
-            "modelopt", 4, group, 16, 0, f"ModelOpt {algo}: int4, fp16 scale per {group}"
-        )
-        return QuantizationSpec(
-            "modelopt", layout.id, skip, f"modelopt {algo}", layout, notes=notes
-        )
-    if "INT8" in algo or "W8A8" in algo:
-        layout = Precision("int8-channel", 8, scope="linear", source=f"ModelOpt {algo}")
-        return QuantizationSpec(
-            "modelopt", layout.id, skip, f"modelopt {algo}", layout, notes=notes
-        )
-    raise GpuplanError(
-        f"{name}: ModelOpt quant_algo {algo!r} is not supported (FP8, NVFP4, W4A16_AWQ, W4A8_AWQ, INT8)"
+    try:
+        layout = _modelopt_layout(algo, group)
+    except GpuplanError as e:
+        raise GpuplanError(f"{name}: {e}") from None
+    precision = "nvfp4" if layout is NVFP4 else layout.id
+    return QuantizationSpec(
+        "modelopt",
+        precision,
+        f"modelopt {algo}",
+        None if layout is NVFP4 else layout,
+        skip,
+        notes=notes,
     )
 
 
-def _torchao(qc: Mapping[str, Any], skip: tuple[str, ...], name: str) -> QuantizationSpec:
+def _torchao(qc: Mapping[str, Any], skip: tuple[ModuleRule, ...], name: str) -> QuantizationSpec:
     """torchao (TorchAoConfig.quant_type: a string or {"default": {"_type": ..., "_data":
     {"group_size": ...}}}): int4 weight-only keeps a bf16 scale and zero per group
     (torchao/quantization/quant_api.py Int4WeightOnlyConfig), int8 weight-only and the fp8
@@ -397,7 +541,7 @@ def _torchao(qc: Mapping[str, Any], skip: tuple[str, ...], name: str) -> Quantiz
         raise GpuplanError(
             f"{name}: torchao quant_type {kind or qt!r} is not supported (int4, int8, float8)"
         )
-    return QuantizationSpec("torchao", layout.id, skip, f"torchao {kind}", layout)
+    return QuantizationSpec("torchao", layout.id, f"torchao {kind}", layout, skip)
 
 
 # --------------------------------------------------------------------------------------
@@ -458,12 +602,4 @@ def standard_layout(flag: str) -> QuantizationSpec | None:
         f"--quantization {flag} without a quantization_config in config.json: sized as the"
         f" method's standard layout ({what}); a checkpoint quantised otherwise will differ"
     )
-    return QuantizationSpec(
-        spec.method,
-        spec.precision,
-        spec.unquantized,
-        spec.source,
-        spec.layout,
-        spec.kind_precisions,
-        (*spec.notes, note),
-    )
+    return replace(spec, notes=(*spec.notes, note))

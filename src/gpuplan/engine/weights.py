@@ -15,6 +15,11 @@ Layers are split evenly over pp stages (the first stages take the remainder); th
 embedding (and a vision-language model's image encoder) sits on the first stage and the final norm + LM head on the last, so the heaviest
 stage sets the per-GPU figure.
 
+A quantised checkpoint whose rules treat layers or projections of one kind differently (Meta's
+Llama-3.1-405B-FP8 keeps every layer's attention and the MLPs of layers 0 and 125 in bf16)
+carries its plan (engine/module_plan.py `QuantPlan`): each layer's linear bytes are then summed
+per (kind, TP split, precision) from the plan, the rest per kind as above.
+
 When the checkpoint's headers were read (engine/checkpoint.py), `WeightFormat.stored` carries
 them and every function here answers with the exact stored bytes instead: the same placement
 rules applied tensor by tensor. Callers show the architecture math beside it
@@ -34,6 +39,7 @@ from gpuplan.engine.precision import Precision
 
 if TYPE_CHECKING:
     from gpuplan.engine.checkpoint import Checkpoint
+    from gpuplan.engine.module_plan import QuantPlan
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,7 @@ class WeightFormat:
     overrides: tuple[tuple[str, Precision], ...] = ()  # kinds with a layout of their own
     notes: tuple[str, ...] = ()  # what the format assumed (an engine flag's standard layout)
     stored: Checkpoint | None = None  # the checkpoint's headers: exact stored bytes
+    plan: QuantPlan | None = None  # per-module precisions, when they differ within a kind
 
     def __hash__(self) -> int:
         """Hash once: bills are cached by weight format (as by architecture)."""
@@ -67,8 +74,11 @@ class WeightFormat:
         return cached
 
     def for_kind(self, kind: str) -> Precision:
+        """The precision of `kind` (with a plan: the one most of its parameters have)."""
         if self.precision.scope == "all":
             return self.precision
+        if kind == "lm_head" and self.plan is not None and self.plan.lm_head is not None:
+            return self.plan.lm_head
         if kind in LINEAR_KINDS and kind not in self.unquantized:
             for k, p in self.overrides:
                 if k == kind:
@@ -86,7 +96,10 @@ class WeightFormat:
         kept = ", ".join(k for k in self.unquantized if k in LINEAR_KINDS)
         extra = f"; {kept} kept at {self.base.id}" if kept else ""
         own = "".join(f"; {k} {p.id}" for k, p in self.overrides)
-        return f"{self.precision.describe()} linear weights, others {self.base.id}{extra}{own}"
+        mixed = "; some modules differ by layer (notes)" if self.plan is not None else ""
+        return (
+            f"{self.precision.describe()} linear weights, others {self.base.id}{extra}{own}{mixed}"
+        )
 
 
 def as_stored(stored: Checkpoint | None, base: Precision) -> Checkpoint | None:
@@ -105,6 +118,13 @@ def weights_bytes(counts: ParamCounts, fmt: WeightFormat) -> int:
     with headers, the stored bytes of every tensor the decoder loads."""
     if fmt.stored is not None:
         return fmt.stored.loaded_bytes(len(counts.per_layer))
+    if fmt.plan is not None:
+        rest = sum(
+            fmt.for_kind(kind).bytes_for(n)
+            for kind, n in counts.by_kind.items()
+            if kind not in LINEAR_KINDS
+        )
+        return rest + fmt.plan.linear_bytes()
     return sum(fmt.for_kind(kind).bytes_for(n) for kind, n in counts.by_kind.items())
 
 
@@ -131,15 +151,34 @@ def layer_bytes_per_rank(arch: Architecture, layer_index: int, fmt: WeightFormat
     layer = arch.layers[layer_index]
     c = layer_params(arch, layer)
     per_rank: dict[str, float] = {}
-    if c["attention"]:
+    planned = fmt.plan is not None
+    if c["attention"] and not planned:
         per_rank.update(_attention_rank_counts(arch, c, tp, arch.attention_of(layer)))
     for kind in ("mlp", "experts", "shared_experts", "bias", "sinks", "mixer", "ssm"):
-        if c[kind]:
+        if c[kind] and not (planned and kind in LINEAR_KINDS):
             per_rank[kind] = c[kind] / tp
     for kind in ("norm", "router"):
         if c[kind]:
             per_rank[kind] = c[kind]
-    return sum(fmt.for_kind(k).bytes_for(round(n)) for k, n in per_rank.items())
+    rest = sum(fmt.for_kind(k).bytes_for(round(n)) for k, n in per_rank.items())
+    if fmt.plan is None:
+        return rest
+    kv_heads = arch.attention_of(layer).num_kv_heads
+    return rest + fmt.plan.layer_bytes(fmt.plan.index[layer_index], tp, kv_heads)
+
+
+def per_layer_bytes(arch: Architecture, fmt: WeightFormat, tp: int) -> list[int]:
+    """Bytes of each decoder layer on one TP rank, computed once per distinct layer (layers of
+    one kind with one quantisation plan weigh the same)."""
+    plan = fmt.plan
+    seen: dict[tuple[LayerSpec, int], int] = {}
+    out = []
+    for i, layer in enumerate(arch.layers):
+        key = (layer, plan.index[i] if plan is not None else 0)
+        if key not in seen:
+            seen[key] = layer_bytes_per_rank(arch, i, fmt, tp)
+        out.append(seen[key])
+    return out
 
 
 @lru_cache(maxsize=1024)
@@ -185,8 +224,7 @@ def weights_per_gpu(
     if arch.tie_word_embeddings and pp > 1:
         # the last stage keeps its own copy of the tied embedding matrix to compute logits
         head += fmt.for_kind("lm_head").bytes_for(round(arch.vocab_size * h / tp))
-    layer_bytes = [layer_bytes_per_rank(arch, i, fmt, tp) for i in _distinct_layers(arch)]
-    by_index = _expand(arch, layer_bytes)
+    by_index = per_layer_bytes(arch, fmt, tp)
     best: WeightsPerGpu | None = None
     for s, layers in enumerate(stage_layers(arch.num_layers, pp)):
         total = sum(by_index[i] for i in layers)
@@ -197,16 +235,3 @@ def weights_per_gpu(
             best = candidate
     assert best is not None
     return best
-
-
-def _distinct_layers(arch: Architecture) -> list[int]:
-    """Indices of the first layer of each distinct kind (layers of one kind weigh the same)."""
-    seen: dict[LayerSpec, int] = {}
-    for i, layer in enumerate(arch.layers):
-        seen.setdefault(layer, i)
-    return list(seen.values())
-
-
-def _expand(arch: Architecture, layer_bytes: list[int]) -> list[int]:
-    kinds = {arch.layers[i]: b for i, b in zip(_distinct_layers(arch), layer_bytes, strict=True)}
-    return [kinds[layer] for layer in arch.layers]

@@ -3,7 +3,8 @@
 TensorRT Model Optimizer's Hugging Face export writes the quantisation into a separate file:
 {"producer": {"name": "modelopt", ...}, "quantization": {"quant_algo": "FP8" | "NVFP4" |
 "W4A16_AWQ" | "W4A8_AWQ" | "MIXED_PRECISION", "kv_cache_quant_algo": "FP8", "group_size": 16,
-"exclude_modules": ["lm_head", ...]}} (modelopt/torch/export/unified_export_hf.py; vLLM reads
+"exclude_modules": ["lm_head", ...], "quantized_layers": {module: {"quant_algo": ...}} when
+MIXED_PRECISION}} (modelopt/torch/export/unified_export_hf.py; vLLM reads
 it in model_executor/layers/quantization/modelopt.py). It becomes the config's
 `quantization_config` with `quant_method: modelopt`.
 """
@@ -24,7 +25,13 @@ def quantization_config_from_modelopt(data: Any, name: str) -> dict[str, Any]:
         raise GpuplanError(f"{name}: hf_quant_config.json has no 'quantization' object")
     q = data["quantization"]
     out: dict[str, Any] = {"quant_method": "modelopt"}
-    for key in ("quant_algo", "kv_cache_quant_algo", "group_size", "exclude_modules"):
+    for key in (
+        "quant_algo",
+        "kv_cache_quant_algo",
+        "group_size",
+        "exclude_modules",
+        "quantized_layers",
+    ):
         if q.get(key) is not None:
             out[key] = q[key]
     if not isinstance(out.get("quant_algo"), str):

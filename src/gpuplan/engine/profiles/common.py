@@ -20,7 +20,7 @@ from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.params import count_params
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.profiles import gib
-from gpuplan.engine.weights import WeightFormat, layer_bytes_per_rank
+from gpuplan.engine.weights import WeightFormat, per_layer_bytes
 from gpuplan.errors import GpuplanError
 
 VOCAB_PADDING = 64  # vLLM vocab_parallel_embedding.py: DEFAULT_VOCAB_PADDING_SIZE (SGLang alike)
@@ -138,18 +138,18 @@ def stage_weights(
     head = fmt.for_kind("norm").bytes_for(final_norm)
     if not arch.tie_word_embeddings or len(stages) > 1:
         head += fmt.for_kind("lm_head").bytes_for(vocab_rank * h)
-    per_kind = {}
-    for i, layer in enumerate(arch.layers):
-        if layer not in per_kind:  # layers of one kind weigh the same (engine/architecture.py)
-            padding = moe_padding_bytes if layer.moe else 0
-            per_kind[layer] = layer_bytes_per_rank(arch, i, fmt, tp) + padding
+    # layers of one kind (and one quantisation plan) weigh the same: engine/weights.py
+    per_layer = [
+        b + (moe_padding_bytes if layer.moe else 0)
+        for b, layer in zip(per_layer_bytes(arch, fmt, tp), arch.layers, strict=True)
+    ]
     # the encoder stays at the 16-bit base and is split over TP like the decoder (the TP2
     # Mistral-Small-3.1 and Kimi-VL logs match a split, not a replicated, encoder)
     extra = fmt.for_kind("embedding").bytes_for(extra_params // tp)
     out = []
     last = len(stages) - 1
     for s, layers in enumerate(stages):
-        body = sum(per_kind[arch.layers[i]] for i in layers)
+        body = sum(per_layer[i] for i in layers)
         out.append(
             StageWeights(
                 body,
@@ -221,6 +221,7 @@ def engine_weight_format(
     checkpoint's headers) gives the exact bytes when nothing converts them."""
     from gpuplan.catalog import get_precision
     from gpuplan.catalog.precisions import torch_dtype_precision
+    from gpuplan.engine.module_plan import planned_format
     from gpuplan.engine.quantization import standard_layout
     from gpuplan.engine.weights import as_stored
 
@@ -236,9 +237,7 @@ def engine_weight_format(
     if arch.quantization is not None:
         spec = arch.quantization
         layout = spec.layout or get_precision(spec.precision)
-        return WeightFormat(
-            layout, base, spec.unquantized, spec.kind_precisions, spec.notes, stored
-        )
+        return planned_format(arch, spec, layout, base, stored)
     if q is None:
         return WeightFormat(base, base, stored=as_stored(stored, base))
     if q in ONLINE_METHODS:
@@ -246,9 +245,7 @@ def engine_weight_format(
     standard = standard_layout(q)
     if standard is not None:
         layout = standard.layout or get_precision(standard.precision)
-        return WeightFormat(
-            layout, base, standard.unquantized, standard.kind_precisions, standard.notes
-        )
+        return planned_format(arch, standard, layout, base)
     if q.replace("_", "-") in CHECKPOINT_METHODS or q in CHECKPOINT_METHODS:
         raise GpuplanError(
             f"--quantization {quantization} needs a checkpoint quantised with it, but"
