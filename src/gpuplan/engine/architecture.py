@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuplan.engine.config_schema import ConfigView
 from gpuplan.engine.families import Family, base_family, family_for
-from gpuplan.engine.vision import vision_encoder_params
+from gpuplan.engine.vision import multimodal_params
 from gpuplan.errors import GpuplanError
 
 if TYPE_CHECKING:  # imported when a config has a quantization_config (cold start)
@@ -396,9 +396,9 @@ def architecture_from_config(config: Mapping[str, Any], name: str = "model") -> 
         )
     view, traits = family.resolve(raw, name)
     arch = _Reader(view, traits, family, model_type, notes).build()
-    vision = vision_encoder_params(config, name)
-    if vision:
-        arch = replace(arch, vision_params=vision)
+    vision, tower_notes = multimodal_params(config, name)
+    if vision or tower_notes:
+        arch = replace(arch, vision_params=vision, notes=arch.notes + tower_notes)
     return arch
 
 

@@ -145,7 +145,9 @@ def _activations(
     checkpointed last layer holds its unsaved working set while its forward runs. Activation
     offload (torchtune OffloadActivations, DeepSpeed CPU checkpointing) keeps the layer in use
     and the one being copied on the GPU."""
-    return _saved(setup.arch, setup.offload_activations, spec, st, in_flight, first, last)
+    return _saved(
+        setup.arch, setup.offload_activations, spec, st, in_flight, setup.layout.vpp, first, last
+    )
 
 
 @lru_cache(maxsize=8192)
@@ -155,6 +157,7 @@ def _saved(
     spec: ActivationSpec,
     st: StageParams,
     in_flight: int,
+    vpp: int,
     first: bool,
     last: bool,
 ) -> _Saved:
@@ -162,7 +165,6 @@ def _saved(
     planner's search works it out once for the layouts that differ only in those."""
     n = len(st.layers)
     one = stage_bytes(arch, spec, st.layers, first, last)
-    vpp = setup.layout.vpp  # in_flight counts chunk forwards of layers ÷ vpp each
     loss_side = edge_bytes(arch, spec, first, last) - edge_bytes(arch, spec, first, False)
     act = (one - loss_side) * in_flight // vpp + loss_side * last_chunk_forwards(vpp, in_flight)
     rebuilt = recompute_buffer_bytes(arch, spec, st.layers)

@@ -68,20 +68,80 @@ _QWEN_VL = {
 }
 
 
-def vision_encoder_params(config: Mapping[str, Any], name: str = "model") -> int:
-    """Encoder + projector parameters of a VLM config.json (0 when it has no `vision_config`)."""
+# towers counted; any other `vision_config.model_type` is named in a note and not counted
+_VIT_TOWERS = frozenset(
+    {"siglip_vision_model", "clip_vision_model", "pixtral", "idefics3_vision", "smolvlm_vision"}
+)
+_QWEN_VL.update(
+    {k: "qwen3_vl" for k in ("qwen3_5", "qwen3_5_vision", "qwen3_5_moe", "qwen3_5_moe_vision")}
+)
+# wrappers whose `vision_config` may omit model_type: transformers' default tower for each
+_DEFAULT_TOWER = {
+    "llava": "clip_vision_model",
+    "llava_next": "clip_vision_model",
+    "llava_next_video": "clip_vision_model",
+    "llava_onevision": "siglip_vision_model",
+    "vipllava": "clip_vision_model",
+    "paligemma": "siglip_vision_model",
+    "gemma3": "siglip_vision_model",
+    "idefics3": "idefics3_vision",
+    "smolvlm": "smolvlm_vision",
+}
+# projectors counted (by the wrapper's model_type); another wrapper's is estimated, with a note
+_LLAVA = frozenset({"llava", "llava_next", "llava_next_video", "llava_onevision"})
+_PROJECTORS = _LLAVA | {"gemma3", "mistral3", "kimi_vl", "paligemma", "idefics3", "smolvlm"}
+# other encoders a checkpoint may carry; none is counted, each is named in a note
+_OTHER_TOWERS = (
+    "audio_config",
+    "speech_config",
+    "audio_encoder_config",
+    "sound_config",
+    "whisper_config",
+)
+
+
+def multimodal_params(
+    config: Mapping[str, Any], name: str = "model"
+) -> tuple[int, tuple[str, ...]]:
+    """Encoder + projector parameters of a multimodal config.json, and a note for each tower or
+    projector it does not count exactly (0 and no note for a text-only config)."""
+    notes = [
+        f"{key} tower ({_kind(config[key])}) not counted: its weights are missing from this bill"
+        for key in _OTHER_TOWERS
+        if isinstance(config.get(key), Mapping)
+    ]
+    params = vision_encoder_params(config, name, notes)
+    return params, tuple(notes)
+
+
+def _kind(raw: Mapping[str, Any]) -> str:
+    return str(raw.get("model_type") or "unnamed")[:64]
+
+
+def vision_encoder_params(
+    config: Mapping[str, Any], name: str = "model", notes: list[str] | None = None
+) -> int:
+    """Encoder + projector parameters of a VLM config.json (0 when it has no `vision_config`).
+    A tower of no known kind counts 0 and leaves a note in `notes`."""
+    notes = [] if notes is None else notes
     raw = config.get("vision_config")
     if raw is None:
         return 0
     if not isinstance(raw, Mapping):
         raise GpuplanError(f"{name}: config field 'vision_config' must be a JSON object")
+    outer = str(config.get("model_type") or "")
+    kind = str(raw.get("model_type") or _DEFAULT_TOWER.get(outer, ""))
+    qwen = _QWEN_VL.get(kind) or _QWEN_VL.get(outer)
+    if not (qwen or kind in _VIT_TOWERS or kind in ("llama4_vision_model", "moonvit")):
+        notes.append(
+            f"vision tower ({kind or 'no model_type'}) not counted: gpuplan does not model this"
+            " encoder, so its weights are missing from this bill"
+        )
+        return 0
     if not any(k in raw for k in ("hidden_size", "embed_dim")):
         return 0
     v = ConfigView(raw, f"{name}: vision_config", _KEYS, _DEFAULTS)
-    kind = str(raw.get("model_type") or "")
-    outer = str(config.get("model_type") or "")
     text = _text_hidden(config, v)
-    qwen = _QWEN_VL.get(kind) or _QWEN_VL.get(outer)
     if qwen == "qwen2_vl":
         return _qwen2_vl(v)
     if qwen == "qwen2_5_vl":
@@ -90,7 +150,12 @@ def vision_encoder_params(config: Mapping[str, Any], name: str = "model") -> int
         return _qwen3_vl(v, text)
     if kind == "llama4_vision_model":
         return _llama4_vision_params(config, v, text)
-    return _vit(config, v, kind, text)
+    if outer not in _PROJECTORS:
+        notes.append(
+            f"the {outer or 'unnamed'} projector is not modelled: estimated as LLaVA's two-layer"
+            " MLP (the vision tower itself is counted exactly)"
+        )
+    return _vit_tower(v, kind, outer, raw) + _projector(config, v, outer, text)
 
 
 def _text_hidden(config: Mapping[str, Any], v: ConfigView) -> int:
@@ -104,8 +169,10 @@ def _text_hidden(config: Mapping[str, Any], v: ConfigView) -> int:
     return view.get("hidden_size") or v.require("vision_hidden_size")
 
 
-def _vit(config: Mapping[str, Any], v: ConfigView, kind: str, th: int) -> int:
-    """SigLIP / CLIP-style / Pixtral towers and their projectors."""
+def _vit_tower(v: ConfigView, kind: str, outer: str, raw: Mapping[str, Any]) -> int:
+    """SigLIP / CLIP / Idefics3 / Pixtral / MoonViT towers as transformers (or Kimi-VL's remote
+    code) builds them: per layer q, k, v, o and an MLP (biased, LayerNorm) or Pixtral's gated,
+    bias-free RMSNorm layer; then each tower's embeddings and final norm."""
     h = v.require("vision_hidden_size")
     inter = v.require("vision_intermediate_size")
     layers, patch, channels = (
@@ -113,30 +180,56 @@ def _vit(config: Mapping[str, Any], v: ConfigView, kind: str, th: int) -> int:
         v.get("vision_patch_size"),
         v.get("vision_channels"),
     )
-    gated = kind == "pixtral"
-    norm = h if kind == "pixtral" else 2 * h  # RMSNorm weight, or LayerNorm weight + bias
-    attn = 4 * h * h + (0 if kind == "pixtral" else 4 * h)
-    mlp = 3 * h * inter if gated else 2 * h * inter + inter + h
-    n = layers * (attn + mlp + 2 * norm)
-    # patch embedding, plus its bias (SigLIP) or the ln_pre RMSNorm (Pixtral): h either way
-    n += channels * patch * patch * h + h
-    if kind == "siglip_vision_model":
-        side = (v.get("vision_image_size") or 224) // patch
-        n += side * side * h + 2 * h  # position table, post-layernorm
-    mt = str(config.get("model_type", ""))
-    if mt == "gemma3":
-        n += h * th + h  # mm_input_projection + mm_soft_emb_norm
-    elif mt == "mistral3":
-        merge = v.get("vision_merge_size")
-        n += h * h * merge * merge + h + h * th + th * th  # patch merger, norm, 2-layer MLP
-    elif mt == "kimi_vl":
-        m = 4 * h
-        n += m * m + m + m * th + th + 2 * m  # pre-norm, 2-layer MLP
-    else:  # LLaVA-style: 2-layer MLP over the (possibly concatenated) feature layers
-        feats = config.get("vision_feature_layer")
-        k = len(feats) if isinstance(feats, list) else 1
-        n += k * h * th + th + th * th + th
+    pixtral = kind == "pixtral"
+    norm = h if pixtral else 2 * h  # RMSNorm weight, or LayerNorm weight + bias
+    attn = 4 * h * h + (0 if pixtral else 4 * h)
+    mlp = 3 * h * inter if pixtral else 2 * h * inter + inter + h
+    n = layers * (attn + mlp + 2 * norm) + channels * patch * patch * h
+    side = (v.get("vision_image_size") or 224) // patch
+    if kind == "clip_vision_model":  # class token, positions (+1 for it), pre and post LayerNorm
+        return n + h + (side * side + 1) * h + 4 * h
+    if kind == "pixtral":  # ln_pre RMSNorm (the patch conv has no bias)
+        return n + h
+    if kind == "moonvit":  # conv bias, a 64×64 learned 2-D position table, final LayerNorm
+        rows = _whole(raw, "init_pos_emb_height", 64) * _whole(raw, "init_pos_emb_width", 64)
+        return n + h + rows * h + 2 * h
+    # SigLIP family: conv bias, positions, post LayerNorm, and the attention-pooling head
+    n += h + side * side * h + 2 * h
+    if raw.get("vision_use_head", kind == "siglip_vision_model" and outer != "paligemma"):
+        n += h + (4 * h * h + 4 * h) + 2 * h + (2 * h * inter + inter + h)
     return n
+
+
+def _whole(raw: Mapping[str, Any], key: str, default: int) -> int:
+    value = raw.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 1 << 20:
+        raise GpuplanError(f"config field {key!r} must be a whole number in [1, 1048576]")
+    return value
+
+
+def _projector(config: Mapping[str, Any], v: ConfigView, outer: str, th: int) -> int:
+    """The projector from the tower's width h into the text model's th, per wrapper."""
+    h = v.require("vision_hidden_size")
+    if outer == "gemma3":
+        return h * th + h  # mm_input_projection + mm_soft_emb_norm
+    if outer == "mistral3":
+        merge = v.get("vision_merge_size")
+        return h * h * merge * merge + h + h * th + th * th  # patch merger, norm, 2-layer MLP
+    if outer == "kimi_vl":
+        m = 4 * h
+        return m * m + m + m * th + th + 2 * m  # pre-norm, 2-layer MLP
+    if outer == "paligemma":  # one biased linear into projection_dim
+        vision = config.get("vision_config") or {}
+        out = _whole(vision if "projection_dim" in vision else config, "projection_dim", th)
+        return h * out + out
+    if outer in ("idefics3", "smolvlm"):  # pixel shuffle by scale_factor², one linear, no bias
+        scale = _whole(config, "scale_factor", 2)
+        return h * scale * scale * th
+    # LLaVA: a 2-layer MLP over the (possibly concatenated) feature layers, + image_newline
+    feats = config.get("vision_feature_layer")
+    k = len(feats) if isinstance(feats, list) else 1
+    newline = th if outer in ("llava_next", "llava_next_video", "llava_onevision") else 0
+    return k * h * th + th + th * th + th + newline
 
 
 def _qwen2_vl(v: ConfigView) -> int:
