@@ -63,3 +63,15 @@ def test_engine_recipe_is_the_export_engines_own_default():
     assert engine_recipe("fsdp", "adamw-bf16") == "adamw-bf16"
     assert engine_recipe("megatron", "adamw-amp-bf16") == "adamw-amp-bf16"
     assert engine_recipe(None, "adamw-bf16") == "adamw-bf16"
+
+
+def test_a_gpu_count_becomes_the_engines_layout_or_is_refused():
+    # an engine told its layout: --gpus N alone is tp N; with tp given the rest is pp
+    assert engine_args("vllm", {}, gpus=4)["tensor_parallel_size"] == 4
+    both = engine_args("vllm", {}, gpus=8, tp=4)
+    assert both["tensor_parallel_size"] == 4 and both["pipeline_parallel_size"] == 2
+    assert engine_args("sglang", {}, gpus=8, pp=2)["tp_size"] == 4
+    with pytest.raises(GpuplanError, match="--gpus 4 does not match tp 3"):
+        engine_args("vllm", {}, gpus=4, tp=3)
+    with pytest.raises(UnknownSetting, match="--gpus auto"):
+        engine_args("vllm", {}, gpus="auto")

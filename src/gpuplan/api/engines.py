@@ -171,8 +171,15 @@ def engine_args(
     from gpuplan.engine.profiles import get_adapter
 
     adapter = get_adapter(engine)
+    if gpus == "auto":
+        raise UnknownSetting(
+            f"--gpus auto is not a setting of {adapter.title}: give a count (or tp/pp), or ask"
+            " `gpuplan plan` for the fewest GPUs"
+        )
+    if isinstance(gpus, int) and not adapter.knob("gpus"):
+        tp, pp = _gpus_as_layout(gpus, tp, pp)
     values = {**knobs, "tp": tp, "pp": pp, "max_model_len": context}
-    if adapter.knob("gpus") and gpus not in (None, "auto"):
+    if adapter.knob("gpus") and gpus is not None:
         values["gpus"] = gpus
     if dtype:
         key = dtype.lower()
@@ -193,12 +200,20 @@ def engine_args(
     return args
 
 
-def takes_setting(engine: str, knob: str) -> bool:
-    """Whether `engine` has an argument for the common `knob` (e.g. gpus: an engine that places
-    layers itself)."""
-    from gpuplan.engine.profiles import get_adapter
-
-    return bool(get_adapter(engine).knob(knob))
+def _gpus_as_layout(gpus: int, tp: int | None, pp: int | None) -> tuple[int | None, int | None]:
+    """A GPU count for an engine that is told its layout: tp = gpus when neither tp nor pp is
+    given (pp = gpus ÷ tp when only tp is), and a count that tp × pp contradicts refused."""
+    if tp is None and pp is None:
+        return gpus, None
+    if pp is None and tp and gpus % tp == 0:
+        return tp, (gpus // tp if gpus > tp else None)
+    if tp is None and pp and gpus % pp == 0:
+        return gpus // pp, pp
+    if (tp or 1) * (pp or 1) != gpus:
+        raise GpuplanError(
+            f"--gpus {gpus} does not match tp {tp or 1} × pp {pp or 1} = {(tp or 1) * (pp or 1)}"
+        )
+    return tp, pp
 
 
 CHECK_ROWS: tuple[tuple[str, str, str, str], ...] = (

@@ -251,15 +251,14 @@ def _engine_plan(
     revision: str | None,
 ) -> Any:
     """`--engine NAME`: the engine's bill for MODEL with gpuplan's options as its arguments."""
-    from gpuplan.api.engines import UnknownSetting, engine_args, engine_serve, takes_setting
+    from gpuplan.api.engines import UnknownSetting, engine_args, engine_serve
 
     if not model:
         raise click.UsageError("Missing argument MODEL (or --from LAUNCH_LINE)")
     assert engine is not None
     name = engine.lower()
-    count = parse_gpus(gpus) if gpus not in (None, "auto") and takes_setting(name, "gpus") else None
     try:
-        args = engine_args(name, knobs, gpus=count, **layout)
+        args = engine_args(name, knobs, gpus=parse_gpus(gpus), **layout)
     except UnknownSetting as err:
         raise click.UsageError(str(err)) from None
     return engine_serve(
