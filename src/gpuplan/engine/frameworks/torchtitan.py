@@ -168,7 +168,7 @@ def read(text: str, gpus: int | None = None) -> TrainOverrides:
         "grad_accum": local // micro if pp > 1 else 1,
         "checkpointing": _recompute(_section(doc, "activation_checkpoint")),
         "compile": compiled,
-        "optimizer_kernel": "fused" if kernel == "fused" else kernel,
+        "optimizer_kernel": kernel,
         "stage": None,
     }
     kwargs.update(_sharding(shard * cp, replicate, reshard))
