@@ -85,97 +85,14 @@ class TrainingPlan(PlanHeadline):
 
     def to_dict(self, units: str = "GB") -> dict[str, Any]:
         """The stable JSON schema documented in docs/json.md (train section)."""
-        b, s = self.bill, self.bill.setup
-        a, lo, r, fw = s.arch, s.layout, s.recipe, s.framework
-        t = b.time
+        b = self.bill
         return {
             "schema": TRAIN_SCHEMA_VERSION,
             "mode": "train",
-            "model": {
-                **model_dict(a, self.model_id, self.hf_id),
-                "vocab_size": a.vocab_size,
-            },
-            "params_total": b.params.total,
-            "params_active": b.params.active,
-            "params_trainable": b.trainable_params,
-            "recipe": {
-                "id": r.id,
-                "name": r.name,
-                "bytes_per_param": float(r.bytes_per_param),
-                "describe": r.describe(),
-                "source": r.source,
-            },
-            "gpu": gpu_dict(s.gpu),
-            "gpus": lo.gpus,
-            "layout": {
-                "dp": lo.dp,
-                "tp": lo.tp,
-                "pp": lo.pp,
-                "cp": lo.cp,
-                "ep": lo.ep,
-                "sp": lo.sp,
-                "zero": lo.zero,
-                "fsdp": lo.fsdp,
-                "shard_degree": lo.shard_degree,
-                "vpp": lo.vpp,
-                "describe": lo.describe(),
-            },
-            "seq": s.seq,
-            "micro_batch": s.micro_batch,
-            "grad_accum": s.micro_batches,
-            "tokens_per_step": s.tokens_per_step,
-            "checkpointing": s.recompute,
-            "attention_kernel": s.kernel,
-            "lora": None
-            if s.lora is None
-            else {
-                "rank": s.lora.rank,
-                "targets": list(s.lora.targets),
-                "qlora": s.lora.quantized,
-                "base_format": s.base.describe() if s.base else None,
-            },
-            "offload": s.offload,
-            "offload_activations": s.offload_activations,
-            "headroom": s.headroom,
-            "stage": b.stage.stage,
-            "micro_batches_in_flight": b.in_flight if lo.vpp == 1 else b.in_flight / lo.vpp,
-            "chunk_forwards_in_flight": b.in_flight,
-            "framework": {"id": fw.id, "name": fw.name, "source": fw.source},
-            "loss": {"mode": s.loss_spec.mode_text(), "describe": s.loss_spec.describe()},
-            "per_gpu": {
-                "items": [
-                    {**item.to_dict(units), "predicts": predicts(item.key)} for item in b.items
-                ],
-                "total_bytes": b.per_gpu_total_bytes,
-            },
-            "peak_phase": b.peak_phase,
-            "phases": [p.to_dict(units) for p in b.phases],
-            "memory_figures": {
-                "allocated_bytes": b.allocated_bytes,
-                "reserved_bytes": b.reserved_bytes,
-                "nvidia_smi_bytes": b.per_gpu_total_bytes,
-            },
-            "per_gpu_total_bytes": b.per_gpu_total_bytes,
-            "budget_bytes": b.budget_bytes,
-            "fits": b.fits,
-            "model_states_bytes": b.model_states_bytes,
-            "activations_bytes": b.activations_bytes,
-            "activation_bytes_per_layer": b.activation_bytes_per_layer,
-            "host": {
-                "items": [item.to_dict(units) for item in b.host_items],
-                "per_gpu_bytes": b.host_bytes_per_gpu,
-                "per_node_bytes": b.host_bytes_per_gpu * min(lo.gpus, s.gpu.gpus_per_node),
-            },
-            "step_flops": b.flops.executed,
-            "model_flops": b.flops.model,
-            "comm_bytes_per_step": b.comm.total,
-            "comm_bytes_by_kind": b.comm.to_dict(),
-            "mfu": s.mfu,
-            "step_time_s": t.step_s if t else None,
-            "compute_time_s": t.compute_s if t else None,
-            "exposed_comm_time_s": t.exposed_comm_s if t else None,
-            "pipeline_bubble": t.bubble if t else None,
-            "tokens_per_second": t.tokens_per_second if t else None,
+            **_what_json(b, self.model_id, self.hf_id),
+            **_how_json(b),
+            **_memory_json(b, units),
+            **_speed_json(b),
             "lower_bound_gpus": self.lower_bound_gpus,
             "search": [attempt.to_dict() for attempt in self.search],
             "notes": list(b.notes) + list(self.config_notes),
@@ -196,6 +113,118 @@ class TrainingPlan(PlanHeadline):
             f" {format_bytes(self.budget_bytes)} budget"
         )
         return "\n".join(lines)
+
+
+def _what_json(b: TrainingBill, model_id: str, hf_id: str | None) -> dict[str, Any]:
+    """The JSON's first group: the model, its parameter counts, the recipe, the GPUs, the layout."""
+    s = b.setup
+    a, lo, r = s.arch, s.layout, s.recipe
+    return {
+        "model": {**model_dict(a, model_id, hf_id), "vocab_size": a.vocab_size},
+        "params_total": b.params.total,
+        "params_active": b.params.active,
+        "params_trainable": b.trainable_params,
+        "recipe": {
+            "id": r.id,
+            "name": r.name,
+            "bytes_per_param": float(r.bytes_per_param),
+            "describe": r.describe(),
+            "source": r.source,
+        },
+        "gpu": gpu_dict(s.gpu),
+        "gpus": lo.gpus,
+        "layout": {
+            "dp": lo.dp,
+            "tp": lo.tp,
+            "pp": lo.pp,
+            "cp": lo.cp,
+            "ep": lo.ep,
+            "sp": lo.sp,
+            "zero": lo.zero,
+            "fsdp": lo.fsdp,
+            "shard_degree": lo.shard_degree,
+            "vpp": lo.vpp,
+            "describe": lo.describe(),
+        },
+    }
+
+
+def _how_json(b: TrainingBill) -> dict[str, Any]:
+    """The JSON's second group: how the step runs (batch, recompute, LoRA, offload, the billed
+    stage and what it holds in flight, framework, loss)."""
+    s = b.setup
+    lo, fw = s.layout, s.framework
+    return {
+        "seq": s.seq,
+        "micro_batch": s.micro_batch,
+        "grad_accum": s.micro_batches,
+        "tokens_per_step": s.tokens_per_step,
+        "checkpointing": s.recompute,
+        "attention_kernel": s.kernel,
+        "lora": None
+        if s.lora is None
+        else {
+            "rank": s.lora.rank,
+            "targets": list(s.lora.targets),
+            "qlora": s.lora.quantized,
+            "base_format": s.base.describe() if s.base else None,
+        },
+        "offload": s.offload,
+        "offload_activations": s.offload_activations,
+        "headroom": s.headroom,
+        "stage": b.stage.stage,
+        "micro_batches_in_flight": b.in_flight if lo.vpp == 1 else b.in_flight / lo.vpp,
+        "chunk_forwards_in_flight": b.in_flight,
+        "framework": {"id": fw.id, "name": fw.name, "source": fw.source},
+        "loss": {"mode": s.loss_spec.mode_text(), "describe": s.loss_spec.describe()},
+    }
+
+
+def _memory_json(b: TrainingBill, units: str) -> dict[str, Any]:
+    """The JSON's memory group: the per-GPU lines, the phases, the allocator's figures, the
+    budget, and the host memory."""
+    s = b.setup
+    return {
+        "per_gpu": {
+            "items": [{**item.to_dict(units), "predicts": predicts(item.key)} for item in b.items],
+            "total_bytes": b.per_gpu_total_bytes,
+        },
+        "peak_phase": b.peak_phase,
+        "phases": [p.to_dict(units) for p in b.phases],
+        "memory_figures": {
+            "allocated_bytes": b.allocated_bytes,
+            "reserved_bytes": b.reserved_bytes,
+            "nvidia_smi_bytes": b.per_gpu_total_bytes,
+        },
+        "per_gpu_total_bytes": b.per_gpu_total_bytes,
+        "budget_bytes": b.budget_bytes,
+        "fits": b.fits,
+        "model_states_bytes": b.model_states_bytes,
+        "activations_bytes": b.activations_bytes,
+        "activation_bytes_per_layer": b.activation_bytes_per_layer,
+        "host": {
+            "items": [item.to_dict(units) for item in b.host_items],
+            "per_gpu_bytes": b.host_bytes_per_gpu,
+            "per_node_bytes": b.host_bytes_per_gpu * min(s.layout.gpus, s.gpu.gpus_per_node),
+        },
+    }
+
+
+def _speed_json(b: TrainingBill) -> dict[str, Any]:
+    """The JSON's step-cost group: FLOPs, communication, and the step time when known."""
+    t = b.time
+    return {
+        "step_flops": b.flops.executed,
+        "model_flops": b.flops.model,
+        "comm_bytes_per_step": b.comm.total,
+        "comm_bytes_by_kind": b.comm.to_dict(),
+        "mfu": b.setup.mfu,
+        "step_time_s": t.step_s if t else None,
+        "compute_time_s": t.compute_s if t else None,
+        "exposed_comm_time_s": t.exposed_comm_s if t else None,
+        "pipeline_bubble": t.bubble if t else None,
+        "tokens_per_second": t.tokens_per_second if t else None,
+    }
 
 
 def train(
@@ -267,20 +296,19 @@ def train(
     this pipeline stage ("first", "last" or an index) instead of the heaviest. vpp: virtual
     pipeline stages (model chunks) per pipeline rank, interleaved 1F1B (needs pp).
     """
-    from gpuplan.catalog.recipes import get_recipe
-
-    knobs = {
-        "compile": compile,
-        "compile_loss": compile if compile_loss is None else compile_loss,
-        "grads": grads,
-        "reshard_after_forward": reshard_after_forward,
-        "optimizer_in_backward": optimizer_in_backward,
-        "fp8": fp8,
-        "fp8_all_gather": fp8_all_gather,
-        "dropout": dropout,
-        "optimizer_kernel": optimizer_kernel,
-    }
-    profile = resolve_framework(framework, framework_overrides, **knobs)
+    profile = resolve_framework(
+        framework,
+        framework_overrides,
+        compile=compile,
+        compile_loss=compile if compile_loss is None else compile_loss,
+        grads=grads,
+        reshard_after_forward=reshard_after_forward,
+        optimizer_in_backward=optimizer_in_backward,
+        fp8=fp8,
+        fp8_all_gather=fp8_all_gather,
+        dropout=dropout,
+        optimizer_kernel=optimizer_kernel,
+    )
     if isinstance(fsdp, bool):
         fsdp = "full_shard" if fsdp else None
     qlora, lora_rank = _method(method, qlora, lora_rank)
@@ -304,15 +332,9 @@ def train(
     headroom = usable_memory(spec, headroom)
     mfu = real_number("MFU", mfu)
     capacity_factor = real_number("capacity-factor", capacity_factor, MAX_CAPACITY_FACTOR)
-    if optimizer is not None and recipe in (None, "adamw-bf16"):
-        recipe = optimizer  # an optimizer alias picks the recipe when none (or the default) is
-    if recipe is None:
-        recipe = profile.recipe
-    rec = recipe if isinstance(recipe, TrainingRecipe) else get_recipe(recipe)
+    rec = _recipe(recipe, optimizer, profile)
     lora, base = _lora(ref.arch, lora_rank, lora_targets, qlora)
-    if vpp > 1 and pp is None:
-        raise GpuplanError(f"vpp={vpp} interleaves pipeline stages: give --pp")
-    layout = replace(_layout(profile, spec, zero, fsdp, tp, pp, cp, ep, sp), vpp=int(vpp))
+    layout = _layout(profile, spec, zero, fsdp, tp, pp, cp, ep, sp, vpp)
     setup = TrainingSetup(
         arch=ref.arch,
         recipe=rec,
@@ -338,9 +360,9 @@ def train(
         loss=parse_loss(loss).mode_text() if loss else "",
         stage=_stage(stage, pp or 1),
     )
-    implied = zero is None and fsdp is None and profile.zero >= 0
+    implied_zero = profile.zero if zero is None and fsdp is None and profile.zero >= 0 else None
     if isinstance(gpus, int):
-        setup = _on_gpus(setup, gpus, profile.zero if implied else None, global_batch)
+        setup = _on_gpus(setup, gpus, implied_zero, global_batch)
         return TrainingPlan(_with_headers(training_bill(setup), ref), ref.model_id, ref.hf_id)
     if gpus not in (None, "auto"):
         raise GpuplanError(f"gpus must be a number or 'auto', got {gpus!r}")
@@ -348,10 +370,44 @@ def train(
     fixed = {name for name, value in given.items() if value is not None}
     if offload_activations:
         fixed.add("offload")
-    if zero is not None or fsdp is not None or implied or offload == "params":
-        fixed.add("zero")
-        stage_zero = 3 if offload == "params" else (profile.zero if implied else layout.zero)
-        setup = replace(setup, layout=replace(setup.layout, zero=stage_zero))
+    held = _held_zero(setup.layout, zero, fsdp, implied_zero, offload)
+    return _fewest_gpus(setup, ref, fixed, held)
+
+
+def _recipe(
+    recipe: str | TrainingRecipe | None, optimizer: str | None, profile: FrameworkProfile
+) -> TrainingRecipe:
+    """The recipe given; else the optimizer alias (also over the default adamw-bf16); else
+    the framework's own."""
+    from gpuplan.catalog.recipes import get_recipe
+
+    if optimizer is not None and recipe in (None, "adamw-bf16"):
+        recipe = optimizer
+    if recipe is None:
+        recipe = profile.recipe
+    return recipe if isinstance(recipe, TrainingRecipe) else get_recipe(recipe)
+
+
+def _held_zero(
+    lo: Layout, zero: int | None, fsdp: str | None, implied_zero: int | None, offload: str | None
+) -> int | None:
+    """The sharding stage a GPU-count search holds: ZeRO-3 for parameter offload, else the
+    framework's own, else the ZeRO stage or FSDP mode given; None leaves it to the search."""
+    if offload == "params":
+        return 3
+    if implied_zero is not None:
+        return implied_zero
+    if zero is not None or fsdp is not None:
+        return lo.zero
+    return None
+
+
+def _fewest_gpus(setup: TrainingSetup, ref: Any, fixed: set[str], zero: int | None) -> TrainingPlan:
+    """gpus = auto: the fewest GPUs that fit (planner/training.py), searching the knobs not in
+    `fixed` and holding the sharding stage `zero` when one is set."""
+    if zero is not None:
+        fixed = fixed | {"zero"}
+        setup = replace(setup, layout=replace(setup.layout, zero=zero))
     bill, attempts = fewest_train_gpus(setup, frozenset(fixed))
     return TrainingPlan(
         _with_headers(bill, ref),
@@ -411,8 +467,11 @@ def _layout(
     cp: int,
     ep: int,
     sp: bool,
+    vpp: int,
 ) -> Layout:
-    """The layout before the GPU count is known (dp = 1)."""
+    """The layout before the GPU count is known (dp = 1); vpp > 1 (interleaved 1F1B) needs pp."""
+    if vpp > 1 and pp is None:
+        raise GpuplanError(f"vpp={vpp} interleaves pipeline stages: give --pp")
     stage_zero, hybrid = (zero or 0), False
     if fsdp is not None:
         stage_zero, hybrid = fsdp_layout(fsdp)
@@ -427,6 +486,7 @@ def _layout(
         fsdp=fsdp.lower().replace("-", "_") if fsdp else None,
         hybrid=hybrid,
         gpus_per_node=spec.gpus_per_node,
+        vpp=int(vpp),
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuplan.engine.activations import ActivationSpec, layer_bytes, parse_recompute
 from gpuplan.engine.bill import LineItem
+from gpuplan.engine.frameworks.profile import FrameworkProfile
 from gpuplan.engine.model_states import ModelStates, StageParams
 from gpuplan.engine.phases import Amounts
 from gpuplan.engine.recipes import TrainingRecipe
@@ -50,7 +51,18 @@ def state_lines(
     """Weights, gradients, fp32 master and optimizer states (ZeRO §3.1), as held on this GPU
     (`recipe`: as the framework stores it)."""
     lo = setup.layout
-    common = {
+    common = _state_inputs(lo, st, states)
+    return {
+        "weights": _weights_line(setup, recipe, states, base_fraction, common),
+        "gradients": _gradients_line(lo, recipe, states, common),
+        "master": _master_line(lo, recipe, states, common),
+        "optimizer": _optimizer_line(lo, recipe, states, common),
+    }
+
+
+def _state_inputs(lo: Layout, st: StageParams, states: ModelStates) -> dict[str, Any]:
+    """The inputs every model-state line shows: parameter counts, the stage, the layout."""
+    return {
         "trainable_params": states.trainable,
         "frozen_params": states.frozen,
         "stage": st.stage,
@@ -61,9 +73,20 @@ def state_lines(
         "zero": lo.zero,
         "shard_degree": lo.shard_degree,
     }
-    par = f" (tp {lo.tp} × pp {lo.pp}{f' × ep {lo.ep}' if lo.ep > 1 else ''})"
+
+
+def _weights_line(
+    setup: Any,
+    recipe: TrainingRecipe,
+    states: ModelStates,
+    base_fraction: float,
+    common: dict[str, Any],
+) -> LineItem:
+    """Weights: params per GPU × weight bytes (÷ shards at ZeRO-3); under LoRA the frozen base
+    in its own format plus the adapters."""
+    lo = setup.layout
     if setup.lora is not None:
-        weights = LineItem(
+        return LineItem(
             "weights",
             "Weights (frozen base + adapters)",
             states.weights,
@@ -78,19 +101,23 @@ def state_lines(
             },
             "weights",
         )
-    else:
-        weights = LineItem(
-            "weights",
-            "Weights" if recipe is setup.recipe else "Weights (sharded fp32, also the master)",
-            states.weights,
-            "params per GPU" + par + " × weight bytes" + (" ÷ shards" if lo.zero >= 3 else ""),
-            "{trainable_params} × {weight_bytes_per_param} bytes"
-            + _shard_text(lo, 3)
-            + " = {bytes}",
-            {**common, "weight_bytes_per_param": _f(recipe.weights.bytes_per_param)},
-            "weights",
-        )
-    grads = LineItem(
+    par = f" (tp {lo.tp} × pp {lo.pp}{f' × ep {lo.ep}' if lo.ep > 1 else ''})"
+    return LineItem(
+        "weights",
+        "Weights" if recipe is setup.recipe else "Weights (sharded fp32, also the master)",
+        states.weights,
+        "params per GPU" + par + " × weight bytes" + (" ÷ shards" if lo.zero >= 3 else ""),
+        "{trainable_params} × {weight_bytes_per_param} bytes" + _shard_text(lo, 3) + " = {bytes}",
+        {**common, "weight_bytes_per_param": _f(recipe.weights.bytes_per_param)},
+        "weights",
+    )
+
+
+def _gradients_line(
+    lo: Layout, recipe: TrainingRecipe, states: ModelStates, common: dict[str, Any]
+) -> LineItem:
+    """Gradients: trainable params × grad bytes, ÷ shards from ZeRO-2."""
+    return LineItem(
         "gradients",
         "Gradients",
         states.gradients,
@@ -103,7 +130,13 @@ def state_lines(
         },
         "gradients",
     )
-    master = LineItem(
+
+
+def _master_line(
+    lo: Layout, recipe: TrainingRecipe, states: ModelStates, common: dict[str, Any]
+) -> LineItem:
+    """fp32 master weights: trainable params × master bytes, ÷ shards from ZeRO-1."""
+    return LineItem(
         "master",
         "fp32 master weights",
         states.master,
@@ -112,10 +145,16 @@ def state_lines(
         {**common, "master_bytes_per_param": _f(recipe.master_bytes_per_param)},
         "master",
     )
+
+
+def _optimizer_line(
+    lo: Layout, recipe: TrainingRecipe, states: ModelStates, common: dict[str, Any]
+) -> LineItem:
+    """Optimizer states: trainable params × the recipe's state bytes, ÷ shards from ZeRO-1."""
     names = ", ".join(f"{s.name} ({s.format.id})" for s in recipe.states) or "none"
     if recipe.factored:
         names += ", factored second moment (fp32 rows + columns)"
-    optimizer = LineItem(
+    return LineItem(
         "optimizer",
         "Optimizer states",
         states.optimizer,
@@ -128,15 +167,31 @@ def state_lines(
         },
         "optimizer",
     )
-    return {"weights": weights, "gradients": grads, "master": master, "optimizer": optimizer}
+
+
+LineMakers = dict[str, Callable[[], LineItem]]
 
 
 def step_lines(
     setup: Any, spec: ActivationSpec, st: StageParams, in_flight: int, a: Amounts
-) -> dict[str, Callable[[], LineItem]]:
+) -> LineMakers:
     """Every other line a phase can hold, each at its largest amount (built when asked for:
     a bill shows only its peak phase until its timeline is read)."""
-    arch, lo, fw = setup.arch, setup.layout, setup.framework
+    fw = setup.framework
+    return {
+        **_activation_lines(setup, spec, st, in_flight, a),
+        **_backward_lines(a),
+        **_comm_lines(fw, a),
+        **_workspace_lines(fw, a),
+    }
+
+
+def _activation_lines(
+    setup: Any, spec: ActivationSpec, st: StageParams, in_flight: int, a: Amounts
+) -> LineMakers:
+    """The saved activations (layers × per-layer bytes × micro-batches in flight) and the
+    loss's logits at their largest moment (engine/loss.py)."""
+    arch, lo = setup.arch, setup.layout
     mode, k = parse_recompute(setup.recompute)
     per_layer = layer_bytes(arch, arch.layers[st.layers[0]], spec) if st.layers else 0
     loss = setup.loss_spec
@@ -179,6 +234,13 @@ def step_lines(
             },
             "transient",
         ),
+    }
+
+
+def _backward_lines(a: Amounts) -> LineMakers:
+    """What the backward pass builds beside the saved activations: the recomputed layer, the
+    activation gradients, a fresh weight gradient, autocast's weight casts."""
+    return {
         "recompute_buffer": lambda: _simple(
             "recompute_buffer",
             "Recomputed layer",
@@ -207,6 +269,13 @@ def step_lines(
             "2 bytes × linear params × micro-batches in flight (saved by each matmul)",
             "transient",
         ),
+    }
+
+
+def _comm_lines(fw: FrameworkProfile, a: Amounts) -> LineMakers:
+    """Communication buffers: FSDP's gathered units and unsharded gradients, ZeRO's
+    all-gather and reduce buckets, DDP's bucket copy."""
+    return {
         "gathered_weights": lambda: _simple(
             "gathered_weights",
             "All-gathered weights (FSDP)",
@@ -234,14 +303,14 @@ def step_lines(
         "allgather_buffer": lambda: _simple(
             "allgather_buffer",
             "All-gathered units (ZeRO-3/FSDP)",
-            dict(a.held).get("allgather_buffer", 0),
+            _held(a, "allgather_buffer"),
             "2 × largest unit (current + prefetched) × weight bytes",
             "comm",
         ),
         "grad_buffer": lambda: _simple(
             "grad_buffer",
             "Gradient reduce buffer",
-            dict(a.held).get("grad_buffer", 0),
+            _held(a, "grad_buffer"),
             "gradient bucket: min(reduce_bucket_size, params) × grad bytes, or one unit's"
             " unsharded gradient",
             "comm",
@@ -249,21 +318,28 @@ def step_lines(
         "allgather_bucket": lambda: _simple(
             "allgather_bucket",
             "Weight all-gather bucket",
-            dict(a.held).get("allgather_bucket", 0),
+            _held(a, "allgather_bucket"),
             "min(allgather_bucket_size, params) × weight bytes (ZeRO-1/2 after the step)",
             "comm",
         ),
         "ddp_buckets": lambda: _simple(
             "ddp_buckets",
             "DDP gradient buckets",
-            dict(a.held).get("ddp_buckets", 0),
+            _held(a, "ddp_buckets"),
             "a second copy of every gradient (gradient_as_bucket_view=False)",
             "comm",
         ),
+    }
+
+
+def _workspace_lines(fw: FrameworkProfile, a: Amounts) -> LineMakers:
+    """Kernel-side copies and scratch: GEMM workspaces, fp8 weight copies, the NF4 weight
+    dequantised for its matmul, the optimizer step's temporaries."""
+    return {
         "gemm_workspace": lambda: _simple(
             "gemm_workspace",
             "GEMM workspaces",
-            dict(a.held).get("gemm_workspace", 0),
+            _held(a, "gemm_workspace"),
             "cuBLAS (and Transformer Engine) workspaces taken from the caching allocator",
             "transient",
         ),
@@ -290,6 +366,11 @@ def step_lines(
             "transient",
         ),
     }
+
+
+def _held(a: Amounts, key: str) -> int:
+    """The bytes the phase amounts hold for a buffer line (0 when it holds none)."""
+    return dict(a.held).get(key, 0)
 
 
 def _simple(key: str, label: str, n: int, formula: str, category: str) -> LineItem:

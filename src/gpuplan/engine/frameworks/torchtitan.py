@@ -142,6 +142,54 @@ def read(text: str, gpus: int | None = None) -> TrainOverrides:
     except tomllib.TOMLDecodeError as e:
         raise GpuplanError(f"cannot read the torchtitan TOML: {e}") from None
     training, par = _section(doc, "training"), _section(doc, "parallelism")
+    tp, pp, cp, ep, replicate, shard = _degrees(par, gpus)
+    local, micro = _batch(training, par, pp)
+    compile_section = _section(doc, "compile")
+    compiled = boolean(
+        "compile.enable", compile_section.get("enable", training.get("compile", False))
+    )
+    float8, fp8_gather = _float8(doc)
+    kernel = _optimizer_kernel(_section(doc, "optimizer"))
+    reshard = str(par.get("fsdp_reshard_after_forward", "default")).lower()
+    if reshard not in ("default", "always", "never"):
+        raise GpuplanError(
+            f"fsdp_reshard_after_forward must be default, always or never, got {reshard!r}"
+        )
+    kwargs: dict[str, Any] = {
+        "gpus": shard * replicate * tp * pp * cp,
+        "tp": tp,
+        "pp": pp,
+        "cp": cp,
+        "ep": ep,
+        "vpp": _virtual_stages(par, pp, _model(doc)),
+        "sp": tp > 1,
+        "seq": positive_int("training.seq_len", training.get("seq_len", 2048)),
+        "micro_batch": micro if pp > 1 else local,
+        "grad_accum": local // micro if pp > 1 else 1,
+        "checkpointing": _recompute(_section(doc, "activation_checkpoint")),
+        "compile": compiled,
+        "optimizer_kernel": kernel,
+        "stage": None,
+    }
+    kwargs.update(_sharding(shard * cp, replicate, reshard))
+    if float8:
+        kwargs["fp8"] = "torchao"
+        kwargs["fp8_all_gather"] = fp8_gather
+    if boolean("training.enable_cpu_offload", training.get("enable_cpu_offload", False)):
+        kwargs["offload"] = "params"
+    if compiled and "loss" not in [
+        str(c) for c in compile_section.get("components", ["model", "loss"])
+    ]:
+        kwargs["loss"] = "standard"
+    notes = []
+    if boolean("enable_async_tensor_parallel", par.get("enable_async_tensor_parallel", False)):
+        notes.append("async tensor parallel: its overlap buffers are not modelled")
+    return TrainOverrides("torchtitan", _model(doc), kwargs, tuple(notes))
+
+
+def _degrees(par: dict[str, Any], gpus: int | None) -> tuple[int, int, int, int, int, int]:
+    """(tp, pp, cp, ep, replicate, shard) from [parallelism]; data_parallel_shard_degree = -1
+    takes the ranks left over from `gpus`, and a `gpus` the degrees do not make is refused."""
     tp = positive_int("tensor_parallel_degree", par.get("tensor_parallel_degree", 1))
     pp = positive_int("pipeline_parallel_degree", par.get("pipeline_parallel_degree", 1))
     cp = positive_int("context_parallel_degree", par.get("context_parallel_degree", 1))
@@ -165,6 +213,13 @@ def read(text: str, gpus: int | None = None) -> TrainOverrides:
     world = shard * replicate * tp * pp * cp
     if gpus is not None and gpus != world:
         raise GpuplanError(f"the torchtitan degrees make {world} GPUs, not the {gpus} given")
+    return tp, pp, cp, ep, replicate, shard
+
+
+def _batch(training: dict[str, Any], par: dict[str, Any], pp: int) -> tuple[int, int]:
+    """(local batch, pipeline microbatch size): local_batch_size (batch_size before 2025);
+    with pipelining the local batch is split into microbatches of
+    pipeline_parallel_microbatch_size."""
     local = training.get("local_batch_size", training.get("batch_size", 8))
     local = positive_int("training.local_batch_size", local)
     micro = positive_int(
@@ -174,52 +229,24 @@ def read(text: str, gpus: int | None = None) -> TrainOverrides:
         raise GpuplanError(
             f"local_batch_size {local} is not a multiple of the microbatch size {micro}"
         )
-    compile_section = _section(doc, "compile")
-    compiled = boolean(
-        "compile.enable", compile_section.get("enable", training.get("compile", False))
-    )
-    float8, fp8_gather = _float8(doc)
-    optimizer = _section(doc, "optimizer")
-    # `implementation` (2025: default "fused"); 2024 releases had a `fused` flag, off by default
+    return local, micro
+
+
+def _optimizer_kernel(optimizer: dict[str, Any]) -> str:
+    """[optimizer] implementation (2025: default "fused"); 2024 releases had a `fused` flag,
+    off by default."""
     default = "fused" if "fused" not in optimizer or optimizer["fused"] else "foreach"
-    kernel = str(optimizer.get("implementation", default))
-    reshard = str(par.get("fsdp_reshard_after_forward", "default")).lower()
-    if reshard not in ("default", "always", "never"):
-        raise GpuplanError(
-            f"fsdp_reshard_after_forward must be default, always or never, got {reshard!r}"
-        )
-    kwargs: dict[str, Any] = {
-        "gpus": world,
-        "tp": tp,
-        "pp": pp,
-        "cp": cp,
-        "ep": ep,
-        "vpp": _virtual_stages(par, pp, _model(doc)),
-        "sp": tp > 1,
-        "seq": positive_int("training.seq_len", training.get("seq_len", 2048)),
-        "micro_batch": micro if pp > 1 else local,
-        "grad_accum": local // micro if pp > 1 else 1,
-        "checkpointing": _recompute(_section(doc, "activation_checkpoint")),
-        "compile": compiled,
-        "optimizer_kernel": "fused" if kernel == "fused" else kernel,
-        "stage": None,
-    }
-    if shard * cp > 1:
-        kwargs["fsdp"] = "hybrid_shard" if replicate > 1 else "full_shard"
+    return str(optimizer.get("implementation", default))
+
+
+def _sharding(sharded: int, replicate: int, reshard: str) -> dict[str, Any]:
+    """FSDP over the shard (× cp) ranks, hybrid when also replicated; plain replicas as
+    ZeRO-0; fsdp_reshard_after_forward when not left at its default."""
+    out: dict[str, Any] = {}
+    if sharded > 1:
+        out["fsdp"] = "hybrid_shard" if replicate > 1 else "full_shard"
     elif replicate > 1:
-        kwargs["zero"] = 0
+        out["zero"] = 0
     if reshard != "default":
-        kwargs["reshard_after_forward"] = reshard == "always"
-    if float8:
-        kwargs["fp8"] = "torchao"
-        kwargs["fp8_all_gather"] = fp8_gather
-    if boolean("training.enable_cpu_offload", training.get("enable_cpu_offload", False)):
-        kwargs["offload"] = "params"
-    if compiled and "loss" not in [
-        str(c) for c in compile_section.get("components", ["model", "loss"])
-    ]:
-        kwargs["loss"] = "standard"
-    notes = []
-    if boolean("enable_async_tensor_parallel", par.get("enable_async_tensor_parallel", False)):
-        notes.append("async tensor parallel: its overlap buffers are not modelled")
-    return TrainOverrides("torchtitan", _model(doc), kwargs, tuple(notes))
+        out["reshard_after_forward"] = reshard == "always"
+    return out

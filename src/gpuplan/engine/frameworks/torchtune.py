@@ -102,15 +102,7 @@ def _recipe(doc: dict[str, Any]) -> str:
 
 def read(text: str, overrides: list[str] | None = None) -> TrainOverrides:
     """A torchtune YAML (and tune-run overrides) → train() arguments."""
-    import yaml
-
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise GpuplanError(f"cannot read the torchtune YAML: {e}") from None
-    if not isinstance(doc, dict):
-        raise GpuplanError("a torchtune config is a YAML mapping")
-    _apply_overrides(doc, overrides or [])
+    doc = _load(text, overrides or [])
     model, method, node = _model(doc)
     tokenizer = doc.get("tokenizer") or {}
     seq = tokenizer.get("max_seq_len") if isinstance(tokenizer, dict) else None
@@ -119,20 +111,8 @@ def read(text: str, overrides: list[str] | None = None) -> TrainOverrides:
             "the torchtune config sets no tokenizer.max_seq_len: the longest sample decides the"
             " peak; give --seq"
         )
-    accum = positive_int("gradient_accumulation_steps", doc.get("gradient_accumulation_steps", 1))
-    in_bwd = boolean("optimizer_in_bwd", doc.get("optimizer_in_bwd", False))
-    if in_bwd and accum > 1:
-        raise GpuplanError("optimizer_in_bwd requires gradient_accumulation_steps = 1")
-    ckpt = boolean(
-        "enable_activation_checkpointing", doc.get("enable_activation_checkpointing", False)
-    )
-    offload = boolean(
-        "enable_activation_offloading", doc.get("enable_activation_offloading", False)
-    )
-    if offload and not ckpt:
-        raise GpuplanError(
-            "enable_activation_offloading needs enable_activation_checkpointing (torchtune refuses it)"
-        )
+    accum, in_bwd = _accumulation(doc)
+    ckpt, offload = _activation_memory(doc)
     loss = _component(doc, "loss").rsplit(".", 1)[-1]
     if loss and loss not in LOSSES:
         raise GpuplanError(f"torchtune loss {loss!r} is not modelled ({', '.join(LOSSES)})")
@@ -153,6 +133,52 @@ def read(text: str, overrides: list[str] | None = None) -> TrainOverrides:
         kwargs["lora_targets"] = _lora_targets(node)
     if boolean("fsdp_cpu_offload", doc.get("fsdp_cpu_offload", False)):
         kwargs["offload"] = "params"
+    return TrainOverrides("torchtune", model, kwargs, _notes(doc, method, node))
+
+
+def _load(text: str, overrides: list[str]) -> dict[str, Any]:
+    """The config as a mapping, with the tune-run overrides applied."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise GpuplanError(f"cannot read the torchtune YAML: {e}") from None
+    if not isinstance(doc, dict):
+        raise GpuplanError("a torchtune config is a YAML mapping")
+    _apply_overrides(doc, overrides)
+    return doc
+
+
+def _accumulation(doc: dict[str, Any]) -> tuple[int, bool]:
+    """(gradient_accumulation_steps, optimizer_in_bwd): stepping in backward leaves no
+    gradients to accumulate, so torchtune refuses the two together."""
+    accum = positive_int("gradient_accumulation_steps", doc.get("gradient_accumulation_steps", 1))
+    in_bwd = boolean("optimizer_in_bwd", doc.get("optimizer_in_bwd", False))
+    if in_bwd and accum > 1:
+        raise GpuplanError("optimizer_in_bwd requires gradient_accumulation_steps = 1")
+    return accum, in_bwd
+
+
+def _activation_memory(doc: dict[str, Any]) -> tuple[bool, bool]:
+    """(enable_activation_checkpointing, enable_activation_offloading); offloading works
+    only with checkpointing."""
+    ckpt = boolean(
+        "enable_activation_checkpointing", doc.get("enable_activation_checkpointing", False)
+    )
+    offload = boolean(
+        "enable_activation_offloading", doc.get("enable_activation_offloading", False)
+    )
+    if offload and not ckpt:
+        raise GpuplanError(
+            "enable_activation_offloading needs enable_activation_checkpointing (torchtune refuses it)"
+        )
+    return ckpt, offload
+
+
+def _notes(doc: dict[str, Any], method: str, node: dict[str, Any]) -> tuple[str, ...]:
+    """What the config sets that the bill does not model: unpacked samples, the LM head's
+    adapter."""
     notes = []
     dataset = doc.get("dataset") or {}
     if isinstance(dataset, dict) and not boolean("dataset.packed", dataset.get("packed", False)):
@@ -164,4 +190,4 @@ def read(text: str, overrides: list[str] | None = None) -> TrainOverrides:
         "apply_lora_to_output", node.get("apply_lora_to_output", False)
     ):
         notes.append("apply_lora_to_output: the LM head's adapter is not modelled")
-    return TrainOverrides("torchtune", model, kwargs, tuple(notes))
+    return tuple(notes)
