@@ -77,6 +77,12 @@ def test_virtual_stages_need_a_pipeline_degree():
         gpuplan.train("llama-3.1-8b", "h100", vpp=2)
 
 
+def test_fewest_gpus_search_keeps_the_virtual_stages():
+    # the lower bound prices one unsharded GPU (pp 1, so no virtual stages); the layouts keep vpp
+    layout = gpuplan.train("llama-3.1-8b", "h100", pp=2, vpp=2).to_dict()["layout"]
+    assert layout["pp"] == 2 and layout["vpp"] == 2
+
+
 def test_cli_virtual_stages(capsys):
     code = main(
         ["train", "llama-3.1-70b", "--gpus", "32", "--tp", "4", "--pp", "4"]

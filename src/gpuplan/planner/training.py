@@ -41,7 +41,7 @@ class TrainAttempt:
 def lower_bound(setup: TrainingSetup) -> int:
     """⌈total model-state bytes ÷ (headroom × memory per GPU)⌉: the lesson's fewest GPUs."""
     zero = {"optimizer": 1, "params": 3}.get(setup.offload, 0)
-    single = replace(setup.layout, dp=1, tp=1, pp=1, cp=1, ep=1, sp=False, zero=zero)
+    single = replace(setup.layout, dp=1, tp=1, pp=1, vpp=1, cp=1, ep=1, sp=False, zero=zero)
     one = training_bill(replace(setup, layout=single))
     total = one.model_states_bytes
     budget = int(setup.gpu.memory_bytes * setup.headroom)
