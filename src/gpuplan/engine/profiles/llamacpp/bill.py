@@ -326,6 +326,8 @@ def place(
     n_ctx: int,
     ngl: int,
 ) -> Placement:
+    """Every layer on its device with its weights and KV cells (the input layer on the host,
+    the output layer last), then the compute buffers: the rules in this module's docstring."""
     arch, ckpt = launch.arch, launch.weights.stored
     if ckpt is None or ckpt.format != "gguf":
         raise GpuplanError(
@@ -336,49 +338,68 @@ def place(
     gpus = [Device(f"GPU{g}") for g in range(o.gpus)]
     host = Device("host")
     splits = split_points(o.tensor_split, o.gpus)
-    row = o.split_mode == "row" and o.gpus > 1
-    main = min(o.main_gpu, o.gpus - 1)
-    notes: list[str] = []
     k, v = kv_types
     host.weights += embd  # the input layer always stays on the CPU
     for il in range(n_layer + 1):
-        g = layer_device(il, n_layer, ngl, splits)
         if il < n_layer:
             weights = per_layer.get(il, 0)
             kv = kv_layer_bytes(arch, k, v, _cells(arch, o, n_ctx, il), il)
         else:
             weights = norm + (out if out else embd)  # a tied head duplicates token_embd
             kv = 0
-        if g is None:
-            host.layers.append(il)
-            host.weights += weights
-            host.kv += kv
-            continue
-        if row:
-            for gi, dev in enumerate(gpus):
-                share = splits[gi] - (splits[gi - 1] if gi else 0.0)
-                dev.weights += round(weights * share)
-            gpus[main].layers.append(il)
-            target = gpus[main]
-        else:
-            gpus[g].layers.append(il)
-            gpus[g].weights += weights
-            target = gpus[g]
-        if o.no_kv_offload:
-            host.kv += kv
-        else:
-            target.kv += kv
-    if row:
+        g = layer_device(il, n_layer, ngl, splits)
+        _put_layer(o, gpus, host, splits, il, g, weights, kv)
+    _compute_buffers(arch, o, n_ctx, gpus, host, ngl)
+    return Placement((*gpus, host), n_ctx, ngl, _placement_notes(o, bool(out)))
+
+
+def _put_layer(
+    o: LlamaCppOptions,
+    gpus: list[Device],
+    host: Device,
+    splits: list[float],
+    il: int,
+    g: int | None,
+    weights: int,
+    kv: int,
+) -> None:
+    """Layer `il` onto GPU `g` (None: the host). --split-mode row: each GPU takes its
+    --tensor-split share of the matrices and --main-gpu the layer; --no-kv-offload keeps its
+    KV in host RAM."""
+    if g is None:
+        host.layers.append(il)
+        host.weights += weights
+        host.kv += kv
+        return
+    if o.split_mode == "row" and o.gpus > 1:
+        for gi, dev in enumerate(gpus):
+            share = splits[gi] - (splits[gi - 1] if gi else 0.0)
+            dev.weights += round(weights * share)
+        target = gpus[min(o.main_gpu, o.gpus - 1)]
+        target.layers.append(il)
+    else:
+        target = gpus[g]
+        target.layers.append(il)
+        target.weights += weights
+    if o.no_kv_offload:
+        host.kv += kv
+    else:
+        target.kv += kv
+
+
+def _placement_notes(o: LlamaCppOptions, has_output: bool) -> tuple[str, ...]:
+    notes = []
+    if o.split_mode == "row" and o.gpus > 1:
         notes.append(
             "--split-mode row: matrices split across GPUs by --tensor-split; the KV cache and"
-            f" norms on GPU{main} (small tensors are counted in the row split: an approximation)"
+            f" norms on GPU{min(o.main_gpu, o.gpus - 1)} (small tensors are counted in the row"
+            " split: an approximation)"
         )
-    if not out:
+    if not has_output:
         notes.append(
             "no output.weight: llama.cpp duplicates token_embd as the LM head on the output layer's device"
         )
-    _compute_buffers(arch, o, n_ctx, gpus, host, ngl)
-    return Placement((*gpus, host), n_ctx, ngl, tuple(notes))
+    return tuple(notes)
 
 
 def _compute_buffers(

@@ -378,7 +378,7 @@ def _stage(
     paged = rules["engine"] == "v1"
     state = 0
     if not paged and arch.num_state_layers:
-        slots = v0_state_slots(shape.seqs, bool(launch.arg("enforce_eager", False)))
+        slots = v0_state_slots(shape.seqs, shape.eager)
         state = slots * v0_state_bytes(launch, layers)
     if launch.args.get("kv_cache_memory_bytes") is not None:
         available = int(launch.args["kv_cache_memory_bytes"])
@@ -821,7 +821,7 @@ def _state_notes(
             if rules.get("state_model_fallback")
             else "the V0 engine"
         )
-        slots = v0_state_slots(shape.seqs, bool(launch.arg("enforce_eager", False)))
+        slots = v0_state_slots(shape.seqs, shape.eager)
         return [
             f"{why}: {arch.num_state_layers} state layers keep their own cache of {slots}"
             " sequence slots, allocated in the profile run; the KV cache holds the"
