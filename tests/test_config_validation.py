@@ -98,7 +98,12 @@ def _error(config: dict[str, Any]) -> str:
             "LLXG",
             "sliding_window_pattern",
         ),
-        (LLAMA, "vision_config", {"hidden_size": -4, "num_hidden_layers": 2}, "vision_config"),
+        (
+            LLAMA,
+            "vision_config",
+            {"model_type": "siglip_vision_model", "hidden_size": -4, "num_hidden_layers": 2},
+            "vision_config",
+        ),
         (LLAMA, "quantization_config", "fp8", "quantization_config"),
     ],
 )
