@@ -513,8 +513,8 @@ def _failure(
     kv: KvSize,
 ) -> str | None:
     """Why the engine would not start: no KV memory or too little for one request, more decode
-    sequences than state blocks (where the version checks it), or a max_model_len above the
-    model's positions (the last check wins, as vLLM runs it first, at config time)."""
+    sequences than state blocks (where the version checks it); a max_model_len above the
+    model's positions overrides both (vLLM refuses it at config time, before profiling)."""
     failure = _memory_failure(stages, kv, shape.util, shape.auto_len)
     if (
         failure is None
