@@ -64,10 +64,12 @@ def load_cases() -> list[Case]:
             prompt_tokens=row["prompt"],
             output_tokens=row["output"],
             concurrency=row["concurrency"],
+            expert_parallel=row.get("ep", False),
         )
         measured = row["tokens_per_s"] * (row["tp"] if row.get("per_gpu") else 1)
         label = (
-            f"{arch.name} {row['gpu']} tp{row['tp']} {row['dtype']} B={row['concurrency']}"
+            f"{arch.name} {row['gpu']} tp{row['tp']}{' ep' if row.get('ep') else ''} {row['dtype']}"
+            f" B={row['concurrency']}"
             f" {row['prompt']}/{row['output']}"
         )
         cases.append(Case(label, row["kind"], row["gpu"], setup, measured, row["source"]))

@@ -65,6 +65,9 @@ def test_moe_reads_only_the_experts_a_batch_touches():
     assert touched_experts(8, 2, 1) == pytest.approx(2)
     assert touched_experts(256, 8, 1) == pytest.approx(8)
     assert touched_experts(8, 2, 1000) == pytest.approx(8)
+    # gpt-oss-120b (128 experts, top-4) at 64 streams: "nearly all 111/128 unique experts are
+    # loaded per decode step" (SemiAnalysisAI/InferenceX pull request 1061)
+    assert round(touched_experts(128, 4, 64)) == 111
     s = _setup("mixtral-8x7b", gpus=2)
     one = serving_perf(PerfSetup(s, 16, 16, concurrency=1))
     many = serving_perf(PerfSetup(s, 16, 16, concurrency=64))
@@ -101,13 +104,24 @@ def _bench():
 
 
 def test_published_measurements_bar():
-    """Today's result is the bar: 23 cases (dense and MoE, 4 GPU types), median |error| 4.5 %,
-    21 within 25 % (the two misses: TensorRT-LLM 0.6's Llama-2-70B at long contexts)."""
+    """Today's result is the bar: 33 cases (22 dense, 11 MoE; 5 GPU types), median |error| 6.8 %,
+    26 within 25 %. The misses: TensorRT-LLM 0.6's Llama-2-70B at long contexts (2), DeepSeek-R1
+    on 8 H200s at 64 streams (+25.4 %), and gpt-oss-120b MXFP4 on an MI300X (4; see perf.py)."""
     bench = _bench()
     cases = bench.load_cases()
-    assert len(cases) >= 20
-    assert {c.kind for c in cases} == {"dense", "moe"}
-    assert len({c.gpu for c in cases}) >= 3
+    assert len(cases) >= 33
+    assert sum(c.kind == "moe" for c in cases) >= 11
+    assert len({c.gpu for c in cases if c.kind == "moe"}) >= 3
+    assert len({c.gpu for c in cases}) >= 5
     errs = bench.errors(cases)
-    assert statistics.median(abs(e) for e in errs) <= 0.05
-    assert sum(abs(e) <= 0.25 for e in errs) >= 21
+    assert statistics.median(abs(e) for e in errs) <= 0.07
+    assert sum(abs(e) <= 0.25 for e in errs) == 26
+    # the 22 dense cases and Mixtral keep their result from before the MoE cases came
+    first = errs[:23]
+    assert statistics.median(abs(e) for e in first) <= 0.045
+    assert sum(abs(e) <= 0.25 for e in first) == 21
+    # MoE on NVIDIA GPUs, out of sample: every case within 26 %
+    nvidia_moe = [
+        e for c, e in zip(cases, errs, strict=True) if c.kind == "moe" and c.gpu != "mi300x"
+    ]
+    assert len(nvidia_moe) == 7 and max(abs(e) for e in nvidia_moe) <= 0.26

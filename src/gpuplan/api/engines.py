@@ -1,4 +1,5 @@
-"""Serving as an engine does it: `engine_serve`, `serve_launch` (a launch line), `check_log` (a startup log)."""
+"""Serving as an engine does it: `engine_serve`, `serve_launch` (a launch line), `engine_args`
+(gpuplan's settings in the engine's own names), `check_log` (a startup log)."""
 
 from __future__ import annotations
 
@@ -140,6 +141,64 @@ def serve_launch(
         ignored=parsed.unmodelled,
         version=version,
     )
+
+
+class UnknownSetting(GpuplanError):
+    """A setting the engine has no argument for (a command line reports it as a usage error)."""
+
+
+# gpuplan's 16/32-bit dtype spellings as the engines' `--dtype` / `--kv-cache-dtype` take them
+_PLAIN_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "auto": "auto"}
+
+
+def engine_args(
+    engine: str,
+    knobs: dict[str, Any],
+    *,
+    tp: int | None = None,
+    pp: int | None = None,
+    context: str | None = None,
+    gpus: int | str | None = None,
+    dtype: str | None = None,
+    kv_dtype: str | None = None,
+) -> dict[str, Any]:
+    """gpuplan's settings in `engine`'s own argument names and types (its adapter's knobs), for
+    `engine_serve(args=...)`. `knobs`: common knob → value (memory_fraction, max_seqs, ...; None
+    is unset); `context` is the engine's max model length as written (auto / -1 / 32k); `gpus`
+    (a count) only reaches an engine that places layers itself. `dtype` is a 16/32-bit dtype
+    (bf16 → the engines' bfloat16) or else a quantisation (fp8 variants → fp8); `kv_dtype` in the
+    engines' spelling. A setting the engine lacks raises `UnknownSetting`."""
+    from gpuplan.engine.profiles import get_adapter
+
+    adapter = get_adapter(engine)
+    values = {**knobs, "tp": tp, "pp": pp, "max_model_len": context}
+    if adapter.knob("gpus") and gpus not in (None, "auto"):
+        values["gpus"] = gpus
+    if dtype:
+        key = dtype.lower()
+        if key in _PLAIN_DTYPES or key in ("bfloat16", "float16", "float32", "half"):
+            values["dtype"] = _PLAIN_DTYPES.get(key, key)
+        else:
+            values["quantization"] = "fp8" if key.startswith("fp8") else key
+    if kv_dtype:
+        values["kv_cache_dtype"] = _PLAIN_DTYPES.get(kv_dtype.lower(), kv_dtype)
+    args: dict[str, Any] = {}
+    for knob, value in values.items():
+        if value is None:
+            continue
+        if adapter.knob(knob) is None:
+            raise UnknownSetting(f"{adapter.title} has no {knob.replace('_', ' ')} setting")
+        for name, v in adapter.knob_args(knob, value).items():
+            args[name] = adapter.flags.get(name).coerce(v)
+    return args
+
+
+def takes_setting(engine: str, knob: str) -> bool:
+    """Whether `engine` has an argument for the common `knob` (e.g. gpus: an engine that places
+    layers itself)."""
+    from gpuplan.engine.profiles import get_adapter
+
+    return bool(get_adapter(engine).knob(knob))
 
 
 CHECK_ROWS: tuple[tuple[str, str, str, str], ...] = (

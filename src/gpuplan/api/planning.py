@@ -270,33 +270,18 @@ def plan_training(
     narrows the search to the layouts that engine runs as exported; with megatron the default
     recipe becomes Megatron-LM's own (bf16 weights, fp32 gradients: 18 bytes/param).
     """
-    from gpuplan.planner.training_export import TRAIN_ENGINES, engine_allows
+    from gpuplan.planner.training_export import engine_allows, engine_recipe
     from gpuplan.planner.training_search import (
         default_global_batch_tokens,
         rank_training_layouts,
     )
 
-    for name, value in (("gpus", gpus), ("seq", seq), ("top", top)):
-        if value is None or isinstance(value, bool) or int(value) != value or value < 1:
-            raise GpuplanError(f"{name} must be a positive whole number, got {value!r}")
-    if global_batch_tokens is not None and (
-        isinstance(global_batch_tokens, bool) or global_batch_tokens < 1
-    ):
-        raise GpuplanError(
-            f"global-batch-tokens must be a positive whole number, got {global_batch_tokens!r}"
-        )
-    if engine is not None and engine not in TRAIN_ENGINES:
-        raise GpuplanError(
-            f"{engine!r} is not a training engine; export training to one of"
-            f" {', '.join(TRAIN_ENGINES)}"
-        )
-    if engine == "megatron" and recipe == "adamw-bf16":
-        recipe = "adamw-bf16-fp32grad"
+    _check_layout_search(gpus, seq, top, global_batch_tokens, engine)
     start = train(
         model,
         gpu,
         gpus=int(gpus),
-        recipe=recipe,
+        recipe=engine_recipe(engine, recipe),
         seq=int(seq),
         lora_rank=lora_rank,
         qlora=qlora,
@@ -313,6 +298,28 @@ def plan_training(
         TrainOption(i + 1, replace(start, bill=bill))
         for i, bill in enumerate(found.options[: int(top)])
     ]
+
+
+def _check_layout_search(
+    gpus: int, seq: int, top: int, global_batch_tokens: int | None, engine: str | None
+) -> None:
+    """`plan_training`'s ask: whole positive counts, and a training engine when one is named."""
+    from gpuplan.planner.training_export import TRAIN_ENGINES
+
+    for name, value in (("gpus", gpus), ("seq", seq), ("top", top)):
+        if value is None or isinstance(value, bool) or int(value) != value or value < 1:
+            raise GpuplanError(f"{name} must be a positive whole number, got {value!r}")
+    if global_batch_tokens is not None and (
+        isinstance(global_batch_tokens, bool) or global_batch_tokens < 1
+    ):
+        raise GpuplanError(
+            f"global-batch-tokens must be a positive whole number, got {global_batch_tokens!r}"
+        )
+    if engine is not None and engine not in TRAIN_ENGINES:
+        raise GpuplanError(
+            f"{engine!r} is not a training engine; export training to one of"
+            f" {', '.join(TRAIN_ENGINES)}"
+        )
 
 
 PLAN_TRAIN_GOAL_SCHEMA_VERSION = "gpuplan.plan-train-goal/1"
@@ -356,37 +363,24 @@ def plan_training_goal(
     fastest layout trains `tokens` tokens within `days`, with GPU-hours and cost; ranked by
     `objective`. The layouts searched are planner/training_search.py's (tp, pp, cp, ep, dp,
     ZeRO/FSDP, recompute, micro-batch); `mfu` is the utilisation the step time assumes."""
-    from gpuplan.catalog.prices import gpu_price, parse_prices
-    from gpuplan.planner.goals import TrainingGoal, train_to_goal
+    from gpuplan.catalog.prices import parse_prices
+    from gpuplan.planner.goals import train_to_goal
 
     n_tokens = parse_tokens(tokens)
     if days is not None and (isinstance(days, bool) or not 0 < float(days) < float("inf")):
         raise GpuplanError(f"--days must be a positive number, got {days!r}")
     overrides = parse_prices(prices)
-    starts = []
-    for gpu in gpus:
-        starts.append(
-            train(
-                model,
-                gpu,
-                gpus=8,
-                recipe=recipe,
-                seq=int(seq),
-                lora_rank=lora_rank,
-                qlora=qlora,
-                headroom=headroom,
-                attention=attention,
-                mfu=mfu,
-            )
-        )
-    table = {p.bill.setup.gpu.id: gpu_price(p.bill.setup.gpu.id, overrides) for p in starts}
-    goal = TrainingGoal(
-        tokens=n_tokens,
-        days=None if days is None else float(days),
-        objective=objective,
-        prices={k: v for k, v in table.items() if v is not None},
-        max_gpus=int(max_gpus),
-        global_batch_tokens=global_batch_tokens,
+    ask: dict[str, Any] = {
+        "recipe": recipe,
+        "seq": int(seq),
+        "lora_rank": lora_rank,
+        "qlora": qlora,
+    }
+    ask |= {"headroom": headroom, "attention": attention, "mfu": mfu}
+    # one 8-GPU plan per GPU type: the model, recipe and GPU the search scales up from
+    starts = [train(model, gpu, gpus=8, **ask) for gpu in gpus]
+    goal = _training_goal(
+        starts, n_tokens, days, objective, overrides, max_gpus, global_batch_tokens
     )
     found, rejected = train_to_goal([p.bill.setup for p in starts], goal)
     if not found:
@@ -401,6 +395,31 @@ def plan_training_goal(
         TrainGoalOption(i + 1, replace(by_gpu[c.bill.setup.gpu.id], bill=c.bill, search=()), c.time)
         for i, c in enumerate(found)
     ]
+
+
+def _training_goal(
+    starts: list[TrainingPlan],
+    tokens: int,
+    days: float | None,
+    objective: str,
+    overrides: Any,
+    max_gpus: int,
+    global_batch_tokens: int | None,
+) -> Any:
+    """The planner's `TrainingGoal`, priced per GPU type of `starts` (the catalog's table under
+    the parsed `--price` overrides; a GPU type without a price is left out of the table)."""
+    from gpuplan.catalog.prices import gpu_price
+    from gpuplan.planner.goals import TrainingGoal
+
+    table = {p.bill.setup.gpu.id: gpu_price(p.bill.setup.gpu.id, overrides) for p in starts}
+    return TrainingGoal(
+        tokens=tokens,
+        days=None if days is None else float(days),
+        objective=objective,
+        prices={k: v for k, v in table.items() if v is not None},
+        max_gpus=int(max_gpus),
+        global_batch_tokens=global_batch_tokens,
+    )
 
 
 PLAN_MATRIX_SCHEMA_VERSION = "gpuplan.plan-matrix/1"

@@ -22,6 +22,14 @@ def build_server() -> Any:
         raise GpuplanError('gpuplan mcp needs the MCP SDK: pip install "gpuplan[mcp]"') from err
 
     server = MCPServer("gpuplan")
+    _add_bill_tools(server)
+    _add_plan_tools(server)
+    _add_report_tools(server)
+    return server
+
+
+def _add_bill_tools(server: Any) -> None:
+    """serve and train: one memory bill per GPU (`gpuplan.serve/1`, `gpuplan.train/1`)."""
 
     @server.tool()
     def serve(
@@ -71,6 +79,11 @@ def build_server() -> Any:
             qlora=qlora,
         ).to_dict()
 
+
+def _add_plan_tools(server: Any) -> None:
+    """plan and plan_train: ranked plans to a goal (`gpuplan.plan/1`,
+    `gpuplan.plan-train-goal/1`), shaped by api/plan_data.py as `gpuplan plan --json` prints them."""
+
     @server.tool()
     def plan(
         model: str,
@@ -85,25 +98,19 @@ def build_server() -> Any:
     ) -> dict[str, Any]:
         """Serving plans to a goal (gpuplan.plan/1): GPU type, format, layout, replicas, speed,
         price; tpot/ttft like "33ms" / "2s"; objective gpus|cost|throughput|latency."""
-        from gpuplan.cli.plan_render import serving_plan_data
+        from gpuplan.api.plan_data import serving_plan_data
 
-        goal = {"objective": objective, "prices": tuple(prices or ()), "max_gpus": None}
         return serving_plan_data(
             model,
-            tuple(gpus or ()),
-            (),
-            None,
-            context,
-            users,
-            0.9,
-            tpot,
-            ttft,
-            None,
-            None,
-            goal,
-            top,
-            "GB",
-            None,
+            gpus=tuple(gpus or ()),
+            context=context,
+            users=users,
+            headroom=0.9,
+            tpot=tpot,
+            ttft=ttft,
+            objective=objective,
+            prices=tuple(prices or ()),
+            top=top,
         )
 
     @server.tool()
@@ -116,19 +123,18 @@ def build_server() -> Any:
         top: int = 5,
     ) -> dict[str, Any]:
         """Training plans to a deadline (gpuplan.plan-train-goal/1): tokens like "2T"."""
-        from gpuplan.api.planning import PLAN_TRAIN_GOAL_SCHEMA_VERSION, plan_training_goal
+        from gpuplan.api.plan_data import training_goal_data
+        from gpuplan.api.planning import plan_training_goal
 
         ranked = plan_training_goal(
             model, tokens=tokens, days=days, gpus=gpus or ["h100"], objective=objective
         )[: max(1, top)]
-        return {
-            "schema": PLAN_TRAIN_GOAL_SCHEMA_VERSION,
-            "model": model,
-            "tokens": ranked[0].time.tokens,
-            "days": days,
-            "objective": objective,
-            "options": [o.to_dict() for o in ranked],
-        }
+        return training_goal_data(ranked, days=days, objective=objective, model=model)
+
+
+def _add_report_tools(server: Any) -> None:
+    """check and inspect: a startup log against the prediction (`gpuplan.check/1`), and what
+    gpuplan reads from a model (`gpuplan.inspect/1`)."""
 
     @server.tool()
     def check(log: str, config: str | None = None, gpu: str | None = None) -> dict[str, Any]:
@@ -151,8 +157,6 @@ def build_server() -> Any:
         from gpuplan.api.inspection import inspect as run
 
         return run(model, revision).to_dict()
-
-    return server
 
 
 @click.command("mcp")

@@ -135,29 +135,10 @@ def plan_command(
     With --train: rank the training layouts of --gpus GPUs that fit, fastest first; with
     --tokens (and --days), the fewest GPUs per GPU type that train that many tokens in time.
     """
-    from gpuplan.cli.plan_render import (
-        render_matrix,
-        render_serving_plans,
-        serving_plan_data,
-    )
-
     given = {k: v for k, v in training.items() if v is not None}
-    goal = {"objective": objective, "prices": prices, "max_gpus": max_gpus}
+    goal: dict[str, Any] = {"objective": objective, "prices": prices, "max_gpus": max_gpus}
     if train:
-        for flag, value in (
-            ("--tpot", tpot),
-            ("--ttft", ttft),
-            ("--prompt", prompt_tokens),
-            ("--output", output_tokens),
-        ):
-            if value is not None:
-                raise GpuplanError(f"{flag} is a serving target; --train plans to --tokens/--days")
-        ctx = click.get_current_context()
-        for name, instead in (("context", "--seq"), ("users", "--global-batch-tokens")):
-            if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
-                raise GpuplanError(
-                    f"--{name} is a serving ask; --train sizes a training step: give {instead}"
-                )
+        _refuse_serving_asks(tpot, ttft, prompt_tokens, output_tokens)
         _plan_training(
             model,
             gpus,
@@ -176,48 +157,94 @@ def plan_command(
         return
     if engine in TRAINING_ENGINES:
         raise GpuplanError(f"--export {engine} is a training engine; add --train")
-    gpu_memory = given.pop("gpu_memory", None)
-    if given:
-        flags = ", ".join("--" + k.replace("_", "-").replace("gpu-count", "gpus") for k in given)
-        raise GpuplanError(f"{flags}: only with --train")
+    gpu_memory = _serving_gpu_memory(given)
     if matrix:
-        from gpuplan.api.planning import serving_budget_matrix
-
-        if len(gpus) > 1 or len(dtypes) > 1:
-            raise GpuplanError("--matrix takes one --gpu and one --dtype")
-        data = serving_budget_matrix(
-            model,
-            gpus[0] if gpus else "h100",
-            dtype=dtypes[0] if dtypes else None,
-            kv_dtype=kv_dtype,
-            headroom=headroom,
-            gpu_memory=gpu_memory,
-        )
-        render_matrix(data, units, as_json, as_csv)
+        _serving_matrix(model, gpus, dtypes, kv_dtype, headroom, gpu_memory, units, as_json, as_csv)
         return
     if gpu_memory is not None:
         raise GpuplanError("--gpu-memory: with --train or --matrix (a ranking compares GPU types)")
+    from gpuplan.api.plan_data import serving_plan_data
+    from gpuplan.cli.plan_render import render_serving_plans
+
     data = serving_plan_data(
         model,
-        gpus,
-        dtypes,
-        kv_dtype,
-        context,
-        users,
-        headroom,
-        tpot,
-        ttft,
-        prompt_tokens,
-        output_tokens,
-        goal,
-        top,
-        units,
-        engine,
+        gpus=gpus,
+        dtypes=dtypes,
+        kv_dtype=kv_dtype,
+        context=context,
+        users=users,
+        headroom=headroom,
+        tpot=tpot,
+        ttft=ttft,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        top=top,
+        units=units,
+        engine=engine,
+        **goal,
     )
     if as_json:
         print_json(data)
         return
     render_serving_plans(data, units, as_csv)
+
+
+def _refuse_serving_asks(
+    tpot: str | None, ttft: str | None, prompt: int | None, output: int | None
+) -> None:
+    """--train sizes a training step: the serving targets and asks (given, not defaulted) are
+    refused with the training option to use instead."""
+    for flag, value in (
+        ("--tpot", tpot),
+        ("--ttft", ttft),
+        ("--prompt", prompt),
+        ("--output", output),
+    ):
+        if value is not None:
+            raise GpuplanError(f"{flag} is a serving target; --train plans to --tokens/--days")
+    ctx = click.get_current_context()
+    for name, instead in (("context", "--seq"), ("users", "--global-batch-tokens")):
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
+            raise GpuplanError(
+                f"--{name} is a serving ask; --train sizes a training step: give {instead}"
+            )
+
+
+def _serving_gpu_memory(given: dict[str, Any]) -> Any:
+    """The one training option a serving plan takes (--gpu-memory); any other is refused."""
+    gpu_memory = given.pop("gpu_memory", None)
+    if given:
+        flags = ", ".join("--" + k.replace("_", "-").replace("gpu-count", "gpus") for k in given)
+        raise GpuplanError(f"{flags}: only with --train")
+    return gpu_memory
+
+
+def _serving_matrix(
+    model: str,
+    gpus: tuple[str, ...],
+    dtypes: tuple[str, ...],
+    kv_dtype: str | None,
+    headroom: float,
+    gpu_memory: Any,
+    units: str,
+    as_json: bool,
+    as_csv: bool,
+) -> None:
+    """`plan --matrix`: memory per GPU over context × users, for one GPU type and format."""
+    from gpuplan.api.planning import serving_budget_matrix
+    from gpuplan.cli.plan_render import render_matrix
+
+    if len(gpus) > 1 or len(dtypes) > 1:
+        raise GpuplanError("--matrix takes one --gpu and one --dtype")
+    data = serving_budget_matrix(
+        model,
+        gpus[0] if gpus else "h100",
+        dtype=dtypes[0] if dtypes else None,
+        kv_dtype=kv_dtype,
+        headroom=headroom,
+        gpu_memory=gpu_memory,
+    )
+    render_matrix(data, units, as_json, as_csv)
 
 
 def _plan_training(

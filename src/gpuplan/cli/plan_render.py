@@ -1,5 +1,6 @@
-"""`gpuplan plan` output: the ranked serving plans with their speed and price, and the budget
-tables of `--matrix`, as a table, CSV or JSON (the terminal library is loaded only for tables)."""
+"""`gpuplan plan` output: the ranked serving plans with their speed and price (`gpuplan.plan/1`,
+shaped by api/plan_data.py), and the budget tables of `--matrix`, as a table, CSV or JSON (the
+terminal library is loaded only for tables)."""
 
 from __future__ import annotations
 
@@ -10,122 +11,45 @@ from typing import Any
 from gpuplan.cli.jsonout import print_json
 from gpuplan.units import format_bytes
 
-PLAN_SCHEMA_VERSION = "gpuplan.plan/1"
-
-
-def serving_plan_data(
-    model: str,
-    gpus: tuple[str, ...],
-    dtypes: tuple[str, ...],
-    kv_dtype: str | None,
-    context: int,
-    users: int,
-    headroom: float,
-    tpot: str | None,
-    ttft: str | None,
-    prompt_tokens: int | None,
-    output_tokens: int | None,
-    goal: dict[str, Any],
-    top: int,
-    units: str,
-    engine: str | None,
-) -> dict[str, Any]:
-    """Call the planner and shape `gpuplan.plan/1` (docs/json.md)."""
-    from gpuplan.api.planning import DEFAULT_PLAN_GPUS, parse_duration, plan
-
-    extra = {"max_gpus": goal["max_gpus"]} if goal["max_gpus"] else {}
-    options = plan(
-        model,
-        gpus=gpus or DEFAULT_PLAN_GPUS,
-        dtypes=dtypes or None,
-        kv_dtype=kv_dtype,
-        context=context,
-        users=users,
-        headroom=headroom,
-        tpot=tpot,
-        ttft=ttft,
-        prompt_tokens=prompt_tokens,
-        output_tokens=output_tokens,
-        objective=goal["objective"],
-        prices=list(goal["prices"]),
-        **extra,
-    )[: max(1, top)]
-    rows = [o.to_dict(units, engine) for o in options]
-    speed = rows[0]["speed"] if rows else {}
-    data: dict[str, Any] = {
-        "schema": PLAN_SCHEMA_VERSION,
-        "model": model,
-        "context": context,
-        "users": users,
-        "prompt_tokens": speed.get("prompt_tokens"),
-        "output_tokens": speed.get("output_tokens"),
-        "tpot_s": parse_duration(tpot, "tpot"),
-        "ttft_s": parse_duration(ttft, "ttft"),
-        "objective": goal["objective"],
-        "options": rows,
-        "fixes": [],
-    }
-    if not rows:
-        from gpuplan.api.planning import three_answers
-
-        # the three answers for the first GPU type at the most GPUs allowed (one without a cap)
-        data["fixes"] = three_answers(
-            model,
-            gpus[0] if gpus else "h100",
-            gpus=goal["max_gpus"] or 1,
-            dtype=dtypes[0] if len(dtypes) == 1 else None,
-            kv_dtype=kv_dtype,
-            context=context,
-            users=users,
-            headroom=headroom,
-        )
-    return data
+PLAN_CSV_FIELDS = (
+    "rank",
+    "gpu",
+    "gpus",
+    "replicas",
+    "tp",
+    "pp",
+    "expert_parallel",
+    "dtype",
+    "kv_dtype",
+    "users_per_replica",
+    "per_gpu_total_bytes",
+)
+PLAN_CSV_SPEED = ("ttft_s", "tpot_s", "tokens_per_s", "tokens_per_s_per_gpu")
+PLAN_CSV_PRICE = ("usd_per_hour", "usd_per_million_tokens")
+PLAN_COLUMNS = (
+    "#",
+    "GPUs",
+    "layout",
+    "weights",
+    "KV",
+    "per GPU",
+    "users/replica",
+    "TTFT",
+    "TPOT",
+    "tok/s/user",
+    "tok/s/GPU",
+    "$/h",
+    "$/M tok",
+)
 
 
 def render_serving_plans(data: dict[str, Any], units: str, as_csv: bool) -> None:
+    """`gpuplan.plan/1` as CSV, or as a heading, the ranked table and the top plan's launch line
+    (the three answers when nothing meets the ask)."""
     rows = data["options"]
     if as_csv:
-        fields = [
-            "rank",
-            "gpu",
-            "gpus",
-            "replicas",
-            "tp",
-            "pp",
-            "expert_parallel",
-            "dtype",
-            "kv_dtype",
-            "users_per_replica",
-            "per_gpu_total_bytes",
-        ]
-        writer = csv.writer(sys.stdout)
-        writer.writerow(
-            [
-                *fields,
-                "ttft_s",
-                "tpot_s",
-                "tokens_per_s",
-                "tokens_per_s_per_gpu",
-                "usd_per_hour",
-                "usd_per_million_tokens",
-            ]
-        )
-        for r in rows:
-            s = r["speed"]
-            writer.writerow(
-                [
-                    *(r[f] for f in fields),
-                    s["ttft_s"],
-                    s["tpot_s"],
-                    s["tokens_per_s"],
-                    s["tokens_per_s_per_gpu"],
-                    r["usd_per_hour"],
-                    r["usd_per_million_tokens"],
-                ]
-            )
+        _write_plans_csv(rows)
         return
-    from rich.table import Table
-
     from gpuplan.cli.render import console, print_answers
 
     out = console()
@@ -133,33 +57,54 @@ def render_serving_plans(data: dict[str, Any], units: str, as_csv: bool) -> None
         out.print("[bold red]nothing meets the ask[/bold red] on the GPU types and formats tried")
         print_answers(out, data["fixes"], units, flags=False)
         return
+    out.print(_plans_heading(data))
+    out.print(_plans_table(rows, units))
+    out.print(
+        "[dim]speed: engine/perf.py roofline (prefill compute-bound, decode memory-bound, TP"
+        " comm) at fitted efficiencies, median 4.5 % from 23 published measurements; $ from"
+        " catalog/data/prices.toml or --price; users/replica of what its memory holds[/dim]"
+    )
+    if "launch" in rows[0]:
+        out.print("\nLaunch one replica of the top plan:")
+        sys.stdout.write(rows[0]["launch"] + "\n")
+
+
+def _write_plans_csv(rows: list[dict[str, Any]]) -> None:
+    """One CSV row per plan: its layout, then its speed and price."""
+    writer = csv.writer(sys.stdout)
+    writer.writerow([*PLAN_CSV_FIELDS, *PLAN_CSV_SPEED, *PLAN_CSV_PRICE])
+    for r in rows:
+        s = r["speed"]
+        writer.writerow(
+            [
+                *(r[f] for f in PLAN_CSV_FIELDS),
+                *(s[f] for f in PLAN_CSV_SPEED),
+                *(r[f] for f in PLAN_CSV_PRICE),
+            ]
+        )
+
+
+def _plans_heading(data: dict[str, Any]) -> str:
+    """The ask: users × context (prompt, output), the speed targets and the ranking."""
     targets = []
     if data["tpot_s"]:
         targets.append(f"TPOT ≤ {data['tpot_s'] * 1e3:g} ms")
     if data["ttft_s"]:
         targets.append(f"TTFT ≤ {data['ttft_s']:g} s")
-    out.print(
+    return (
         f"[bold]{data['model']}[/bold]  {data['users']:,} users × {data['context']:,} tokens"
         f" (prompt {data['prompt_tokens']:,}, output {data['output_tokens']:,})"
         + (f" · {', '.join(targets)}" if targets else "")
         + f" · ranked by {data['objective']}"
     )
+
+
+def _plans_table(rows: list[dict[str, Any]], units: str) -> Any:
+    """One table row per plan: GPUs, layout, formats, memory, users, speed and price."""
+    from rich.table import Table
+
     table = Table(box=None, header_style="bold")
-    for col in (
-        "#",
-        "GPUs",
-        "layout",
-        "weights",
-        "KV",
-        "per GPU",
-        "users/replica",
-        "TTFT",
-        "TPOT",
-        "tok/s/user",
-        "tok/s/GPU",
-        "$/h",
-        "$/M tok",
-    ):
+    for col in PLAN_COLUMNS:
         table.add_column(
             col, justify="left" if col in ("GPUs", "layout", "weights", "KV") else "right"
         )
@@ -183,15 +128,7 @@ def render_serving_plans(data: dict[str, Any], units: str, as_csv: bool) -> None
             "-" if r["usd_per_hour"] is None else f"{r['usd_per_hour']:,.2f}",
             "-" if r["usd_per_million_tokens"] is None else f"{r['usd_per_million_tokens']:,.3f}",
         )
-    out.print(table)
-    out.print(
-        "[dim]speed: engine/perf.py roofline (prefill compute-bound, decode memory-bound, TP"
-        " comm) at fitted efficiencies, median 4.5 % from 23 published measurements; $ from"
-        " catalog/data/prices.toml or --price; users/replica of what its memory holds[/dim]"
-    )
-    if "launch" in rows[0]:
-        out.print("\nLaunch one replica of the top plan:")
-        sys.stdout.write(rows[0]["launch"] + "\n")
+    return table
 
 
 def render_matrix(data: dict[str, Any], units: str, as_json: bool, as_csv: bool) -> None:

@@ -28,8 +28,8 @@ def run_plan_training(
     as_json: bool,
 ) -> None:
     """Search, then print the table (or `gpuplan.plan-train/1` JSON) and the export."""
-    from gpuplan.api import PLAN_TRAIN_SCHEMA_VERSION, plan_training
-    from gpuplan.api.common import gpu_dict
+    from gpuplan.api import plan_training
+    from gpuplan.api.plan_data import training_plan_data
 
     try:
         ranked = plan_training(model, gpu=gpu, engine=engine, top=top, **options)
@@ -37,24 +37,7 @@ def run_plan_training(
         if not as_json:
             _print_answers(model, gpu, options, units)
         raise
-    rows = [o.to_dict(units, engine) for o in ranked]
-    first = ranked[0].plan
-    s = first.bill.setup
-    data = {
-        "schema": PLAN_TRAIN_SCHEMA_VERSION,
-        "model": first.model_id,
-        "gpu": gpu_dict(s.gpu),
-        "gpus": s.layout.gpus,
-        "seq": s.seq,
-        "global_batch_tokens": s.tokens_per_step,
-        "recipe": s.recipe.id,
-        "lora": None
-        if s.lora is None
-        else {"rank": s.lora.rank, "targets": list(s.lora.targets), "qlora": s.lora.quantized},
-        "headroom": s.headroom,
-        "engine": engine,
-        "options": rows,
-    }
+    data = training_plan_data(ranked, engine=engine, units=units)
     if as_json:
         print_json(data)
         return
@@ -123,6 +106,44 @@ def render_plan_training(data: dict[str, Any], units: str) -> None:
         out.print(f"[dim]note: {note}[/dim]")
 
 
+GOAL_OPTIONS = (
+    "tokens",
+    "days",
+    "seq",
+    "global_batch_tokens",
+    "recipe",
+    "lora_rank",
+    "qlora",
+    "headroom",
+    "mfu",
+)
+GOAL_CSV_FIELDS = (
+    "rank",
+    "gpu",
+    "gpus",
+    "layout",
+    "micro_batch",
+    "grad_accum",
+    "checkpointing",
+    "per_gpu_total_bytes",
+    "tokens_per_second",
+)
+GOAL_CSV_TIME = ("days", "gpu_hours", "cost_usd", "mfu_achieved")
+GOAL_COLUMNS = (
+    "#",
+    "GPUs",
+    "layout",
+    "micro × accum",
+    "recompute",
+    "per GPU",
+    "tokens/s",
+    "days",
+    "GPU-hours",
+    "MFU",
+    "cost",
+)
+
+
 def run_training_goal(
     model: str,
     gpus: tuple[str, ...],
@@ -134,65 +155,46 @@ def run_training_goal(
     as_csv: bool,
 ) -> None:
     """`plan --train --tokens 2T --days 7`: per GPU type, the fewest GPUs that make it."""
-    from gpuplan.api.planning import PLAN_TRAIN_GOAL_SCHEMA_VERSION, plan_training_goal
+    from gpuplan.api.plan_data import training_goal_data
+    from gpuplan.api.planning import plan_training_goal
 
-    allowed = {
-        "tokens",
-        "days",
-        "seq",
-        "global_batch_tokens",
-        "recipe",
-        "lora_rank",
-        "qlora",
-        "headroom",
-        "mfu",
-    }
-    extra = sorted(set(options) - allowed)
-    if extra:
-        raise click.UsageError(
-            f"--{extra[0].replace('_', '-').replace('gpus', 'gpus')} does not apply with --tokens"
-        )
-    kw = {k: v for k, v in options.items() if k in allowed}
-    if goal["max_gpus"]:
-        kw["max_gpus"] = goal["max_gpus"]
-    ranked = plan_training_goal(
-        model, gpus=list(gpus), objective=goal["objective"], prices=list(goal["prices"]), **kw
-    )[: max(1, top)]
-    rows = [o.to_dict(units) for o in ranked]
-    data = {
-        "schema": PLAN_TRAIN_GOAL_SCHEMA_VERSION,
-        "model": ranked[0].plan.model_id,
-        "tokens": ranked[0].time.tokens,
-        "days": options.get("days"),
-        "objective": goal["objective"],
-        "options": rows,
-    }
+    ranked = plan_training_goal(model, gpus=list(gpus), **_goal_arguments(options, goal))
+    data = training_goal_data(
+        ranked[: max(1, top)], days=options.get("days"), objective=goal["objective"], units=units
+    )
     if as_json:
         print_json(data)
-        return
-    if as_csv:
-        import csv
-        import sys
+    elif as_csv:
+        _write_goal_csv(data["options"])
+    else:
+        render_training_goal(data, units)
 
-        writer = csv.writer(sys.stdout)
-        cols = [
-            "rank",
-            "gpu",
-            "gpus",
-            "layout",
-            "micro_batch",
-            "grad_accum",
-            "checkpointing",
-            "per_gpu_total_bytes",
-            "tokens_per_second",
-        ]
-        writer.writerow([*cols, "days", "gpu_hours", "cost_usd", "mfu_achieved"])
-        for r in rows:
-            t = r["time"]
-            writer.writerow(
-                [*(r[c] for c in cols), t["days"], t["gpu_hours"], t["cost_usd"], t["mfu_achieved"]]
-            )
-        return
+
+def _goal_arguments(options: dict[str, Any], goal: dict[str, Any]) -> dict[str, Any]:
+    """`plan_training_goal`'s keyword arguments: the training options that apply to a token
+    goal (any other is refused), the ranking, the prices and the GPU cap."""
+    extra = sorted(set(options) - set(GOAL_OPTIONS))
+    if extra:
+        raise click.UsageError(f"--{extra[0].replace('_', '-')} does not apply with --tokens")
+    kw = {k: v for k, v in options.items() if k in GOAL_OPTIONS}
+    if goal["max_gpus"]:
+        kw["max_gpus"] = goal["max_gpus"]
+    return {**kw, "objective": goal["objective"], "prices": list(goal["prices"])}
+
+
+def _write_goal_csv(rows: list[dict[str, Any]]) -> None:
+    """One CSV row per GPU type: its plan, then its time, GPU-hours, cost and achieved MFU."""
+    import csv
+    import sys
+
+    writer = csv.writer(sys.stdout)
+    writer.writerow([*GOAL_CSV_FIELDS, *GOAL_CSV_TIME])
+    for r in rows:
+        writer.writerow([*(r[c] for c in GOAL_CSV_FIELDS), *(r["time"][c] for c in GOAL_CSV_TIME)])
+
+
+def render_training_goal(data: dict[str, Any], units: str) -> None:
+    """`gpuplan.plan-train-goal/1` as a heading and one table row per GPU type."""
     from rich.table import Table
 
     out = console()
@@ -202,21 +204,9 @@ def run_training_goal(
         f" · ranked by {data['objective']}"
     )
     table = Table(box=None, header_style="bold")
-    for col in (
-        "#",
-        "GPUs",
-        "layout",
-        "micro × accum",
-        "recompute",
-        "per GPU",
-        "tokens/s",
-        "days",
-        "GPU-hours",
-        "MFU",
-        "cost",
-    ):
+    for col in GOAL_COLUMNS:
         table.add_column(col, justify="left" if col in ("GPUs", "layout", "recompute") else "right")
-    for r in rows:
+    for r in data["options"]:
         t = r["time"]
         table.add_row(
             str(r["rank"]),

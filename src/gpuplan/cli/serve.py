@@ -180,52 +180,17 @@ def serve_command(
         "split_mode": split_mode,
         "tensor_split": tensor_split,
     }
-    on_engine = engine is not None and engine.lower() != "generic"
-    if launch_line is not None or on_engine:
-        from gpuplan.api.engines import engine_serve, serve_launch
-
+    if launch_line is not None or (engine is not None and engine.lower() != "generic"):
         if launch_line is not None:
-            if model:
-                raise click.UsageError("give either MODEL or --from, not both")
-            plan = serve_launch(
-                launch_line, gpu, gpu_memory, version=engine_version, read_config=_read_config
-            )
-            if engine and engine.lower() not in ("generic", plan.bill.engine):
-                raise click.UsageError(
-                    f"--engine {engine} disagrees with the launch line ({plan.bill.engine})"
-                )
+            plan = _launch_plan(launch_line, model, engine, gpu, gpu_memory, engine_version)
         else:
-            if not model:
-                raise click.UsageError("Missing argument MODEL (or --from LAUNCH_LINE)")
-            assert engine is not None
-            name = engine.lower()
-            plan = engine_serve(
-                model,
-                gpu,
-                engine=name,
-                args=_engine_args(name, knobs, tp, pp, dtype, kv_dtype, context, gpus),
-                gpu_memory=gpu_memory,
-                version=engine_version,
-                revision=revision,
+            layout = {"tp": tp, "pp": pp, "dtype": dtype, "kv_dtype": kv_dtype, "context": context}
+            plan = _engine_plan(
+                model, engine, knobs, layout, gpus, gpu, gpu_memory, engine_version, revision
             )
-        data = plan.to_dict(units)
-        if as_json:
-            print_json(data)
-            return
-        render_engine(data, units, explain)
+        _show(plan.to_dict(units), as_json, render_engine, units, explain)
         return
-    if not model:
-        raise click.UsageError("Missing argument MODEL (or --from LAUNCH_LINE)")
-    used = [k for k, v in knobs.items() if v is not None]
-    if engine_version is not None:
-        used.insert(0, "engine_version")
-    if used:
-        raise click.UsageError(
-            f"--{used[0].replace('_', '-')} needs --engine {'|'.join(_engine_choices()[1:])} or --from"
-        )
-
-    from gpuplan.api.serving import serve
-
+    _refuse_engine_settings(model, knobs, engine_version)
     ask: dict[str, Any] = {
         "model": model,
         "gpu": gpu,
@@ -242,20 +207,100 @@ def serve_command(
         "cuda_context": cuda_context,
         "revision": revision,
     }
-    generic = serve(**ask)
-    data = generic.to_dict(units)
-    data["fixes"] = []
-    if not generic.fits:  # the three answers (fewer bytes, a bigger GPU, more GPUs)
-        from gpuplan.api.planning import serving_answers
+    _show(_generic_data(ask, units), as_json, render_serving, units, explain)
 
-        data["fixes"] = serving_answers(ask, generic)
+
+def _show(data: dict, as_json: bool, render: Any, units: str, explain: bool) -> None:
+    """The answer as the JSON of docs/json.md or through its table renderer."""
     if as_json:
         print_json(data)
         return
-    render_serving(data, units, explain)
+    render(data, units, explain)
 
 
-_PLAIN_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "auto": "auto"}
+def _launch_plan(
+    line: str,
+    model: str | None,
+    engine: str | None,
+    gpu: str,
+    gpu_memory: str | None,
+    version: str | None,
+) -> Any:
+    """`--from LAUNCH_LINE`: the engine's bill for that launch (MODEL is in the line)."""
+    from gpuplan.api.engines import serve_launch
+
+    if model:
+        raise click.UsageError("give either MODEL or --from, not both")
+    plan = serve_launch(line, gpu, gpu_memory, version=version, read_config=_read_config)
+    if engine and engine.lower() not in ("generic", plan.bill.engine):
+        raise click.UsageError(
+            f"--engine {engine} disagrees with the launch line ({plan.bill.engine})"
+        )
+    return plan
+
+
+def _engine_plan(
+    model: str | None,
+    engine: str | None,
+    knobs: dict[str, Any],
+    layout: dict[str, Any],
+    gpus: str | None,
+    gpu: str,
+    gpu_memory: str | None,
+    version: str | None,
+    revision: str | None,
+) -> Any:
+    """`--engine NAME`: the engine's bill for MODEL with gpuplan's options as its arguments."""
+    from gpuplan.api.engines import UnknownSetting, engine_args, engine_serve, takes_setting
+
+    if not model:
+        raise click.UsageError("Missing argument MODEL (or --from LAUNCH_LINE)")
+    assert engine is not None
+    name = engine.lower()
+    count = parse_gpus(gpus) if gpus not in (None, "auto") and takes_setting(name, "gpus") else None
+    try:
+        args = engine_args(name, knobs, gpus=count, **layout)
+    except UnknownSetting as err:
+        raise click.UsageError(str(err)) from None
+    return engine_serve(
+        model,
+        gpu,
+        engine=name,
+        args=args,
+        gpu_memory=gpu_memory,
+        version=version,
+        revision=revision,
+    )
+
+
+def _refuse_engine_settings(
+    model: str | None, knobs: dict[str, Any], engine_version: str | None
+) -> None:
+    """The lesson's bill takes MODEL and none of the engine-only options."""
+    if not model:
+        raise click.UsageError("Missing argument MODEL (or --from LAUNCH_LINE)")
+    used = [k for k, v in knobs.items() if v is not None]
+    if engine_version is not None:
+        used.insert(0, "engine_version")
+    if used:
+        raise click.UsageError(
+            f"--{used[0].replace('_', '-')} needs --engine {'|'.join(_engine_choices()[1:])} or --from"
+        )
+
+
+def _generic_data(ask: dict[str, Any], units: str) -> dict[str, Any]:
+    """`gpuplan.serve/1` for the lesson's bill, with the ways out (`fixes`) when it does not fit:
+    fewer bytes, a bigger GPU, more GPUs."""
+    from gpuplan.api.serving import serve
+
+    generic = serve(**ask)
+    data = generic.to_dict(units)
+    data["fixes"] = []
+    if not generic.fits:
+        from gpuplan.api.planning import serving_answers
+
+        data["fixes"] = serving_answers(ask, generic)
+    return data
 
 
 def _generic_context(context: str | None) -> int:
@@ -271,42 +316,6 @@ def _generic_context(context: str | None) -> int:
             f"{context!r} is not a token count (auto needs --engine)", param_hint="--context"
         ) from None
     return value  # the API refuses values below 1 with its own message
-
-
-def _engine_args(
-    engine: str,
-    knobs: dict,
-    tp: int | None,
-    pp: int | None,
-    dtype: str | None,
-    kv_dtype: str | None,
-    context: str | None,
-    gpus: str | None = None,
-) -> dict:
-    """gpuplan's options in the engine's own argument names (its adapter's knobs)."""
-    from gpuplan.engine.profiles import get_adapter
-
-    adapter = get_adapter(engine)
-    values = {**knobs, "tp": tp, "pp": pp, "max_model_len": context}
-    if adapter.knob("gpus") and gpus not in (None, "auto"):
-        values["gpus"] = parse_gpus(gpus)
-    if dtype:
-        key = dtype.lower()
-        if key in _PLAIN_DTYPES or key in ("bfloat16", "float16", "float32", "half"):
-            values["dtype"] = _PLAIN_DTYPES.get(key, key)
-        else:
-            values["quantization"] = "fp8" if key.startswith("fp8") else key
-    if kv_dtype:
-        values["kv_cache_dtype"] = _PLAIN_DTYPES.get(kv_dtype.lower(), kv_dtype)
-    args: dict = {}
-    for knob, value in values.items():
-        if value is None:
-            continue
-        if adapter.knob(knob) is None:
-            raise click.UsageError(f"{adapter.title} has no {knob.replace('_', ' ')} setting")
-        for name, v in adapter.knob_args(knob, value).items():
-            args[name] = adapter.flags.get(name).coerce(v)
-    return args
 
 
 def render_engine(data: dict, units: str, explain: bool) -> None:

@@ -269,9 +269,9 @@ class _Compiled:
                 parts = name.split(".")
                 for start in range(len(parts)):
                     for stop in range(start + 1, len(parts) + 1):
-                        pattern = self.literals.get(".".join(parts[start:stop]))
-                        if pattern is not None:
-                            self.hits.add(pattern)
+                        found = self.literals.get(".".join(parts[start:stop]))
+                        if found is not None:
+                            self.hits.add(found)
                             return True
         for regex, pattern in self.regexes:
             if regex.match(name):

@@ -69,6 +69,22 @@ def fsdp_strategy(layout: Layout) -> str:
     return FSDP_STRATEGY[layout.zero]
 
 
+# the framework profile (catalog/data/frameworks.toml) each export target trains as
+ENGINE_FRAMEWORK = {"deepspeed": "deepspeed", "fsdp": "fsdp2", "megatron": "megatron"}
+DEFAULT_RECIPE = "adamw-bf16"
+
+
+def engine_recipe(engine: str | None, recipe: str) -> str:
+    """The recipe a plan for `engine` bills: in place of gpuplan's default (`adamw-bf16`), the
+    recipe of the engine's framework profile (Megatron-LM: bf16 weights with fp32 gradients, 18
+    bytes/param); any other recipe, or no engine, is kept."""
+    from gpuplan.catalog.frameworks import get_framework
+
+    if engine is None or recipe != DEFAULT_RECIPE:
+        return recipe
+    return get_framework(ENGINE_FRAMEWORK[engine]).recipe
+
+
 def engine_allows(engine: str | None) -> Callable[[Layout, str], bool]:
     """A filter for the planner: the (layout, offload) pairs `engine` runs as exported here."""
     if engine is None:

@@ -1,0 +1,154 @@
+"""The JSON documents of `gpuplan plan` (docs/json.md), shaped once for every interface (the CLI,
+the MCP tools): `gpuplan.plan/1` (serving plans to a goal), `gpuplan.plan-train/1` (training
+layouts of a GPU count) and `gpuplan.plan-train-goal/1` (training to a token deadline)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuplan.api.planning import (
+    PLAN_TRAIN_GOAL_SCHEMA_VERSION,
+    PLAN_TRAIN_SCHEMA_VERSION,
+    TrainGoalOption,
+    TrainOption,
+)
+from gpuplan.engine.serving import DEFAULT_HEADROOM
+
+PLAN_SCHEMA_VERSION = "gpuplan.plan/1"
+
+
+def serving_plan_data(
+    model: str,
+    *,
+    gpus: tuple[str, ...] | list[str] = (),
+    dtypes: tuple[str, ...] | list[str] = (),
+    kv_dtype: str | None = None,
+    context: int = 4096,
+    users: int = 1,
+    headroom: float = DEFAULT_HEADROOM,
+    tpot: str | None = None,
+    ttft: str | None = None,
+    prompt_tokens: int | None = None,
+    output_tokens: int | None = None,
+    objective: str = "gpus",
+    prices: tuple[str, ...] | list[str] = (),
+    max_gpus: int | None = None,
+    top: int = 10,
+    units: str = "GB",
+    engine: str | None = None,
+) -> dict[str, Any]:
+    """`gpuplan.plan/1`: the `top` plans of `planning.plan` (gpus default: DEFAULT_PLAN_GPUS;
+    max_gpus None: the planner's cap), each with its launch command when `engine` is named; when
+    nothing meets the ask, the three answers (`fixes`)."""
+    from gpuplan.api.planning import DEFAULT_PLAN_GPUS, parse_duration, plan
+
+    extra = {"max_gpus": max_gpus} if max_gpus else {}
+    options = plan(
+        model,
+        gpus=gpus or DEFAULT_PLAN_GPUS,
+        dtypes=dtypes or None,
+        kv_dtype=kv_dtype,
+        context=context,
+        users=users,
+        headroom=headroom,
+        tpot=tpot,
+        ttft=ttft,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        objective=objective,
+        prices=list(prices),
+        **extra,
+    )[: max(1, top)]
+    rows = [o.to_dict(units, engine) for o in options]
+    speed = rows[0]["speed"] if rows else {}
+    data: dict[str, Any] = {
+        "schema": PLAN_SCHEMA_VERSION,
+        "model": model,
+        "context": context,
+        "users": users,
+        "prompt_tokens": speed.get("prompt_tokens"),
+        "output_tokens": speed.get("output_tokens"),
+        "tpot_s": parse_duration(tpot, "tpot"),
+        "ttft_s": parse_duration(ttft, "ttft"),
+        "objective": objective,
+        "options": rows,
+        "fixes": [],
+    }
+    if not rows:
+        data["fixes"] = _serving_fixes(
+            model, gpus, dtypes, kv_dtype, context, users, headroom, max_gpus
+        )
+    return data
+
+
+def _serving_fixes(
+    model: str,
+    gpus: tuple[str, ...] | list[str],
+    dtypes: tuple[str, ...] | list[str],
+    kv_dtype: str | None,
+    context: int,
+    users: int,
+    headroom: float,
+    max_gpus: int | None,
+) -> list[dict[str, Any]]:
+    """Nothing meets the ask: the three answers for the first GPU type at the most GPUs allowed
+    (one without a cap), in the one weight format asked for (else the checkpoint's)."""
+    from gpuplan.api.planning import three_answers
+
+    return three_answers(
+        model,
+        gpus[0] if gpus else "h100",
+        gpus=max_gpus or 1,
+        dtype=dtypes[0] if len(dtypes) == 1 else None,
+        kv_dtype=kv_dtype,
+        context=context,
+        users=users,
+        headroom=headroom,
+    )
+
+
+def training_plan_data(
+    ranked: list[TrainOption], *, engine: str | None = None, units: str = "GB"
+) -> dict[str, Any]:
+    """`gpuplan.plan-train/1` for `plan_training`'s ranked layouts (at least one): the ask they
+    share (GPU, count, sequence, batch, recipe, LoRA, headroom) and one row per layout, with the
+    `engine` export when one is named."""
+    from gpuplan.api.common import gpu_dict
+
+    first = ranked[0].plan
+    s = first.bill.setup
+    return {
+        "schema": PLAN_TRAIN_SCHEMA_VERSION,
+        "model": first.model_id,
+        "gpu": gpu_dict(s.gpu),
+        "gpus": s.layout.gpus,
+        "seq": s.seq,
+        "global_batch_tokens": s.tokens_per_step,
+        "recipe": s.recipe.id,
+        "lora": None
+        if s.lora is None
+        else {"rank": s.lora.rank, "targets": list(s.lora.targets), "qlora": s.lora.quantized},
+        "headroom": s.headroom,
+        "engine": engine,
+        "options": [o.to_dict(units, engine) for o in ranked],
+    }
+
+
+def training_goal_data(
+    ranked: list[TrainGoalOption],
+    *,
+    days: float | None,
+    objective: str,
+    units: str = "GB",
+    model: str | None = None,
+) -> dict[str, Any]:
+    """`gpuplan.plan-train-goal/1` for `plan_training_goal`'s ranked options (at least one);
+    `model` is the name reported (default: the catalog id the plans resolved to)."""
+    return {
+        "schema": PLAN_TRAIN_GOAL_SCHEMA_VERSION,
+        "model": ranked[0].plan.model_id if model is None else model,
+        "tokens": ranked[0].time.tokens,
+        "days": days,
+        "objective": objective,
+        "options": [o.to_dict(units) for o in ranked],
+    }
