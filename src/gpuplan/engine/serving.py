@@ -148,22 +148,7 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
     per_seq_gpu = kv_cache_bytes_per_sequence_per_gpu(
         arch, setup.kv, setup.context, tp, pp, w.stage
     )
-    kv_gpu = per_seq_gpu * setup.users
-    kv_item = LineItem(
-        key="kv_cache",
-        label="KV cache",
-        bytes=kv_gpu,
-        formula="2 × layers × KV heads × head dim × bytes × context × sequences ÷ GPUs",
-        template=part.kv_template,
-        inputs={
-            **part.kv_inputs_head,
-            "context": setup.context,
-            "users": setup.users,
-            **part.kv_inputs_tail,
-        },
-        category="kv_cache",
-    )
-    items: tuple[LineItem, ...] = (part.weights_item, kv_item)
+    items: tuple[LineItem, ...] = (part.weights_item, _kv_item(setup, part, per_seq_gpu))
     if arch.num_state_layers:
         items += (_state_item(arch, setup, part.state_bytes_per_sequence_per_gpu, len(w.layers)),)
     items += (_workspace_item(setup.workspace_bytes), _cuda_context_item(setup.cuda_context_bytes))
@@ -197,6 +182,24 @@ def serving_bill(setup: ServingSetup) -> ServingBill:
     )
 
 
+def _kv_item(setup: ServingSetup, part: _LayoutPart, per_seq_gpu: int) -> LineItem:
+    """The KV line: one sequence's KV bytes on this GPU × sequences."""
+    return LineItem(
+        key="kv_cache",
+        label="KV cache",
+        bytes=per_seq_gpu * setup.users,
+        formula="2 × layers × KV heads × head dim × bytes × context × sequences ÷ GPUs",
+        template=part.kv_template,
+        inputs={
+            **part.kv_inputs_head,
+            "context": setup.context,
+            "users": setup.users,
+            **part.kv_inputs_tail,
+        },
+        category="kv_cache",
+    )
+
+
 class _LayoutPart(NamedTuple):
     """What a serving bill's model, formats and layout fix, whatever the request."""
 
@@ -222,11 +225,41 @@ def _layout_part(
     tp: int,
     pp: int,
 ) -> _LayoutPart:
+    """The request-independent half of the bill: parameter counts, the weights this GPU holds
+    and their line, KV and state bytes per token and sequence, the KV line's fixed inputs and
+    the layout's notes (cached: a sweep changes only the request)."""
     counts = count_params(arch)
     total_weights = _weights_total(arch, weights)
     w = _weights_per_gpu(arch, weights, tp, pp)
-    bpp = total_weights / counts.total  # effective: mixed formats keep some parts at 16-bit
-    weights_item = _stored_weights_item(arch, weights, tp, pp, w, total_weights) or LineItem(
+    weights_item = _stored_weights_item(
+        arch, weights, tp, pp, w, total_weights
+    ) or _arch_weights_item(weights, tp, pp, w, counts, total_weights)
+    per_token = kv_cache_bytes_per_token(arch, kv)
+    head, tail = _kv_inputs(arch, kv, tp, pp, w, per_token)
+    return _LayoutPart(
+        counts=counts,
+        total_weights=total_weights,
+        weights=w,
+        weights_item=weights_item,
+        kv_bytes_per_token=per_token,
+        kv_template=_kv_template(arch, tp, pp),
+        kv_inputs_head=head,
+        kv_inputs_tail=tail,
+        state_bytes_per_sequence=state_bytes_per_sequence(arch, state),
+        state_bytes_per_sequence_per_gpu=state_bytes_per_sequence_per_gpu(
+            arch, state, tp, pp, w.stage
+        ),
+        notes=_layout_notes(arch, weights, tp, pp, w),
+    )
+
+
+def _arch_weights_item(
+    weights: WeightFormat, tp: int, pp: int, w: WeightsPerGpu, counts: ParamCounts, total: int
+) -> LineItem:
+    """The weights line from the architecture: params × bytes/param ÷ (tp × pp), bytes/param
+    the effective figure (mixed formats keep some parts at 16-bit)."""
+    bpp = total / counts.total
+    return LineItem(
         key="weights",
         label="Weights",
         bytes=w.bytes,
@@ -246,11 +279,17 @@ def _layout_part(
             "stage_layers": len(w.layers),
             "embedding_bytes": w.embedding_bytes,
             "lm_head_bytes": w.lm_head_bytes,
-            "total_weights_bytes": total_weights,
+            "total_weights_bytes": total,
         },
         category="weights",
     )
-    per_token = kv_cache_bytes_per_token(arch, kv)
+
+
+def _kv_inputs(
+    arch: Architecture, kv: Precision, tp: int, pp: int, w: WeightsPerGpu, per_token: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The KV line's inputs that the request does not change: those shown before context and
+    users, and those after (their order is the JSON's)."""
     a = arch.attention
     head = {
         "layers": _kv_layers(arch),
@@ -267,21 +306,7 @@ def _layout_part(
         "kv_heads_per_gpu": _whole(kv_heads_per_rank(arch, tp)),
         "stage_layers": _kv_layers(arch, w.layers),
     }
-    return _LayoutPart(
-        counts=counts,
-        total_weights=total_weights,
-        weights=w,
-        weights_item=weights_item,
-        kv_bytes_per_token=per_token,
-        kv_template=_kv_template(arch, tp, pp),
-        kv_inputs_head=head,
-        kv_inputs_tail=tail,
-        state_bytes_per_sequence=state_bytes_per_sequence(arch, state),
-        state_bytes_per_sequence_per_gpu=state_bytes_per_sequence_per_gpu(
-            arch, state, tp, pp, w.stage
-        ),
-        notes=_layout_notes(arch, weights, tp, pp, w),
-    )
+    return head, tail
 
 
 def _layout_notes(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -370,11 +369,6 @@ def refuse_state_layers(arch: Architecture, engine: str, pool: str) -> None:
         f"{engine}: {arch.name} has {n} state layers ({', '.join(kinds)}); {engine}'s {pool} is"
         " not modelled — size it with --engine vllm or --engine generic"
     )
-
-
-def int_arg(args: Mapping[str, Any], name: str, default: int) -> int:
-    value = args.get(name)
-    return default if value is None else int(value)
 
 
 # --- a dummy batch's forward pass and sampler: the tensors alive at the peak ------------------

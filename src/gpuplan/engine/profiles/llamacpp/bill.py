@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.bill import LineItem
 from gpuplan.engine.checkpoint import Checkpoint
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.profiles import EngineBill, EngineLaunch, Range, budget_item, gib
@@ -81,7 +82,18 @@ class LlamaCppOptions:
 
 def options_from_args(args: Mapping[str, Any], gpus: int | None = None) -> LlamaCppOptions:
     """llama-server's arguments (its own names) as settings, validated, defaults filled in."""
-    o = LlamaCppOptions()
+    changes: dict[str, Any] = {}
+    changes.update(_size_args(args))
+    changes.update(_gpu_layers_arg(args))
+    changes.update(_cache_type_args(args))
+    changes.update(_split_args(args))
+    changes.update(_switch_args(args))
+    changes.update(_device_args(args, gpus, changes))
+    return replace(LlamaCppOptions(), **changes)
+
+
+def _size_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """-c, -np (-1: auto, 4 slots), --main-gpu and -ub: whole numbers, none negative."""
     changes: dict[str, Any] = {}
     for key in ("ctx_size", "n_parallel", "main_gpu", "ubatch_size"):
         if args.get(key) is not None:
@@ -93,12 +105,21 @@ def options_from_args(args: Mapping[str, Any], gpus: int | None = None) -> Llama
         changes["n_parallel"] = DEFAULT_PARALLEL
     if changes.get("n_parallel") == 0 or changes.get("ubatch_size") in (0, -1):
         raise GpuplanError("llama.cpp --parallel and --ubatch-size must be at least 1")
+    return changes
+
+
+def _gpu_layers_arg(args: Mapping[str, Any]) -> dict[str, Any]:
+    """-ngl: a count, "all" or <= -2 (every layer); "auto" and -1 leave it to --fit."""
     ngl = args.get("n_gpu_layers")
-    if ngl is not None and str(ngl).lower() not in ("auto", "-1"):
-        text = str(ngl).lower()
-        changes["n_gpu_layers"] = 10**6 if text == "all" else _whole("n_gpu_layers", ngl)
-        if changes["n_gpu_layers"] < -1:
-            changes["n_gpu_layers"] = 10**6  # <= -2: all layers
+    if ngl is None or str(ngl).lower() in ("auto", "-1"):
+        return {}
+    layers = 10**6 if str(ngl).lower() == "all" else _whole("n_gpu_layers", ngl)
+    return {"n_gpu_layers": 10**6 if layers < -1 else layers}  # <= -2: all layers
+
+
+def _cache_type_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """-ctk / -ctv: one of the KV cache types llama.cpp takes."""
+    changes: dict[str, Any] = {}
     for key in ("cache_type_k", "cache_type_v"):
         if args.get(key) is not None:
             kv = str(args[key]).lower()
@@ -107,12 +128,17 @@ def options_from_args(args: Mapping[str, Any], gpus: int | None = None) -> Llama
                     f"llama.cpp --{key.replace('_', '-')} {kv!r}: not one of {', '.join(KV_TYPES)}"
                 )
             changes[key] = kv
+    return changes
+
+
+def _split_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """--split-mode and --tensor-split (shares, "3,1" or "3/1", with a positive sum)."""
+    changes: dict[str, Any] = {}
     if args.get("split_mode") is not None:
         mode = str(args["split_mode"]).lower()
         if mode not in SPLIT_MODES:
             raise GpuplanError(f"llama.cpp --split-mode {mode!r}: not one of none, layer, row")
         changes["split_mode"] = mode
-    split: tuple[float, ...] = ()
     if args.get("tensor_split"):
         try:
             split = tuple(float(x) for x in str(args["tensor_split"]).replace("/", ",").split(","))
@@ -125,29 +151,41 @@ def options_from_args(args: Mapping[str, Any], gpus: int | None = None) -> Llama
                 "llama.cpp --tensor-split needs non-negative shares with a positive sum"
             )
         changes["tensor_split"] = split
+    return changes
+
+
+def _switch_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """-fa (on unless off / 0 / false / disabled), --no-kv-offload, --swa-full."""
+    changes: dict[str, Any] = {}
     if args.get("flash_attn") is not None:
-        changes["flash_attn"] = str(args["flash_attn"]).lower() not in (
-            "off",
-            "0",
-            "false",
-            "disabled",
-        )
+        off = ("off", "0", "false", "disabled")
+        changes["flash_attn"] = str(args["flash_attn"]).lower() not in off
     for key in ("no_kv_offload", "swa_full"):
         if args.get(key):
             changes[key] = True
+    return changes
+
+
+def _device_args(
+    args: Mapping[str, Any], gpus: int | None, changes: Mapping[str, Any]
+) -> dict[str, Any]:
+    """How many GPUs: given, or --device's list ("none": no layer offloaded), or one per
+    --tensor-split share, else one; --split-mode none uses one."""
+    out: dict[str, Any] = {}
+    split = changes.get("tensor_split", ())
     count = gpus or args.get("gpus")
     if args.get("device"):
         devices = [d for d in str(args["device"]).split(",") if d and d.lower() != "none"]
         count = count or max(1, len(devices))
         if not devices:
-            changes["n_gpu_layers"] = 0
+            out["n_gpu_layers"] = 0
     count = count or (len(split) if split else 1)
-    changes["gpus"] = _whole("gpus", count)
-    if not 1 <= changes["gpus"] <= 64:
-        raise GpuplanError(f"llama.cpp: {changes['gpus']} GPUs is out of range (1-64)")
+    out["gpus"] = _whole("gpus", count)
+    if not 1 <= out["gpus"] <= 64:
+        raise GpuplanError(f"llama.cpp: {out['gpus']} GPUs is out of range (1-64)")
     if changes.get("split_mode") == "none":
-        changes["gpus"] = 1
-    return replace(o, **changes)
+        out["gpus"] = 1
+    return out
 
 
 def _whole(name: str, value: Any) -> int:
@@ -288,6 +326,8 @@ def place(
     n_ctx: int,
     ngl: int,
 ) -> Placement:
+    """Every layer on its device with its weights and KV cells (the input layer on the host,
+    the output layer last), then the compute buffers: the rules in this module's docstring."""
     arch, ckpt = launch.arch, launch.weights.stored
     if ckpt is None or ckpt.format != "gguf":
         raise GpuplanError(
@@ -298,49 +338,68 @@ def place(
     gpus = [Device(f"GPU{g}") for g in range(o.gpus)]
     host = Device("host")
     splits = split_points(o.tensor_split, o.gpus)
-    row = o.split_mode == "row" and o.gpus > 1
-    main = min(o.main_gpu, o.gpus - 1)
-    notes: list[str] = []
     k, v = kv_types
     host.weights += embd  # the input layer always stays on the CPU
     for il in range(n_layer + 1):
-        g = layer_device(il, n_layer, ngl, splits)
         if il < n_layer:
             weights = per_layer.get(il, 0)
             kv = kv_layer_bytes(arch, k, v, _cells(arch, o, n_ctx, il), il)
         else:
             weights = norm + (out if out else embd)  # a tied head duplicates token_embd
             kv = 0
-        if g is None:
-            host.layers.append(il)
-            host.weights += weights
-            host.kv += kv
-            continue
-        if row:
-            for gi, dev in enumerate(gpus):
-                share = splits[gi] - (splits[gi - 1] if gi else 0.0)
-                dev.weights += round(weights * share)
-            gpus[main].layers.append(il)
-            target = gpus[main]
-        else:
-            gpus[g].layers.append(il)
-            gpus[g].weights += weights
-            target = gpus[g]
-        if o.no_kv_offload:
-            host.kv += kv
-        else:
-            target.kv += kv
-    if row:
+        g = layer_device(il, n_layer, ngl, splits)
+        _put_layer(o, gpus, host, splits, il, g, weights, kv)
+    _compute_buffers(arch, o, n_ctx, gpus, host, ngl)
+    return Placement((*gpus, host), n_ctx, ngl, _placement_notes(o, bool(out)))
+
+
+def _put_layer(
+    o: LlamaCppOptions,
+    gpus: list[Device],
+    host: Device,
+    splits: list[float],
+    il: int,
+    g: int | None,
+    weights: int,
+    kv: int,
+) -> None:
+    """Layer `il` onto GPU `g` (None: the host). --split-mode row: each GPU takes its
+    --tensor-split share of the matrices and --main-gpu the layer; --no-kv-offload keeps its
+    KV in host RAM."""
+    if g is None:
+        host.layers.append(il)
+        host.weights += weights
+        host.kv += kv
+        return
+    if o.split_mode == "row" and o.gpus > 1:
+        for gi, dev in enumerate(gpus):
+            share = splits[gi] - (splits[gi - 1] if gi else 0.0)
+            dev.weights += round(weights * share)
+        target = gpus[min(o.main_gpu, o.gpus - 1)]
+        target.layers.append(il)
+    else:
+        target = gpus[g]
+        target.layers.append(il)
+        target.weights += weights
+    if o.no_kv_offload:
+        host.kv += kv
+    else:
+        target.kv += kv
+
+
+def _placement_notes(o: LlamaCppOptions, has_output: bool) -> tuple[str, ...]:
+    notes = []
+    if o.split_mode == "row" and o.gpus > 1:
         notes.append(
             "--split-mode row: matrices split across GPUs by --tensor-split; the KV cache and"
-            f" norms on GPU{main} (small tensors are counted in the row split: an approximation)"
+            f" norms on GPU{min(o.main_gpu, o.gpus - 1)} (small tensors are counted in the row"
+            " split: an approximation)"
         )
-    if not out:
+    if not has_output:
         notes.append(
             "no output.weight: llama.cpp duplicates token_embd as the LM head on the output layer's device"
         )
-    _compute_buffers(arch, o, n_ctx, gpus, host, ngl)
-    return Placement((*gpus, host), n_ctx, ngl, tuple(notes))
+    return tuple(notes)
 
 
 def _compute_buffers(
@@ -431,7 +490,53 @@ def llamacpp_bill(
     heaviest = max(gpus, key=lambda d: d.weights + d.kv + d.compute)
     total = launch.gpu.memory_bytes
     k, v = kv_types
-    items = (
+    items = _gpu_items(arch, options, p, heaviest, kv_types)
+    used = sum(i.bytes for i in items)
+    per_token = sum(kv_layer_bytes(arch, k, v, 1, i) for i in range(arch.num_layers))
+    failure = None
+    if used > total:
+        failure = f"{heaviest.name} needs {used / 2**30:.2f} GiB of {total / 2**30:.2f} GiB (cudaMalloc fails)"
+    spread = max(gib(0.1), heaviest.compute // 2)
+    return EngineBill(
+        launch=launch,
+        engine="llamacpp",
+        version=VERSION,
+        total_bytes=total,
+        budget_bytes=total,
+        items=items,
+        kv_cache_bytes=sum(d.kv for d in p.devices),
+        kv_capacity_tokens=p.n_ctx,
+        max_concurrency=float(options.n_parallel),
+        max_model_len=p.n_ctx,  # unified cache: any slot may use every cell
+        kv_bytes_per_token=per_token,
+        block_size=CTX_PAD,
+        num_blocks=p.n_ctx // CTX_PAD,
+        fits=failure is None,
+        failure=failure,
+        outside_budget=_host_items(host),
+        ranges={
+            "compute": Range(
+                heaviest.compute,
+                max(0, heaviest.compute - spread),
+                heaviest.compute + spread,
+                "ggml graph allocation (ubatch, flash attention, backend)",
+            )
+        },
+        notes=_notes(arch, options, p, fit_notes),
+        settings=_settings(options, p, kv_types),
+    )
+
+
+def _gpu_items(
+    arch: Architecture,
+    options: LlamaCppOptions,
+    p: Placement,
+    heaviest: Device,
+    kv_types: tuple[Precision, Precision],
+) -> tuple[LineItem, ...]:
+    """The heaviest GPU's lines: its weights, KV cache, compute buffer and CUDA context."""
+    k, v = kv_types
+    return (
         budget_item(
             "weights",
             "Weights",
@@ -468,8 +573,11 @@ def llamacpp_bill(
             "overhead",
         ),
     )
-    used = sum(i.bytes for i in items)
-    host_lines = (
+
+
+def _host_items(host: Device) -> tuple[LineItem, ...]:
+    """What stays in host RAM: the token embedding and CPU layers, their KV, the host buffers."""
+    return (
         budget_item(
             "host_weights",
             "Host RAM: weights",
@@ -495,11 +603,11 @@ def llamacpp_bill(
             "other",
         ),
     )
-    per_token = sum(kv_layer_bytes(arch, k, v, 1, i) for i in range(arch.num_layers))
-    failure = None
-    if used > total:
-        failure = f"{heaviest.name} needs {used / 2**30:.2f} GiB of {total / 2**30:.2f} GiB (cudaMalloc fails)"
-    slot_ctx = p.n_ctx  # unified cache: any slot may use every cell
+
+
+def _notes(
+    arch: Architecture, options: LlamaCppOptions, p: Placement, fit_notes: list[str]
+) -> tuple[str, ...]:
     notes = list(fit_notes) + list(p.notes)
     notes.append(
         f"{options.n_parallel} parallel slot(s) share one unified KV cache of {p.n_ctx:,} cells"
@@ -508,42 +616,22 @@ def llamacpp_bill(
         notes.append(
             "sliding-window layers keep min(n_ctx, window × slots + ubatch) cells (--swa-full keeps all)"
         )
-    spread = max(gib(0.1), heaviest.compute // 2)
-    return EngineBill(
-        launch=launch,
-        engine="llamacpp",
-        version=VERSION,
-        total_bytes=total,
-        budget_bytes=total,
-        items=items,
-        kv_cache_bytes=sum(d.kv for d in p.devices),
-        kv_capacity_tokens=p.n_ctx,
-        max_concurrency=float(options.n_parallel),
-        max_model_len=slot_ctx,
-        kv_bytes_per_token=per_token,
-        block_size=CTX_PAD,
-        num_blocks=p.n_ctx // CTX_PAD,
-        fits=failure is None,
-        failure=failure,
-        outside_budget=host_lines,
-        ranges={
-            "compute": Range(
-                heaviest.compute,
-                max(0, heaviest.compute - spread),
-                heaviest.compute + spread,
-                "ggml graph allocation (ubatch, flash attention, backend)",
-            )
-        },
-        notes=tuple(notes),
-        settings={
-            "n_ctx": p.n_ctx,
-            "n_parallel": options.n_parallel,
-            "n_gpu_layers": p.ngl,
-            "split_mode": options.split_mode,
-            "cache_type_k": k.id,
-            "cache_type_v": v.id,
-            "flash_attn": options.flash_attn,
-            "gpus": options.gpus,
-            "devices": [d.to_dict() for d in p.devices],
-        },
-    )
+    return tuple(notes)
+
+
+def _settings(
+    options: LlamaCppOptions, p: Placement, kv_types: tuple[Precision, Precision]
+) -> dict[str, Any]:
+    """The settings llama.cpp ran with, and every device's share."""
+    k, v = kv_types
+    return {
+        "n_ctx": p.n_ctx,
+        "n_parallel": options.n_parallel,
+        "n_gpu_layers": p.ngl,
+        "split_mode": options.split_mode,
+        "cache_type_k": k.id,
+        "cache_type_v": v.id,
+        "flash_attn": options.flash_attn,
+        "gpus": options.gpus,
+        "devices": [d.to_dict() for d in p.devices],
+    }

@@ -18,9 +18,11 @@ model_runner.py::set_num_token_hybrid); the full-attention token count is report
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuplan.engine.bill import LineItem
 from gpuplan.engine.profiles import GIB, EngineBill, EngineLaunch, Range, budget_item, gib
 from gpuplan.engine.profiles.common import (
     cuda_total_bytes,
@@ -124,80 +126,185 @@ def context_bytes(rules: dict[str, Any], launch: EngineLaunch) -> int:
     return gib(table[interconnect_class(launch.gpu, launch.interconnect)])
 
 
+@dataclass(frozen=True)
+class StaticFraction:
+    """mem_fraction_static and the batch knobs its default is read from."""
+
+    chunked: int  # chunked_prefill_size
+    graph_bs: int  # cuda_graph_max_bs
+    mfs: float
+    given: bool  # --mem-fraction-static was given
+
+
+@dataclass(frozen=True)
+class StagePool:
+    """One pipeline stage's token pool (model_runner.py::profile_max_num_token)."""
+
+    index: int
+    weights: int
+    rest: int  # pre_load × mem_fraction_static − weights: the pool's memory
+    cell: int  # cell_size: KV bytes of one token over the stage's layers
+    tokens: int  # before --max-total-tokens and the page rounding
+
+
 def sglang_bill(launch: EngineLaunch) -> EngineBill:
     """The SGLang startup bill: weights, the static fraction's reserve, and the token pool
     (model_runner.py::profile_max_num_token, as summarised in this module's docstring)."""
     refuse_state_layers(
         launch.arch, "SGLang", "Mamba / linear-attention state pool (mamba_full_memory_ratio)"
     )
-    arch, tp, pp = launch.arch, launch.tp, launch.pp
     rules = RULES.at(launch.version)
-    capacity = launch.gpu.memory_bytes  # nvidia-smi total, as get_nvgpu_memory_capacity reads it
-    capacity_mib = capacity // 2**20
-    tier_chunked, tier_bs = gpu_tier(rules, capacity_mib, tp)
-    chunked = int(launch.arg("chunked_prefill_size", tier_chunked))
-    graph_bs = int(launch.arg("cuda_graph_max_bs", tier_bs))
-    given_mfs = launch.args.get("mem_fraction_static")
-    draft = bool(launch.args.get("speculative_algorithm"))
-    mfs = float(
-        given_mfs
-        or default_mem_fraction(
-            rules, capacity_mib, tp, pp, chunked, graph_bs, arch.attention.is_mla, draft
-        )
-    )
+    frac = _static_fraction(rules, launch)
     total = cuda_total_bytes(launch.gpu)
     context = context_bytes(rules, launch)
     pre_load = total - context
-    require_budget("--mem-fraction-static", mfs, pre_load, "free at start")
-    stages = pp_layers(arch.num_layers, pp)
-    weights = stage_weights(arch, launch.weights, tp, stages, launch.extra_params)
-    per_layer = kv_bytes_per_token_layer(arch, launch.kv, tp)
+    require_budget("--mem-fraction-static", frac.mfs, pre_load, "free at start")
+    budget = int(pre_load * frac.mfs)
+    stage = min(_stage_pools(launch, budget), key=lambda p: p.tokens)
+    page = int(launch.arg("page_size", 1))
+    tokens = _capped_tokens(launch, stage.tokens, page)
+    max_len = int(launch.arg("context_length", launch.arch.max_position_embeddings or 4096))
+    reserve = pre_load - budget
+    failure = _failure(stage.rest, tokens, max_len)
+    spread = int(gib(0.5) * frac.mfs)  # free memory before loading moves by about 0.5 GiB
+    return EngineBill(
+        launch=launch,
+        engine="sglang",
+        version=f"SGLang {launch.version}",
+        total_bytes=total,
+        budget_bytes=budget,
+        items=_items(launch, frac, stage, pre_load, reserve, context),
+        kv_cache_bytes=stage.rest,
+        kv_capacity_tokens=tokens,
+        max_concurrency=tokens / max_len if max_len else 0.0,
+        max_model_len=max_len,
+        kv_bytes_per_token=stage.cell,
+        block_size=page,
+        num_blocks=tokens // page,
+        fits=failure is None,
+        failure=failure,
+        ranges={
+            "kv_capacity_tokens": Range(
+                tokens,
+                max(0, (stage.rest - spread) // max(1, stage.cell)),
+                (stage.rest + spread) // max(1, stage.cell),
+                "free memory before loading (driver, NCCL buffers)",
+            )
+        },
+        notes=(
+            f"mem_fraction_static {frac.mfs}"
+            + (" (SGLang's default for this GPU and version)" if not frac.given else ""),
+            f"reserve for activations and CUDA graphs {reserve / GIB:.2f} GiB",
+        ),
+        settings=_settings(launch, frac, page, max_len),
+    )
+
+
+def _static_fraction(rules: dict[str, Any], launch: EngineLaunch) -> StaticFraction:
+    """Reserve phase: the batch knobs (given, or by GPU tier) and mem_fraction_static (given, or
+    SGLang's default from them); the GPU's size as get_nvgpu_memory_capacity reads it
+    (nvidia-smi total)."""
+    capacity_mib = launch.gpu.memory_bytes // 2**20
+    tier_chunked, tier_bs = gpu_tier(rules, capacity_mib, launch.tp)
+    chunked = int(launch.arg("chunked_prefill_size", tier_chunked))
+    graph_bs = int(launch.arg("cuda_graph_max_bs", tier_bs))
+    given = launch.args.get("mem_fraction_static")
+    draft = bool(launch.args.get("speculative_algorithm"))
+    mla = launch.arch.attention.is_mla
+    mfs = float(
+        given
+        or default_mem_fraction(
+            rules, capacity_mib, launch.tp, launch.pp, chunked, graph_bs, mla, draft
+        )
+    )
+    return StaticFraction(chunked, graph_bs, mfs, bool(given))
+
+
+def _settings(
+    launch: EngineLaunch, frac: StaticFraction, page: int, max_len: int
+) -> dict[str, Any]:
+    """The defaults SGLang picked for this launch."""
+    return {
+        "mem_fraction_static": frac.mfs,
+        "chunked_prefill_size": frac.chunked,
+        "cuda_graph_max_bs": frac.graph_bs,
+        "page_size": page,
+        "context_length": max_len,
+        "kv_cache_dtype": launch.kv.id,
+    }
+
+
+def _stage_pools(launch: EngineLaunch, budget: int) -> list[StagePool]:
+    """Token-pool phase, per pipeline stage: rest = budget − weights, tokens = rest // cell_size;
+    a model with sliding-window and full layers splits the pool, full tokens = layer tokens ÷
+    (swa_full_tokens_ratio × SWA layers + full layers) (model_runner.py::set_num_token_hybrid)."""
+    arch = launch.arch
+    stages = pp_layers(arch.num_layers, launch.pp)
+    weights = stage_weights(arch, launch.weights, launch.tp, stages, launch.extra_params)
+    per_layer = kv_bytes_per_token_layer(arch, launch.kv, launch.tp)
     ratio = float(launch.arg("swa_full_tokens_ratio", SWA_FULL_TOKENS_RATIO))
-    best = None
+    pools = []
     for s, layers in enumerate(stages):
         w = weights[s].total
-        rest = int(pre_load * mfs) - w
+        rest = budget - w
         cell = int(per_layer * len(layers))
         n_swa = sum(1 for i in layers if arch.layers[i].sliding_window)
         n_full = len(layers) - n_swa
         if n_swa and n_full:
-            # pool split: full = total_layer_tokens / (ratio × n_swa + n_full)
             tokens = int(max(0, rest) // per_layer / (ratio * n_swa + n_full))
         else:
             tokens = max(0, rest) // max(1, cell)
-        if best is None or tokens < best[0]:
-            best = (tokens, s, w, rest, cell)
-    assert best is not None
-    tokens, s, w, rest, cell = best
+        pools.append(StagePool(s, w, rest, cell, tokens))
+    return pools
+
+
+def _capped_tokens(launch: EngineLaunch, tokens: int, page: int) -> int:
+    """max_total_num_tokens: capped by --max-total-tokens, rounded down to whole pages."""
     if launch.args.get("max_total_tokens"):
         tokens = min(tokens, int(launch.args["max_total_tokens"]))
-    page = int(launch.arg("page_size", 1))
-    tokens = tokens // page * page
-    max_len = int(launch.arg("context_length", arch.max_position_embeddings or 4096))
-    reserve = pre_load - int(pre_load * mfs)
-    failure = None
+    return tokens // page * page
+
+
+def _failure(rest: int, tokens: int, max_len: int) -> str | None:
     if rest <= 0:
-        failure = (
+        return (
             "Not enough memory: weights exceed mem_fraction_static × free memory"
             " (increase --mem-fraction-static)"
         )
-    elif tokens < max_len:
-        failure = f"the token pool ({tokens:,}) is smaller than one {max_len:,}-token request"
-    items = (
+    if tokens < max_len:
+        return f"the token pool ({tokens:,}) is smaller than one {max_len:,}-token request"
+    return None
+
+
+def _items(
+    launch: EngineLaunch,
+    frac: StaticFraction,
+    stage: StagePool,
+    pre_load: int,
+    reserve: int,
+    context: int,
+) -> tuple[LineItem, ...]:
+    """Weights, the token pool, the reserve and the CUDA context (the four sum to total)."""
+    tp, pp = launch.tp, launch.pp
+    return (
         budget_item(
             "weights",
             "Weights",
-            w,
+            stage.weights,
             "layers ÷ tp + padded vocab ÷ tp",
-            {"tp": tp, "pp": pp, "stage": s},
+            {"tp": tp, "pp": pp, "stage": stage.index},
             "weights",
         ),
         budget_item(
             "kv_cache",
             "KV cache (token pool)",
-            rest,
+            stage.rest,
             "free before load × mem_fraction_static − weights",
-            {"pre_load_free_bytes": pre_load, "mem_fraction_static": mfs, "cell_size_bytes": cell},
+            {
+                "pre_load_free_bytes": pre_load,
+                "mem_fraction_static": frac.mfs,
+                "cell_size_bytes": stage.cell,
+            },
             "kv_cache",
         ),
         budget_item(
@@ -205,7 +312,7 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
             "Activations + CUDA graphs (reserve)",
             reserve,
             "free before load × (1 − mem_fraction_static)",
-            {"chunked_prefill_size": chunked, "cuda_graph_max_bs": graph_bs},
+            {"chunked_prefill_size": frac.chunked, "cuda_graph_max_bs": frac.graph_bs},
             "activations",
         ),
         budget_item(
@@ -216,43 +323,4 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
             {"tp": tp, "pp": pp},
             "overhead",
         ),
-    )
-    spread = gib(0.5)
-    return EngineBill(
-        launch=launch,
-        engine="sglang",
-        version=f"SGLang {launch.version}",
-        total_bytes=total,
-        budget_bytes=int(pre_load * mfs),
-        items=items,
-        kv_cache_bytes=rest,
-        kv_capacity_tokens=tokens,
-        max_concurrency=tokens / max_len if max_len else 0.0,
-        max_model_len=max_len,
-        kv_bytes_per_token=cell,
-        block_size=page,
-        num_blocks=tokens // page,
-        fits=failure is None,
-        failure=failure,
-        ranges={
-            "kv_capacity_tokens": Range(
-                tokens,
-                max(0, (rest - int(spread * mfs)) // max(1, cell)),
-                (rest + int(spread * mfs)) // max(1, cell),
-                "free memory before loading (driver, NCCL buffers)",
-            )
-        },
-        notes=(
-            f"mem_fraction_static {mfs}"
-            + (" (SGLang's default for this GPU and version)" if not given_mfs else ""),
-            f"reserve for activations and CUDA graphs {reserve / GIB:.2f} GiB",
-        ),
-        settings={
-            "mem_fraction_static": mfs,
-            "chunked_prefill_size": chunked,
-            "cuda_graph_max_bs": graph_bs,
-            "page_size": page,
-            "context_length": max_len,
-            "kv_cache_dtype": launch.kv.id,
-        },
     )

@@ -13,10 +13,14 @@ wider range.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from gpuplan.engine.bill import LineItem
 from gpuplan.engine.profiles import EngineBill, EngineLaunch, Range, budget_item, gib
 from gpuplan.engine.profiles.common import (
     ProfileBatch,
     cuda_total_bytes,
+    kv_bytes_per_token_layer,
     peak_terms,
     pp_layers,
     refuse_state_layers,
@@ -34,72 +38,34 @@ CUDA_CONTEXT = gib(0.45)  # device memory in use before any tensor (H100 logs: 7
 TP_BUFFERS = gib(0.41)  # NCCL at TP > 1 (H100 SXM, vLLM 0.11 logs: 0.54 vs 0.13 GiB)
 
 
+@dataclass(frozen=True)
+class StagePool:
+    """One pipeline stage's rank: its peak terms and the KV memory left (_cal_max_memory)."""
+
+    index: int
+    weights: int
+    activation: int
+    non_torch: int
+    available: int  # (total − peak) × free_gpu_memory_fraction
+    per_token: int  # KV bytes of one token over the stage's layers
+    tokens: int
+
+
 def trtllm_bill(launch: EngineLaunch) -> EngineBill:
     """The TensorRT-LLM startup bill: the KV cache gets free_gpu_memory_fraction of the memory
     still free after weights and the runtime's peak (KvCacheConfig; see this module's docstring)."""
     refuse_state_layers(launch.arch, "TensorRT-LLM", "Mamba state cache (MambaHybridCacheManager)")
-    arch, tp, pp = launch.arch, launch.tp, launch.pp
     total = cuda_total_bytes(launch.gpu)
     frac = float(launch.arg("free_gpu_memory_fraction", DEFAULT_FRACTION))
     require_budget("--free-gpu-memory-fraction", frac, total, "total memory")
     block = int(launch.arg("tokens_per_block", DEFAULT_TOKENS_PER_BLOCK))
     max_tokens = int(launch.arg("max_num_tokens", DEFAULT_MAX_NUM_TOKENS))
-    stages = pp_layers(arch.num_layers, pp)
-    weights = stage_weights(arch, launch.weights, tp, stages, launch.extra_params)
-    a = arch.attention
-    kv_elem = launch.kv.bytes_for(1024) / 1024
-    if a.is_mla:
-        assert a.kv_lora_rank is not None
-        per_layer = (a.kv_lora_rank + a.qk_rope_head_dim) * kv_elem
-    else:
-        per_layer = max(1, a.num_kv_heads // tp) * (a.head_dim + a.v_head_dim) * kv_elem
-    max_len = int(launch.arg("max_seq_len", arch.max_position_embeddings or 4096))
-    best = None
-    for s, layers in enumerate(stages):
-        requests = max(1, max_tokens // max(1, max_len))
-        batch = ProfileBatch(max_tokens, requests, sampler=s == len(stages) - 1)
-        act = peak_terms(arch, launch.weights, tp, batch, LOGIT_BYTES, ACT_CONSTANT).peak
-        nt = CUDA_CONTEXT + (TP_BUFFERS if tp > 1 else 0)
-        w = weights[s].total
-        free = total - (w + act + nt)
-        available = int(free * frac)
-        per_token = int(per_layer * len(layers))
-        tokens = max(0, available) // per_token // block * block
-        if best is None or tokens < best[0]:
-            best = (tokens, s, w, act, nt, available, per_token)
-    assert best is not None
-    tokens, s, w, act, nt, available, per_token = best
+    max_len = int(launch.arg("max_seq_len", launch.arch.max_position_embeddings or 4096))
+    pools = _stage_pools(launch, total, frac, block, max_tokens, max_len)
+    stage = min(pools, key=lambda p: p.tokens)
+    tokens, available, per_token = stage.tokens, stage.available, stage.per_token
     failure = (
         None if available > 0 else "no memory left for the KV cache after weights and activations"
-    )
-    items = (
-        budget_item(
-            "weights", "Weights", w, "layers ÷ tp + vocab ÷ tp", {"tp": tp, "pp": pp}, "weights"
-        ),
-        budget_item(
-            "activation_peak",
-            "Activation peak",
-            act,
-            "dummy context batch of max_num_tokens: 2 hidden + widest layer transient, fp32 logits",
-            {"max_num_tokens": max_tokens},
-            "activations",
-        ),
-        budget_item(
-            "non_torch",
-            "Non-torch memory",
-            nt,
-            "CUDA context + NCCL / all-reduce buffers (the peak is total − free)",
-            {"tp": tp},
-            "overhead",
-        ),
-        budget_item(
-            "kv_cache",
-            "KV cache",
-            available,
-            "(total − peak) × free_gpu_memory_fraction",
-            {"free_gpu_memory_fraction": frac, "tokens_per_block": block},
-            "kv_cache",
-        ),
     )
     spread = gib(0.6)
     return EngineBill(
@@ -108,7 +74,7 @@ def trtllm_bill(launch: EngineLaunch) -> EngineBill:
         version=launch.version,
         total_bytes=total,
         budget_bytes=total,
-        items=items,
+        items=_items(launch, stage, frac, block, max_tokens),
         kv_cache_bytes=available,
         kv_capacity_tokens=tokens,
         max_concurrency=tokens / max_len if max_len else 0.0,
@@ -134,4 +100,69 @@ def trtllm_bill(launch: EngineLaunch) -> EngineBill:
             "max_seq_len": max_len,
             "kv_cache_dtype": launch.kv.id,
         },
+    )
+
+
+def _stage_pools(
+    launch: EngineLaunch, total: int, frac: float, block: int, max_tokens: int, max_len: int
+) -> list[StagePool]:
+    """Per pipeline stage: weights, the profiling context batch's activation peak (max_num_tokens
+    in max_seq_len requests; the last stage computes the logits), non-torch memory, then the KV
+    memory (total − peak) × fraction cut into whole blocks of tokens."""
+    arch, tp = launch.arch, launch.tp
+    stages = pp_layers(arch.num_layers, launch.pp)
+    weights = stage_weights(arch, launch.weights, tp, stages, launch.extra_params)
+    per_layer = kv_bytes_per_token_layer(arch, launch.kv, tp)
+    requests = max(1, max_tokens // max(1, max_len))
+    nt = CUDA_CONTEXT + (TP_BUFFERS if tp > 1 else 0)
+    pools = []
+    for s, layers in enumerate(stages):
+        batch = ProfileBatch(max_tokens, requests, sampler=s == len(stages) - 1)
+        act = peak_terms(arch, launch.weights, tp, batch, LOGIT_BYTES, ACT_CONSTANT).peak
+        w = weights[s].total
+        available = int((total - (w + act + nt)) * frac)
+        per_token = int(per_layer * len(layers))
+        tokens = max(0, available) // per_token // block * block
+        pools.append(StagePool(s, w, act, nt, available, per_token, tokens))
+    return pools
+
+
+def _items(
+    launch: EngineLaunch, stage: StagePool, frac: float, block: int, max_tokens: int
+) -> tuple[LineItem, ...]:
+    """Weights, activation peak, non-torch memory, then the KV cache."""
+    tp, pp = launch.tp, launch.pp
+    return (
+        budget_item(
+            "weights",
+            "Weights",
+            stage.weights,
+            "layers ÷ tp + vocab ÷ tp",
+            {"tp": tp, "pp": pp},
+            "weights",
+        ),
+        budget_item(
+            "activation_peak",
+            "Activation peak",
+            stage.activation,
+            "dummy context batch of max_num_tokens: 2 hidden + widest layer transient, fp32 logits",
+            {"max_num_tokens": max_tokens},
+            "activations",
+        ),
+        budget_item(
+            "non_torch",
+            "Non-torch memory",
+            stage.non_torch,
+            "CUDA context + NCCL / all-reduce buffers (the peak is total − free)",
+            {"tp": tp},
+            "overhead",
+        ),
+        budget_item(
+            "kv_cache",
+            "KV cache",
+            stage.available,
+            "(total − peak) × free_gpu_memory_fraction",
+            {"free_gpu_memory_fraction": frac, "tokens_per_block": block},
+            "kv_cache",
+        ),
     )

@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from gpuplan.engine.bill import LineItem
 from gpuplan.engine.profiles import (
     GIB,
     EngineBill,
@@ -208,136 +209,157 @@ def fit_max_model_len(
 class Shape:
     """What every stage shares: the budget, the batch, the block and the state-page rules."""
 
+    total: int  # the memory cudaMemGetInfo reports
+    util: float  # --gpu-memory-utilization
     requested: int
     seqs: int
     batched: int
     block_size: int
-    max_len: int
+    max_len: int  # as given (the model's length under --max-model-len auto)
+    auto_len: bool  # --max-model-len auto: fit the length to the KV memory
+    eager: bool
     hybrid: bool
     state_format: StateFormat
     state_mode: str
     sampler_path: str
-    graphs_in: int
+    graphs_in: int  # CUDA-graph estimate deducted before KV sizing (0.21+)
+    graphs_after: int  # CUDA-graph pool captured after KV sizing (before 0.21)
+
+
+@dataclass(frozen=True)
+class KvSize:
+    """The KV figures of the stage with the fewest blocks (vLLM takes the minimum over workers)."""
+
+    layout: KvLayout
+    blocks: int
+    max_len: int  # after --max-model-len auto
+    report: str  # how the version logs the token figure
+    tokens: int
+    concurrency: float
+    per_token: int
 
 
 def vllm_bill(launch: EngineLaunch) -> EngineBill:
-    """The startup bill of the worker that sets the KV size (vLLM takes the minimum over workers)."""
-    arch, pp = launch.arch, launch.pp
+    """The startup bill of the worker that sets the KV size (vLLM takes the minimum over workers):
+    the budget and batch, each stage's weights and profile run, the KV size, then the lines."""
     rules = rules_for(launch)
     notes: list[str] = []
+    shape, unmodelled = _shape(launch, rules, notes)
+    per_stage = _stages(launch, rules, shape, notes)
+    limiting = min(per_stage, key=lambda st: st.blocks)
+    first = per_stage[0]  # the log prints rank 0's lines
+    kv = _kv_size(launch, rules, shape, limiting, notes)
+    failure = _failure(launch, rules, shape, per_stage, kv)
+    return EngineBill(
+        launch=launch,
+        engine="vllm",
+        version=f"vLLM {launch.version} ({rules['engine'].upper()} engine)",
+        total_bytes=shape.total,
+        budget_bytes=shape.requested,
+        items=_items(launch, first, shape, kv),
+        kv_cache_bytes=first.available,
+        kv_capacity_tokens=kv.tokens,
+        max_concurrency=kv.concurrency,
+        max_model_len=kv.max_len,
+        kv_bytes_per_token=kv.per_token,
+        block_size=kv.layout.block_size,
+        num_blocks=kv.blocks,
+        fits=failure is None,
+        failure=failure,
+        outside_budget=(_graphs_after_item(shape),),
+        ranges=_ranges(first, kv.layout, shape, kv.tokens, launch, kv.report),
+        notes=tuple(
+            _notes(launch, rules, shape, limiting, kv.layout)
+            + _state_notes(launch, rules, shape, first, kv.layout)
+            + notes
+        ),
+        settings=_settings(launch, shape, first, kv),
+        unmodelled=_unmodelled(launch) + unmodelled,
+    )
+
+
+def _shape(
+    launch: EngineLaunch, rules: dict[str, Any], notes: list[str]
+) -> tuple[Shape, tuple[str, ...]]:
+    """Budget and batch phase: requested = ceil(total × gpu_memory_utilization)
+    (v1/worker/utils.py::request_memory), the profile batch, the block size, the state-page
+    rules and where the CUDA graphs are counted; with the flags left unmodelled."""
     total = cuda_total_bytes(launch.gpu)
     util = float(launch.arg("gpu_memory_utilization", rules["default_utilization"]))
     require_budget("--gpu-memory-utilization", util, total, "total memory")
-    requested = math.ceil(total * util)
     max_len, auto_len = _max_model_len(launch, rules)
     seqs, batched = batch_shape(launch, rules, total, max_len)
     eager = bool(launch.arg("enforce_eager", False))
     state_mode, unmodelled = _state_mode(launch, rules, notes)
+    graphs = gib(rules["cudagraph_gib"])
     shape = Shape(
-        requested,
-        seqs,
-        batched,
-        int(launch.arg("block_size", rules["block_size"])),
-        max_len,
-        rules["hybrid_kv"]
+        total=total,
+        util=util,
+        requested=math.ceil(total * util),
+        seqs=seqs,
+        batched=batched,
+        block_size=int(launch.arg("block_size", rules["block_size"])),
+        max_len=max_len,
+        auto_len=auto_len,
+        eager=eager,
+        hybrid=rules["hybrid_kv"]
         and not (
             launch.arg("disable_hybrid_kv_cache_manager", False)
             or launch.arg("disable_sliding_window", False)
         ),
-        _state_format(launch, rules),
-        state_mode,
-        str(launch.arg("sampler_backend", rules["sampler_path"])),
-        0 if eager or not rules["cudagraph_in_budget"] else gib(rules["cudagraph_gib"]),
+        state_format=_state_format(launch, rules),
+        state_mode=state_mode,
+        sampler_path=str(launch.arg("sampler_backend", rules["sampler_path"])),
+        graphs_in=0 if eager or not rules["cudagraph_in_budget"] else graphs,
+        graphs_after=0 if eager or rules["cudagraph_in_budget"] else graphs,
     )
-    stages = pp_layers(arch.num_layers, pp)
+    return shape, unmodelled
+
+
+def _stages(
+    launch: EngineLaunch, rules: dict[str, Any], shape: Shape, notes: list[str]
+) -> list[Stage]:
+    """Weights phase, then each pipeline stage's worker: profile run, non-torch memory, KV blocks."""
+    stages = pp_layers(launch.arch.num_layers, launch.pp)
     weights = stage_weight_lines(launch, stages, notes, rules)
-    per_stage = [
-        _stage(launch, rules, shape, s, layers, weights[s]) for s, layers in enumerate(stages)
-    ]
-    limiting = min(per_stage, key=lambda st: st.blocks)
-    n_blocks = limiting.blocks
-    layout = limiting.layout
-    block_size = layout.block_size
-    first = per_stage[0]  # the log prints rank 0's lines
-    if auto_len:
+    return [_stage(launch, rules, shape, s, layers, weights[s]) for s, layers in enumerate(stages)]
+
+
+def _kv_size(
+    launch: EngineLaunch, rules: dict[str, Any], shape: Shape, limiting: Stage, notes: list[str]
+) -> KvSize:
+    """KV phase, from the limiting stage's blocks: the auto length, the logged token figure
+    (kv_cache_utils.py::_report_kv_cache_config), the concurrency (blocks ÷ the blocks one
+    max_model_len request needs; V0 with state layers only: its state slots) and bytes per token."""
+    layout, n_blocks = limiting.layout, limiting.blocks
+    block_size, batched = layout.block_size, shape.batched
+    max_len = shape.max_len
+    if shape.auto_len:
         max_len = fit_max_model_len(layout, n_blocks, block_size, batched, max_len)
         notes.append(f"--max-model-len auto: the longest request that fits is {max_len:,} tokens")
     report = str(rules["kv_tokens_report"])
     tokens = reported_tokens(layout, n_blocks, block_size, report, max_len, batched)
     per_request = blocks_per_request(layout, max_len, block_size, batched) if max_len else 0
     concurrency = n_blocks / per_request if per_request else 0.0
-    if not layout.groups and arch.num_state_layers:  # V0, state layers only: one slot each
-        concurrency = float(v0_state_slots(seqs, eager))
+    if not layout.groups and launch.arch.num_state_layers:  # V0, state layers only: one slot each
+        concurrency = float(v0_state_slots(shape.seqs, shape.eager))
     per_token = layout.page_bytes * layout.slots * layout.groups // max(1, block_size)
-    failure = _failure(per_stage, concurrency, tokens, max_len, util, auto_len)
-    if (
-        failure is None
-        and layout.has_state
-        and rules["state_blocks_cover_seqs"]
-        and not eager
-        and seqs > n_blocks
-    ):
-        failure = (
-            f"max_num_seqs ({seqs}) exceeds available Mamba cache blocks ({n_blocks}): each"
-            " decode sequence needs one (lower --max-num-seqs or raise the memory share)"
-        )
-    derived = derived_max_len(arch)
-    if derived and max_len > derived and not auto_len:
-        failure = (
-            f"max_model_len {max_len:,} is above the model's {derived:,} positions (vLLM refuses"
-            " it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)"
-        )
-    graph_after = 0 if eager or rules["cudagraph_in_budget"] else gib(rules["cudagraph_gib"])
-    items = _items(
-        launch, first, requested, block_size, n_blocks, seqs, batched, shape.sampler_path, rules
-    )
-    outside = (
-        budget_item(
-            "cuda_graphs",
-            "CUDA graphs",
-            graph_after,
-            "graph pool captured after KV sizing (outside the budget before 0.21)",
-            {"enforce_eager": eager},
-            "overhead",
-        ),
-    )
-    notes = (
-        _notes(launch, rules, util, total, shape, limiting, layout, graph_after)
-        + _state_notes(launch, rules, shape, first, layout)
-        + notes
-    )
-    return EngineBill(
-        launch=launch,
-        engine="vllm",
-        version=f"vLLM {launch.version} ({rules['engine'].upper()} engine)",
-        total_bytes=total,
-        budget_bytes=requested,
-        items=items,
-        kv_cache_bytes=first.available,
-        kv_capacity_tokens=tokens,
-        max_concurrency=concurrency,
-        max_model_len=max_len,
-        kv_bytes_per_token=per_token,
-        block_size=block_size,
-        num_blocks=n_blocks,
-        fits=failure is None,
-        failure=failure,
-        outside_budget=outside,
-        ranges=_ranges(first, layout, shape, tokens, graph_after, eager, launch, report),
-        notes=tuple(notes),
-        settings={
-            "gpu_memory_utilization": util,
-            "max_num_seqs": seqs,
-            "max_num_batched_tokens": batched,
-            "block_size": block_size,
-            "max_model_len": max_len,
-            "kv_cache_dtype": launch.kv.id,
-            "sampler": shape.sampler_path,
-            "interconnect": first.non_torch_parts["interconnect"],
-            **({"mamba_cache_mode": state_mode} if layout.has_state else {}),
-        },
-        unmodelled=_unmodelled(launch) + unmodelled,
-    )
+    return KvSize(layout, n_blocks, max_len, report, tokens, concurrency, per_token)
+
+
+def _settings(launch: EngineLaunch, shape: Shape, first: Stage, kv: KvSize) -> dict[str, Any]:
+    """The defaults vLLM picked for this launch."""
+    return {
+        "gpu_memory_utilization": shape.util,
+        "max_num_seqs": shape.seqs,
+        "max_num_batched_tokens": shape.batched,
+        "block_size": kv.layout.block_size,
+        "max_model_len": kv.max_len,
+        "kv_cache_dtype": launch.kv.id,
+        "sampler": shape.sampler_path,
+        "interconnect": first.non_torch_parts["interconnect"],
+        **({"mamba_cache_mode": shape.state_mode} if kv.layout.has_state else {}),
+    }
 
 
 def _stage(
@@ -351,22 +373,12 @@ def _stage(
     """One pipeline stage's worker: its profile peak, non-torch memory, V0 state cache, the
     KV memory left and how its layout cuts it into blocks."""
     arch, pp = launch.arch, launch.pp
-    batch = ProfileBatch(shape.batched, shape.seqs, sampler=s == pp - 1)
-    encoder = gib(rules["encoder_gib"]) if launch.is_multimodal and s == 0 else 0
-    peak = peak_terms(
-        arch,
-        launch.weights,
-        launch.tp,
-        batch,
-        float(rules["sampler_bytes"][shape.sampler_path]),
-        gib(rules["activation_constant_gib"]),
-        encoder,
-    )
+    peak = _profile_peak(launch, rules, shape, s)
     nt, nt_parts = non_torch_bytes(rules, launch.gpu, launch.tp, pp, launch.interconnect)
     paged = rules["engine"] == "v1"
     state = 0
     if not paged and arch.num_state_layers:
-        slots = v0_state_slots(shape.seqs, bool(launch.arg("enforce_eager", False)))
+        slots = v0_state_slots(shape.seqs, shape.eager)
         state = slots * v0_state_bytes(launch, layers)
     if launch.args.get("kv_cache_memory_bytes") is not None:
         available = int(launch.args["kv_cache_memory_bytes"])
@@ -391,6 +403,22 @@ def _stage(
     if launch.args.get("num_gpu_blocks_override"):
         blocks = int(launch.args["num_gpu_blocks_override"])
     return Stage(s, weights, peak, nt, nt_parts, shape.graphs_in, state, available, layout, blocks)
+
+
+def _profile_peak(launch: EngineLaunch, rules: dict[str, Any], shape: Shape, s: int) -> PeakTerms:
+    """Profile-run phase: the torch peak of stage `s`'s dummy batch (profile_run.py); the last
+    stage runs the sampler, the first a multimodal encoder's dummy input."""
+    batch = ProfileBatch(shape.batched, shape.seqs, sampler=s == launch.pp - 1)
+    encoder = gib(rules["encoder_gib"]) if launch.is_multimodal and s == 0 else 0
+    return peak_terms(
+        launch.arch,
+        launch.weights,
+        launch.tp,
+        batch,
+        float(rules["sampler_bytes"][shape.sampler_path]),
+        gib(rules["activation_constant_gib"]),
+        encoder,
+    )
 
 
 def v0_state_slots(max_num_seqs: int, eager: bool) -> int:
@@ -478,75 +506,59 @@ def _with_draft_layers(layout: KvLayout, launch: EngineLaunch) -> KvLayout:
 
 
 def _failure(
-    stages: list[Stage], concurrency: float, tokens: int, max_len: int, util: float, auto: bool
+    launch: EngineLaunch,
+    rules: dict[str, Any],
+    shape: Shape,
+    stages: list[Stage],
+    kv: KvSize,
 ) -> str | None:
+    """Why the engine would not start: no KV memory or too little for one request, more decode
+    sequences than state blocks (where the version checks it); a max_model_len above the
+    model's positions overrides both (vLLM refuses it at config time, before profiling)."""
+    failure = _memory_failure(stages, kv, shape.util, shape.auto_len)
+    if (
+        failure is None
+        and kv.layout.has_state
+        and rules["state_blocks_cover_seqs"]
+        and not shape.eager
+        and shape.seqs > kv.blocks
+    ):
+        failure = (
+            f"max_num_seqs ({shape.seqs}) exceeds available Mamba cache blocks ({kv.blocks}): each"
+            " decode sequence needs one (lower --max-num-seqs or raise the memory share)"
+        )
+    derived = derived_max_len(launch.arch)
+    if derived and kv.max_len > derived and not shape.auto_len:
+        failure = (
+            f"max_model_len {kv.max_len:,} is above the model's {derived:,} positions (vLLM"
+            " refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)"
+        )
+    return failure
+
+
+def _memory_failure(stages: list[Stage], kv: KvSize, util: float, auto: bool) -> str | None:
+    """No memory left for KV blocks on some worker, or not enough for one request."""
     if min(st.available for st in stages) <= 0:
         return (
             "No available memory for the cache blocks: weights + activation peak + non-torch"
             f" exceed gpu_memory_utilization {util} × total"
         )
-    if auto and max_len < 1:
+    if auto and kv.max_len < 1:
         return "not enough KV cache for a request of any length"
-    if concurrency < 1:
+    if kv.concurrency < 1:
         return (
-            f"not enough KV cache for one request of max_model_len {max_len:,} tokens"
-            f" ({tokens:,} tokens available)"
+            f"not enough KV cache for one request of max_model_len {kv.max_len:,} tokens"
+            f" ({kv.tokens:,} tokens available)"
         )
     return None
 
 
-def _items(
-    launch: EngineLaunch,
-    st: Stage,
-    requested: int,
-    block_size: int,
-    num_blocks: int,
-    seqs: int,
-    batched: int,
-    sampler_path: str,
-    rules: dict[str, Any],
-) -> tuple:
-    sw, p = st.weights, st.peak
+def _items(launch: EngineLaunch, st: Stage, shape: Shape, kv: KvSize) -> tuple[LineItem, ...]:
+    """Rank 0's budget lines, KV cache last: weights, activation peak, non-torch memory, the V0
+    state cache and the in-budget CUDA-graph estimate where there are any, then the KV cache."""
     items = [
-        budget_item(
-            "weights",
-            "Weights",
-            sw.total,
-            "layers ÷ tp + padded vocab ÷ tp (embedding, LM head) + encoder + RoPE tables"
-            " (+ LoRA slots, draft model)",
-            {
-                "layers_bytes": sw.layers,
-                "embedding_bytes": sw.embedding,
-                "lm_head_bytes": sw.lm_head,
-                "encoder_bytes": sw.extra,
-                "buffers_bytes": sw.buffers,
-                "precision": launch.weights.describe(),
-                "tp": launch.tp,
-                "pp": launch.pp,
-                "stage": st.index,
-                "padded_vocab": padded_vocab(launch.arch.vocab_size),
-            },
-            "weights",
-        ),
-        budget_item(
-            "activation_peak",
-            "Activation peak",
-            p.peak,
-            "max(forward: 2 hidden + widest layer transient; sampler: seqs × vocab × bytes"
-            " + hidden + MoE workspace) + constant",
-            {
-                "max_num_batched_tokens": batched,
-                "max_num_seqs": seqs,
-                "sampler": sampler_path,
-                "hidden_bytes": p.hidden,
-                "layer_transient_bytes": p.layer_transient,
-                "moe_workspace_bytes": p.moe_workspace,
-                "sampler_bytes": p.sampler,
-                "encoder_bytes": p.encoder,
-                "constant_bytes": p.constant,
-            },
-            "activations",
-        ),
+        _weights_item(launch, st),
+        _activation_item(st, shape),
         budget_item(
             "non_torch",
             "Non-torch memory",
@@ -557,23 +569,7 @@ def _items(
         ),
     ]
     if st.state_cache:
-        items.append(
-            budget_item(
-                "state_cache",
-                "State cache (V0)",
-                st.state_cache,
-                "state slots (max_num_seqs, padded to a CUDA-graph batch) × state layers ÷ tp"
-                " × (conv + SSM state)",
-                {
-                    "state_slots": v0_state_slots(seqs, bool(launch.arg("enforce_eager", False))),
-                    "state_layers": launch.arch.num_state_layers,
-                    "bytes_per_sequence_bytes": v0_state_bytes(
-                        launch, pp_layers(launch.arch.num_layers, launch.pp)[st.index]
-                    ),
-                },
-                "kv_cache",
-            )
-        )
+        items.append(_state_cache_item(launch, st, shape))
     if st.graphs:
         items.append(
             budget_item(
@@ -585,50 +581,126 @@ def _items(
                 "overhead",
             )
         )
-    items.append(
-        budget_item(
-            "kv_cache",
-            "KV cache",
-            st.available,
-            "requested − weights − activation peak − non-torch"
-            + (" − CUDA graphs" if st.graphs else "")
-            + (" − state cache" if st.state_cache else ""),
-            {
-                "requested_bytes": requested,
-                "page_bytes": st.layout.page_bytes,
-                "layer_slots": st.layout.slots,
-                "groups": st.layout.groups,
-                "block_size": block_size,
-                "num_blocks": num_blocks,
-                **(
-                    {
-                        "attention_layers": st.layout.attention_layers,
-                        "state_layers": st.layout.state_layers,
-                        "state_page_bytes": st.layout.state_page_bytes,
-                    }
-                    if st.layout.has_state
-                    else {}
-                ),
-            },
-            "kv_cache",
-        )
-    )
+    items.append(_kv_item(st, shape, kv))
     return tuple(items)
 
 
+def _weights_item(launch: EngineLaunch, st: Stage) -> LineItem:
+    sw = st.weights
+    return budget_item(
+        "weights",
+        "Weights",
+        sw.total,
+        "layers ÷ tp + padded vocab ÷ tp (embedding, LM head) + encoder + RoPE tables"
+        " (+ LoRA slots, draft model)",
+        {
+            "layers_bytes": sw.layers,
+            "embedding_bytes": sw.embedding,
+            "lm_head_bytes": sw.lm_head,
+            "encoder_bytes": sw.extra,
+            "buffers_bytes": sw.buffers,
+            "precision": launch.weights.describe(),
+            "tp": launch.tp,
+            "pp": launch.pp,
+            "stage": st.index,
+            "padded_vocab": padded_vocab(launch.arch.vocab_size),
+        },
+        "weights",
+    )
+
+
+def _activation_item(st: Stage, shape: Shape) -> LineItem:
+    p = st.peak
+    return budget_item(
+        "activation_peak",
+        "Activation peak",
+        p.peak,
+        "max(forward: 2 hidden + widest layer transient; sampler: seqs × vocab × bytes"
+        " + hidden + MoE workspace) + constant",
+        {
+            "max_num_batched_tokens": shape.batched,
+            "max_num_seqs": shape.seqs,
+            "sampler": shape.sampler_path,
+            "hidden_bytes": p.hidden,
+            "layer_transient_bytes": p.layer_transient,
+            "moe_workspace_bytes": p.moe_workspace,
+            "sampler_bytes": p.sampler,
+            "encoder_bytes": p.encoder,
+            "constant_bytes": p.constant,
+        },
+        "activations",
+    )
+
+
+def _state_cache_item(launch: EngineLaunch, st: Stage, shape: Shape) -> LineItem:
+    layers = pp_layers(launch.arch.num_layers, launch.pp)[st.index]
+    return budget_item(
+        "state_cache",
+        "State cache (V0)",
+        st.state_cache,
+        "state slots (max_num_seqs, padded to a CUDA-graph batch) × state layers ÷ tp"
+        " × (conv + SSM state)",
+        {
+            "state_slots": v0_state_slots(shape.seqs, shape.eager),
+            "state_layers": launch.arch.num_state_layers,
+            "bytes_per_sequence_bytes": v0_state_bytes(launch, layers),
+        },
+        "kv_cache",
+    )
+
+
+def _kv_item(st: Stage, shape: Shape, kv: KvSize) -> LineItem:
+    """What is left of the requested memory: rank 0's KV memory; its layout's page and slots,
+    the limiting stage's block size and blocks."""
+    layout = st.layout
+    return budget_item(
+        "kv_cache",
+        "KV cache",
+        st.available,
+        "requested − weights − activation peak − non-torch"
+        + (" − CUDA graphs" if st.graphs else "")
+        + (" − state cache" if st.state_cache else ""),
+        {
+            "requested_bytes": shape.requested,
+            "page_bytes": layout.page_bytes,
+            "layer_slots": layout.slots,
+            "groups": layout.groups,
+            "block_size": kv.layout.block_size,
+            "num_blocks": kv.blocks,
+            **(
+                {
+                    "attention_layers": layout.attention_layers,
+                    "state_layers": layout.state_layers,
+                    "state_page_bytes": layout.state_page_bytes,
+                }
+                if layout.has_state
+                else {}
+            ),
+        },
+        "kv_cache",
+    )
+
+
+def _graphs_after_item(shape: Shape) -> LineItem:
+    return budget_item(
+        "cuda_graphs",
+        "CUDA graphs",
+        shape.graphs_after,
+        "graph pool captured after KV sizing (outside the budget before 0.21)",
+        {"enforce_eager": shape.eager},
+        "overhead",
+    )
+
+
 def _notes(
-    launch: EngineLaunch,
-    rules: dict[str, Any],
-    util: float,
-    total: int,
-    shape: Shape,
-    limiting: Stage,
-    layout: KvLayout,
-    graph_after: int,
+    launch: EngineLaunch, rules: dict[str, Any], shape: Shape, limiting: Stage, layout: KvLayout
 ) -> list[str]:
+    """The budget, the profile batch and how the KV cache is laid out, then the launch's
+    features (_feature_notes)."""
     arch = launch.arch
     notes = [
-        f"budget = ceil({util} × {total / GIB:.2f} GiB) = {shape.requested / GIB:.2f} GiB per GPU",
+        f"budget = ceil({shape.util} × {shape.total / GIB:.2f} GiB)"
+        f" = {shape.requested / GIB:.2f} GiB per GPU",
         f"profile batch: max_num_seqs {shape.seqs}, max_num_batched_tokens {shape.batched};"
         f" sampler path {shape.sampler_path}; block_size {layout.block_size}",
     ]
@@ -652,11 +724,17 @@ def _notes(
         notes.append(
             f"tp {launch.tp} > {arch.attention.num_kv_heads} KV heads: KV heads replicated"
         )
-    if graph_after > total - shape.requested:
+    if shape.graphs_after > shape.total - shape.requested:
         notes.append(
             "CUDA graphs may not fit in the 1 − utilization headroom: lower"
             " --gpu-memory-utilization or use --enforce-eager"
         )
+    return notes + _feature_notes(launch)
+
+
+def _feature_notes(launch: EngineLaunch) -> list[str]:
+    """Speculative decoding, LoRA on a MoE model, data parallel."""
+    notes = []
     spec = launch.args.get("speculative_config")
     if isinstance(spec, dict):
         method = speculative_method(spec)
@@ -666,7 +744,7 @@ def _notes(
             )
         elif method == "ngram":
             notes.append("speculative decoding (ngram): no draft model, no extra memory")
-    if launch.arg("enable_lora", False) and arch.moe is not None:
+    if launch.arg("enable_lora", False) and launch.arch.moe is not None:
         notes.append(
             "LoRA slots are counted for attention and dense layers, not for routed experts"
         )
@@ -690,18 +768,12 @@ def _unmodelled(launch: EngineLaunch) -> tuple[str, ...]:
 
 
 def _ranges(
-    st: Stage,
-    layout: KvLayout,
-    shape: Shape,
-    tokens: int,
-    graph: int,
-    eager: bool,
-    launch: EngineLaunch,
-    report: str,
+    st: Stage, layout: KvLayout, shape: Shape, tokens: int, launch: EngineLaunch, report: str
 ) -> dict[str, Range]:
     act = st.activation
     spread_nt = gib(0.21) if launch.tp == 1 and launch.pp == 1 else gib(0.3)
-    graph = graph or st.graphs
+    graph = shape.graphs_after or st.graphs
+    eager = shape.eager
 
     def tokens_at(available: int) -> int:
         return tokens_for(
@@ -749,7 +821,7 @@ def _state_notes(
             if rules.get("state_model_fallback")
             else "the V0 engine"
         )
-        slots = v0_state_slots(shape.seqs, bool(launch.arg("enforce_eager", False)))
+        slots = v0_state_slots(shape.seqs, shape.eager)
         return [
             f"{why}: {arch.num_state_layers} state layers keep their own cache of {slots}"
             " sequence slots, allocated in the profile run; the KV cache holds the"
