@@ -12,7 +12,6 @@ from gpuplan.catalog.precisions import torch_dtype_precision
 from gpuplan.catalog.sources import ModelSource
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.gpu import GpuSpec
-from gpuplan.engine.module_plan import planned_format
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.weights import WeightFormat, as_stored
 from gpuplan.errors import GpuplanError
@@ -67,6 +66,8 @@ def quantized_format(
     """A quantised checkpoint's format: its layout (derived, or from the precision catalog),
     with each linear module's precision resolved from the config's rules
     (engine/module_plan.py)."""
+    from gpuplan.engine.module_plan import planned_format  # only a quantised model needs it
+
     layout = q.layout or get_precision(q.precision)
     return planned_format(arch, q, layout, base, stored)
 
