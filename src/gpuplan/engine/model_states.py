@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture, LayerSpec
+from gpuplan.engine.frozen import hash_once
 from gpuplan.engine.params import count_params, expert_params, layer_params
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.recipes import TrainingRecipe
@@ -42,6 +43,7 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+@hash_once
 @dataclass(frozen=True)
 class StageParams:
     """Parameters on the heaviest GPU after tp/pp/ep: dense, experts, and the largest unit."""
@@ -135,6 +137,7 @@ def factored_moment_params(arch: Architecture, layers: range, tp: int) -> int:
     return _ceil_div(total, tp)
 
 
+@hash_once
 @dataclass(frozen=True)
 class ModelStates:
     """Bytes per GPU of each model state, and of the buffers sharding adds."""

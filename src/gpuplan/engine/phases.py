@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from gpuplan.engine.bill import LineItem
+from gpuplan.engine.frozen import hash_once
 
 PHASES = {
     "forward": "end of forward",
@@ -38,6 +39,7 @@ CATEGORIES = ("weights", "gradients", "master", "optimizer", "activations", "tra
 ALWAYS = ("weights", "gradients", "master", "optimizer", "activations")  # listed even when 0
 
 
+@hash_once
 @dataclass(frozen=True)
 class Amounts:
     """Bytes on one GPU that the phases are built from (engine/training.py `_amounts`)."""

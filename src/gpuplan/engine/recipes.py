@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 
+from gpuplan.engine.frozen import hash_once
 from gpuplan.engine.precision import Precision
 
 
@@ -27,6 +28,7 @@ class OptimizerState:
     format: Precision
 
 
+@hash_once
 @dataclass(frozen=True)
 class TrainingRecipe:
     """How a trainable parameter is stored: working weights, gradient, fp32 master, states.

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from math import gcd
 
 from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.frozen import hash_once
 from gpuplan.errors import GpuplanError
 
 FSDP_MODES = {
@@ -36,6 +37,7 @@ FSDP_MODES = {
 }
 
 
+@hash_once
 @dataclass(frozen=True)
 class Layout:
     """A training layout: parallel degrees, ZeRO stage, and where the sharding stops."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from gpuplan.engine.activations import (
     COUNTED,
@@ -28,14 +28,16 @@ from gpuplan.engine.activations import (
     with_recompute,
 )
 from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.frameworks.profile import FrameworkProfile
 from gpuplan.engine.gathered import Gathered, Units, fsdp_gathered
-from gpuplan.engine.lora import linear_shapes
+from gpuplan.engine.lora import LoraSpec, linear_shapes
 from gpuplan.engine.loss import loss_memory
 from gpuplan.engine.model_states import ModelStates, StageParams, held_recipe, layer_params_per_rank
 from gpuplan.engine.phases import Amounts
 from gpuplan.engine.pipeline import last_chunk_forwards
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.recipes import TrainingRecipe
+from gpuplan.engine.sharding import Layout
 
 if TYPE_CHECKING:
     from gpuplan.engine.training import TrainingSetup
@@ -64,53 +66,123 @@ def amounts(
     """The bytes the phases are made of, for one stage (engine/phases.py `Amounts`)."""
     arch, lo, fw = setup.arch, setup.layout, setup.framework
     first, last = st.stage == 0, st.stage == lo.pp - 1
-    offloaded_states = setup.offload in ("optimizer", "params")
-    weights = 0 if setup.offload == "params" else states.weights
-    grads = 0 if offloaded_states else states.gradients
-    master = 0 if offloaded_states else states.master
-    optimizer = 0 if offloaded_states else states.optimizer
+    held_part = _state_amounts(
+        arch,
+        fw,
+        lo,
+        setup.recipe,
+        setup.lora,
+        setup.micro_batches,
+        setup.offload,
+        st,
+        states,
+        base_fraction,
+    )
     saved = _activations(setup, spec, st, in_flight, first, last)
-    g_before, g_last, g_first = _gradient_lifetime(setup, st, states, grads)
     casts, casts_first = _autocast_casts(setup, st, in_flight)
-    gather = _gathered(setup, st, base_fraction)
     a = spec.act_bytes
     tokens = spec.tokens
-    vocab = -(-arch.vocab_size // lo.tp)
-    loss = loss_memory(setup.loss_spec, tokens, vocab, arch.hidden_size, a) if last else None
+    if last:
+        vocab = -(-arch.vocab_size // lo.tp)
+        loss = loss_memory(setup.loss_spec, tokens, vocab, arch.hidden_size, a)
+        loss_peak = max(loss.forward, loss.backward)
+    else:
+        loss_peak = 0
     amounts = Amounts(
-        weights=weights,
-        gradients=grads,
-        master=master,
-        optimizer=optimizer,
-        grads_before=g_before,
-        grads_last=g_last,
-        grads_first=g_first,
+        *held_part[:7],
         activations=saved.end,
         forward_peak=saved.forward_peak,
         activations_last=saved.last,
         activations_first=saved.first,
-        loss=max(loss.forward, loss.backward) if loss else 0,
+        loss=loss_peak,
         recompute_last=saved.rebuilt_last,
         recompute_first=saved.rebuilt_first,
-        act_grads=backward_transient_bytes(arch, spec, st.layers),
-        new_grad=_accumulating(setup, st, states, states.gradients),
+        act_grads=_backward_transient(arch, spec, st.layers),
+        new_grad=held_part[7],
         casts=casts,
         casts_first=casts_first,
-        gather_forward=gather.forward,
-        gather_loss=gather.loss,
-        gather_last=gather.last,
-        gather_first=gather.first,
-        unit_grads_last=gather.grads_last,
-        unit_grads_first=gather.grads_first,
-        deferred_grads=gather.deferred,
-        held=_held_buffers(setup, states),
-        fp8_weights=2 * _linear_params(arch, st.layers, lo.tp) if fw.fp8 == "te" else 0,
-        dequant=_dequant(setup, st),
-        step_temp=0 if offloaded_states else _step_temporaries(setup, st, states),
+        gather_forward=held_part[8],
+        gather_loss=held_part[9],
+        gather_last=held_part[10],
+        gather_first=held_part[11],
+        unit_grads_last=held_part[12],
+        unit_grads_first=held_part[13],
+        deferred_grads=held_part[14],
+        held=held_part[15],
+        fp8_weights=held_part[16],
+        dequant=held_part[17],
+        step_temp=held_part[18],
         optimizer_in_backward=fw.optimizer_in_backward,
         last_stage=last,
     )
     return amounts, saved.host
+
+
+@lru_cache(maxsize=8192)
+def _backward_transient(arch: Architecture, spec: ActivationSpec, layers: range) -> int:
+    return backward_transient_bytes(arch, spec, layers)
+
+
+@lru_cache(maxsize=8192)
+def _state_amounts(
+    arch: Architecture,
+    fw: FrameworkProfile,
+    lo: Layout,
+    recipe: TrainingRecipe,
+    lora: LoraSpec | None,
+    micro_batches: int,
+    offload: str,
+    st: StageParams,
+    states: ModelStates,
+    base_fraction: float,
+) -> tuple[Any, ...]:
+    """The amounts that do not depend on the sequence, micro-batch or recompute (the model
+    states, gradients' lifetime, gathered units, buffers, step temporaries), by what they depend
+    on: a planner's search and a sweep over batch shapes bill one layout many times. In
+    `Amounts` field order from `weights` to `grads_first`, then new_grad, the seven gathered
+    amounts, held, fp8_weights, dequant and step_temp (a tuple: cached values are immutable)."""
+    setup = cast("TrainingSetup", _Keys(arch, fw, lo, recipe, lora, micro_batches, offload))
+    offloaded_states = offload in ("optimizer", "params")
+    weights = 0 if offload == "params" else states.weights
+    grads = 0 if offloaded_states else states.gradients
+    master = 0 if offloaded_states else states.master
+    optimizer = 0 if offloaded_states else states.optimizer
+    g_before, g_last, g_first = _gradient_lifetime(setup, st, states, grads)
+    gather = _gathered(setup, st, base_fraction)
+    return (
+        weights,
+        grads,
+        master,
+        optimizer,
+        g_before,
+        g_last,
+        g_first,
+        _accumulating(setup, st, states, states.gradients),
+        gather.forward,
+        gather.loss,
+        gather.last,
+        gather.first,
+        gather.grads_last,
+        gather.grads_first,
+        gather.deferred,
+        _held_buffers(setup, states),
+        2 * _linear_params(arch, st.layers, lo.tp) if fw.fp8 == "te" else 0,
+        _dequant(setup, st),
+        0 if offloaded_states else _step_temporaries(setup, st, states),
+    )
+
+
+@dataclass(frozen=True)
+class _Keys:
+    """What `_state_amounts`'s helpers read of a setup (they take a TrainingSetup's names)."""
+
+    arch: Architecture
+    framework: FrameworkProfile
+    layout: Layout
+    recipe: TrainingRecipe
+    lora: LoraSpec | None
+    micro_batches: int
+    offload: str
 
 
 @dataclass(frozen=True)

@@ -256,7 +256,7 @@ def validate_training(setup: TrainingSetup) -> None:
         resolve_targets(a, setup.lora.targets)
     if setup.cuda_context_bytes < 0:
         raise GpuplanError("overheads must not be negative")
-    validate_profile(setup.framework)
+    _validate_profile(setup.framework)
     _validate_stage(setup)
     fw = setup.framework
     lo = setup.layout
@@ -270,6 +270,17 @@ def validate_training(setup: TrainingSetup) -> None:
             "the optimizer step in backward frees each gradient at once: it cannot accumulate"
             f" gradients over {setup.micro_batches} micro-batches (use --grad-accum 1)"
         )
+
+
+_VALID_PROFILE: list[FrameworkProfile] = []
+
+
+def _validate_profile(fw: FrameworkProfile) -> None:
+    """validate_profile, skipped for the profile last found valid (the same frozen object)."""
+    if _VALID_PROFILE and _VALID_PROFILE[0] is fw:
+        return
+    validate_profile(fw)
+    _VALID_PROFILE[:] = [fw]
 
 
 def _validate_stage(setup: TrainingSetup) -> None:
@@ -294,25 +305,59 @@ def _base_bytes(arch: Architecture, fmt: WeightFormat) -> int:
 
 
 def _activation_spec(setup: TrainingSetup) -> ActivationSpec:
-    lo, fw = setup.layout, setup.framework
-    lora_modules = lora_modules_per_layer(setup.arch, setup.lora) if setup.lora else 0
-    return ActivationSpec(
-        seq=setup.seq,
-        micro_batch=setup.micro_batch,
-        act_bytes=2 if setup.recipe.autocast else max(2, int(bpp(setup.recipe.weights))),
-        kernel=setup.kernel,
-        recompute=setup.recompute,
-        tp=lo.tp,
-        sp=lo.sp,
-        cp=lo.cp,
-        capacity_factor=setup.capacity_factor,
-        lora_rank=setup.lora.rank if setup.lora else 0,
+    """The activation spec of `setup`, validated (validate_activations)."""
+    lo, fw, lora = setup.layout, setup.framework, setup.lora
+    return _spec(
+        setup.seq,
+        setup.micro_batch,
+        setup.recipe,
+        setup.kernel,
+        setup.recompute,
+        lo.tp,
+        lo.sp,
+        lo.cp,
+        setup.capacity_factor,
+        lora.rank if lora else 0,
+        lora_modules_per_layer(setup.arch, lora) if lora else 0,
+        fw,
+    )
+
+
+@lru_cache(maxsize=4096, typed=True)
+def _spec(
+    seq: int,
+    micro_batch: int,
+    recipe: TrainingRecipe,
+    kernel: str,
+    recompute: str,
+    tp: int,
+    sp: bool,
+    cp: int,
+    capacity_factor: float,
+    lora_rank: int,
+    lora_modules: int,
+    fw: FrameworkProfile,
+) -> ActivationSpec:
+    """`_activation_spec` by what it depends on (validated once: a frozen spec is returned)."""
+    spec = ActivationSpec(
+        seq=seq,
+        micro_batch=micro_batch,
+        act_bytes=2 if recipe.autocast else max(2, int(bpp(recipe.weights))),
+        kernel=kernel,
+        recompute=recompute,
+        tp=tp,
+        sp=sp,
+        cp=cp,
+        capacity_factor=capacity_factor,
+        lora_rank=lora_rank,
         lora_modules=lora_modules,
         fused="compile" if fw.compile and fw.fused == "none" else fw.fused,
         dropout=fw.dropout > 0,
-        sp_gathered=fw.sp_saves_gathered and lo.sp and lo.tp > 1,
+        sp_gathered=fw.sp_saves_gathered and sp and tp > 1,
         gqa_expanded=fw.gqa_expanded_kv,
     )
+    validate_activations(spec)
+    return spec
 
 
 def _stage_states(
@@ -386,6 +431,7 @@ class _Stage:
     activations_host: int
     peak: int
     peak_phase: str
+    peak_parts: dict[str, int]
 
 
 def training_bill(setup: TrainingSetup) -> TrainingBill:
@@ -393,7 +439,6 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
     validate_training(setup)
     arch, lo = setup.arch, setup.layout
     spec = _activation_spec(setup)
-    validate_activations(spec)
     counts = _counts(arch)
     base_fraction = 0.0
     if setup.lora is not None:
@@ -409,7 +454,7 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
         key: _constant(line) for key, line in states_lines.items()
     }
     makers.update(step_lines(setup, spec, best.params, best.in_flight, best.amounts))
-    parts = phase_parts(best.amounts)[best.peak_phase]
+    parts = best.peak_parts
     peak = build_phase(best.peak_phase, parts, {k: makers[k]() for k in needed_lines(parts)})
     items = _bill_items(setup, peak)
     host = _host_items(setup, states_lines, best)
@@ -436,7 +481,7 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
         line_makers=makers,
         peak_phase=best.peak_phase,
         model_states_on_gpu=_on_gpu_states(best.amounts),
-        notes=tuple(_notes(setup, st, best.in_flight)),
+        notes=_notes(setup, st, best.in_flight),
     )
 
 
@@ -469,9 +514,13 @@ def _stage(
     states, trainable = _stage_states(setup, st, base_fraction)
     in_flight = forwards_in_flight(lo.pp, lo.vpp, st.stage, setup.micro_batches)
     amounts, host_act = step_amounts(setup, spec, st, states, in_flight, base_fraction)
-    totals = phase_totals(amounts)
-    name = max(totals, key=lambda k: totals[k])
-    return _Stage(st, states, trainable, in_flight, amounts, host_act, totals[name], name)
+    parts = phase_parts(amounts)
+    name, peak = "", -1
+    for phase, held_bytes in parts.items():  # max(): the first of the largest
+        total = sum(held_bytes.values())
+        if total > peak:
+            name, peak = phase, total
+    return _Stage(st, states, trainable, in_flight, amounts, host_act, peak, name, parts[name])
 
 
 def _bill_items(setup: TrainingSetup, peak: Phase) -> tuple[LineItem, ...]:
@@ -604,8 +653,67 @@ def _moe_layers(arch: Architecture, layers: range) -> int:
     return sum(1 for i in layers if arch.layers[i].moe)
 
 
-def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> list[str]:
-    lo, arch = setup.layout, setup.arch
+def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> tuple[str, ...]:
+    """The bill's notes, by what they depend on (`_note_list`)."""
+    return _cached_notes(
+        setup.arch,
+        setup.layout,
+        st,
+        in_flight,
+        setup.kernel,
+        setup.recompute,
+        setup.recipe,
+        held(setup) is not setup.recipe,
+        setup.capacity_factor,
+        setup.lora,
+        _activation_spec(setup) if parse_recompute(setup.recompute)[0] in COUNTED else None,
+    )
+
+
+@lru_cache(maxsize=4096, typed=True)
+def _cached_notes(
+    arch: Architecture,
+    lo: Layout,
+    st: StageParams,
+    in_flight: int,
+    kernel: str,
+    recompute: str,
+    recipe: TrainingRecipe,
+    fsdp_fp32: bool,
+    capacity_factor: float,
+    lora: LoraSpec | None,
+    spec: ActivationSpec | None,
+) -> tuple[str, ...]:
+    return tuple(
+        _note_list(
+            arch,
+            lo,
+            st,
+            in_flight,
+            kernel,
+            recompute,
+            recipe,
+            fsdp_fp32,
+            capacity_factor,
+            lora,
+            spec,
+        )
+    )
+
+
+def _note_list(
+    arch: Architecture,
+    lo: Layout,
+    st: StageParams,
+    in_flight: int,
+    kernel: str,
+    recompute: str,
+    recipe: TrainingRecipe,
+    fsdp_fp32: bool,
+    capacity_factor: float,
+    lora: LoraSpec | None,
+    spec: ActivationSpec | None,
+) -> list[str]:
     notes = list(arch.notes)
     if lo.pp > 1 and lo.vpp > 1:
         notes.append(
@@ -633,35 +741,34 @@ def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> list[str]:
         notes.append(
             f"tp={lo.tp} > {arch.attention.num_kv_heads} KV heads: k/v projections are replicated"
         )
-    if setup.kernel == "flash" and setup.recompute == "selective":
+    if kernel == "flash" and recompute == "selective":
         notes.append(
             "selective recompute (Megatron's core attention) drops only the s² attention scores,"
             " which flash/SDPA never stores: it saves little with this kernel (it does with"
             " --attention eager); --checkpointing op is torchtitan's op-level selective mode"
         )
-    if setup.kernel == "eager" and setup.recompute == "none":
+    if kernel == "eager" and recompute == "none":
         notes.append("eager attention stores the s² softmax probabilities; flash/SDPA does not")
     if arch.num_state_layers:
-        notes.append(state_kernel_note(arch, setup.kernel))
-    if setup.recipe.factored:
+        notes.append(state_kernel_note(arch, kernel))
+    if recipe.factored:
         notes.append("Adafactor's factored second moment counts rows + columns per matrix (fp32)")
-    if held(setup) is not setup.recipe:
+    if fsdp_fp32:
         notes.append(
             "FSDP2 mixed precision: the sharded fp32 parameter is the master copy; bf16 weights"
             " exist only in gathered units"
         )
-    if arch.moe is not None and setup.capacity_factor != 1.0:
+    if arch.moe is not None and capacity_factor != 1.0:
         notes.append(
-            f"MoE capacity factor {setup.capacity_factor:g}: expert activations sized for that many slots"
+            f"MoE capacity factor {capacity_factor:g}: expert activations sized for that many slots"
         )
-    if setup.lora is not None:
+    if lora is not None:
         notes.append(
-            f"LoRA r={setup.lora.rank} on {', '.join(setup.lora.targets)}: activations are those of"
+            f"LoRA r={lora.rank} on {', '.join(lora.targets)}: activations are those of"
             " full fine-tuning plus the adapters' (an upper bound: frozen layers save a little less)"
         )
-    if parse_recompute(setup.recompute)[0] in COUNTED:
-        ck = checkpointed_layers(_activation_spec(setup), len(st.layers))
-        notes.append(
-            f"{setup.recompute}: {ck} of the stage's {len(st.layers)} layers are checkpointed"
-        )
+    if parse_recompute(recompute)[0] in COUNTED:
+        assert spec is not None
+        ck = checkpointed_layers(spec, len(st.layers))
+        notes.append(f"{recompute}: {ck} of the stage's {len(st.layers)} layers are checkpointed")
     return notes

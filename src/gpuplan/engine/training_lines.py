@@ -20,6 +20,7 @@ from gpuplan.engine.model_states import ModelStates, StageParams
 from gpuplan.engine.phases import Amounts
 from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.sharding import Layout
+from gpuplan.engine.weights import WeightFormat
 
 RECOMPUTE_WORDS = {
     "none": "no recompute",
@@ -50,14 +51,39 @@ def state_lines(
 ) -> dict[str, LineItem]:
     """Weights, gradients, fp32 master and optimizer states (ZeRO §3.1), as held on this GPU
     (`recipe`: as the framework stores it)."""
-    lo = setup.layout
+    lines = _state_lines(
+        setup.layout,
+        recipe,
+        recipe is setup.recipe,
+        st,
+        states,
+        base_fraction,
+        setup.lora is not None,
+        setup.base,
+    )
+    return dict(zip(("weights", "gradients", "master", "optimizer"), lines, strict=True))
+
+
+@lru_cache(maxsize=4096, typed=True)
+def _state_lines(
+    lo: Layout,
+    recipe: TrainingRecipe,
+    as_given: bool,
+    st: StageParams,
+    states: ModelStates,
+    base_fraction: float,
+    lora: bool,
+    base: WeightFormat | None,
+) -> tuple[LineItem, LineItem, LineItem, LineItem]:
+    """`state_lines` by what they depend on (a layout fixes them whatever the batch shape).
+    A tuple of frozen lines; their `inputs` are shared by the bills that show them (read-only)."""
     common = _state_inputs(lo, st, states)
-    return {
-        "weights": _weights_line(setup, recipe, states, base_fraction, common),
-        "gradients": _gradients_line(lo, recipe, states, common),
-        "master": _master_line(lo, recipe, states, common),
-        "optimizer": _optimizer_line(lo, recipe, states, common),
-    }
+    return (
+        _weights_line(lo, recipe, as_given, lora, base, states, base_fraction, common),
+        _gradients_line(lo, recipe, states, common),
+        _master_line(lo, recipe, states, common),
+        _optimizer_line(lo, recipe, states, common),
+    )
 
 
 def _state_inputs(lo: Layout, st: StageParams, states: ModelStates) -> dict[str, Any]:
@@ -76,16 +102,18 @@ def _state_inputs(lo: Layout, st: StageParams, states: ModelStates) -> dict[str,
 
 
 def _weights_line(
-    setup: Any,
+    lo: Layout,
     recipe: TrainingRecipe,
+    as_given: bool,
+    lora: bool,
+    base: WeightFormat | None,
     states: ModelStates,
     base_fraction: float,
     common: dict[str, Any],
 ) -> LineItem:
     """Weights: params per GPU × weight bytes (÷ shards at ZeRO-3); under LoRA the frozen base
     in its own format plus the adapters."""
-    lo = setup.layout
-    if setup.lora is not None:
+    if lora:
         return LineItem(
             "weights",
             "Weights (frozen base + adapters)",
@@ -95,7 +123,7 @@ def _weights_line(
             " {weight_bytes_per_param}" + _shard_text(lo, 3) + " = {bytes}",
             {
                 **common,
-                "base_format": setup.base.describe() if setup.base else "",
+                "base_format": base.describe() if base else "",
                 "base_bytes_per_param": round(base_fraction, 4),
                 "weight_bytes_per_param": _f(recipe.weights.bytes_per_param),
             },
@@ -104,7 +132,7 @@ def _weights_line(
     par = f" (tp {lo.tp} × pp {lo.pp}{f' × ep {lo.ep}' if lo.ep > 1 else ''})"
     return LineItem(
         "weights",
-        "Weights" if recipe is setup.recipe else "Weights (sharded fp32, also the master)",
+        "Weights" if as_given else "Weights (sharded fp32, also the master)",
         states.weights,
         "params per GPU" + par + " × weight bytes" + (" ÷ shards" if lo.zero >= 3 else ""),
         "{trainable_params} × {weight_bytes_per_param} bytes" + _shard_text(lo, 3) + " = {bytes}",

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpuplan.engine.frozen import hash_once
 from gpuplan.errors import GpuplanError
 
 GRAD_LIFETIMES = ("set_to_none", "persistent")
@@ -61,6 +62,7 @@ FP8 = ("none", "te", "torchao")
 BUCKETS = ("none", "deepspeed")
 
 
+@hash_once
 @dataclass(frozen=True)
 class FrameworkProfile:
     """One framework's memory semantics (module docstring). Frozen: bills are cached by it."""
