@@ -35,5 +35,5 @@ def hash_once(cls: type[T]) -> type[T]:
     )
     namespace: dict[str, Any] = {}
     exec(source, {}, namespace)  # the dataclass's own way: one tuple of the fields, inline
-    cls.__hash__ = namespace["__hash__"]  # type: ignore[assignment,method-assign]
+    cls.__hash__ = namespace["__hash__"]  # type: ignore[method-assign]
     return cls

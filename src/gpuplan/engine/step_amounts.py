@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from gpuplan.engine.activations import (
     COUNTED,
@@ -89,7 +89,13 @@ def amounts(
     else:
         loss_peak = 0
     amounts = Amounts(
-        *held_part[:7],
+        weights=held_part.weights,
+        gradients=held_part.gradients,
+        master=held_part.master,
+        optimizer=held_part.optimizer,
+        grads_before=held_part.grads_before,
+        grads_last=held_part.grads_last,
+        grads_first=held_part.grads_first,
         activations=saved.end,
         forward_peak=saved.forward_peak,
         activations_last=saved.last,
@@ -98,20 +104,20 @@ def amounts(
         recompute_last=saved.rebuilt_last,
         recompute_first=saved.rebuilt_first,
         act_grads=_backward_transient(arch, spec, st.layers),
-        new_grad=held_part[7],
+        new_grad=held_part.new_grad,
         casts=casts,
         casts_first=casts_first,
-        gather_forward=held_part[8],
-        gather_loss=held_part[9],
-        gather_last=held_part[10],
-        gather_first=held_part[11],
-        unit_grads_last=held_part[12],
-        unit_grads_first=held_part[13],
-        deferred_grads=held_part[14],
-        held=held_part[15],
-        fp8_weights=held_part[16],
-        dequant=held_part[17],
-        step_temp=held_part[18],
+        gather_forward=held_part.gather_forward,
+        gather_loss=held_part.gather_loss,
+        gather_last=held_part.gather_last,
+        gather_first=held_part.gather_first,
+        unit_grads_last=held_part.unit_grads_last,
+        unit_grads_first=held_part.unit_grads_first,
+        deferred_grads=held_part.deferred_grads,
+        held=held_part.held,
+        fp8_weights=held_part.fp8_weights,
+        dequant=held_part.dequant,
+        step_temp=held_part.step_temp,
         optimizer_in_backward=fw.optimizer_in_backward,
         last_stage=last,
     )
@@ -123,7 +129,31 @@ def _backward_transient(arch: Architecture, spec: ActivationSpec, layers: range)
     return backward_transient_bytes(arch, spec, layers)
 
 
-@lru_cache(maxsize=8192)
+class _StateAmounts(NamedTuple):
+    """`Amounts` fields fixed by the layout (a tuple: a cached value stays immutable)."""
+
+    weights: int
+    gradients: int
+    master: int
+    optimizer: int
+    grads_before: int
+    grads_last: int
+    grads_first: int
+    new_grad: int
+    gather_forward: int
+    gather_loss: int
+    gather_last: int
+    gather_first: int
+    unit_grads_last: int
+    unit_grads_first: int
+    deferred_grads: int
+    held: tuple[tuple[str, int], ...]
+    fp8_weights: int
+    dequant: int
+    step_temp: int
+
+
+@lru_cache(maxsize=8192, typed=True)
 def _state_amounts(
     arch: Architecture,
     fw: FrameworkProfile,
@@ -135,12 +165,10 @@ def _state_amounts(
     st: StageParams,
     states: ModelStates,
     base_fraction: float,
-) -> tuple[Any, ...]:
+) -> _StateAmounts:
     """The amounts that do not depend on the sequence, micro-batch or recompute (the model
     states, gradients' lifetime, gathered units, buffers, step temporaries), by what they depend
-    on: a planner's search and a sweep over batch shapes bill one layout many times. In
-    `Amounts` field order from `weights` to `grads_first`, then new_grad, the seven gathered
-    amounts, held, fp8_weights, dequant and step_temp (a tuple: cached values are immutable)."""
+    on: a planner's search and a sweep over batch shapes bill one layout many times."""
     setup = cast("TrainingSetup", _Keys(arch, fw, lo, recipe, lora, micro_batches, offload))
     offloaded_states = offload in ("optimizer", "params")
     weights = 0 if offload == "params" else states.weights
@@ -149,7 +177,7 @@ def _state_amounts(
     optimizer = 0 if offloaded_states else states.optimizer
     g_before, g_last, g_first = _gradient_lifetime(setup, st, states, grads)
     gather = _gathered(setup, st, base_fraction)
-    return (
+    return _StateAmounts(
         weights,
         grads,
         master,
