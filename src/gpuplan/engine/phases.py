@@ -145,6 +145,60 @@ def phase_totals(a: Amounts) -> dict[str, int]:
     return {name: sum(parts.values()) for name, parts in phase_parts(a).items()}
 
 
+def peak_phase(a: Amounts) -> tuple[str, int]:
+    """The largest phase and its total: the first of the largest in `phase_parts` order. The
+    sums of `phase_parts`'s dicts, added up field by field (no dicts built: a bill weighs every
+    pipeline stage it might bill and builds the lines of one phase of one)."""
+    states = a.weights + a.master + a.optimizer
+    held = sum(dict(a.held).values()) + a.fp8_weights
+    forward = (
+        states
+        + a.grads_before
+        + a.forward_peak
+        + a.casts
+        + a.gather_forward
+        + a.deferred_grads
+        + held
+        + a.dequant
+    )
+    best, peak = "forward", forward
+    if a.last_stage:  # forward's activations, gathered weights and dequant buffer replaced
+        loss = forward - a.forward_peak - a.gather_forward - a.dequant
+        loss += a.activations + a.gather_loss + a.loss
+        if loss > peak:
+            best, peak = "loss", loss
+    backward = states + a.act_grads + a.new_grad + a.deferred_grads + held + a.dequant
+    if a.optimizer_in_backward:
+        backward += a.step_temp
+    last = (
+        backward
+        + a.grads_last
+        + a.activations_last
+        + a.recompute_last
+        + a.unit_grads_last
+        + a.casts
+        + a.gather_last
+    )
+    if last > peak:
+        best, peak = "backward_last", last
+    first = (
+        backward
+        + a.grads_first
+        + a.activations_first
+        + a.recompute_first
+        + a.unit_grads_first
+        + a.casts_first
+        + a.gather_first
+    )
+    if first > peak:
+        best, peak = "backward_first", first
+    if not a.optimizer_in_backward:
+        step = states + a.gradients + held + a.step_temp
+        if step > peak:
+            best, peak = "optimizer", step
+    return best, peak
+
+
 @dataclass(frozen=True)
 class Phase:
     """One moment of the step and what is alive then."""

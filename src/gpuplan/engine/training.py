@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
+from typing import NamedTuple
 
 from gpuplan.engine.activations import (
     COUNTED,
@@ -72,6 +73,7 @@ from gpuplan.engine.phases import (
     build_phase,
     build_phases,
     needed_lines,
+    peak_phase,
     phase_parts,
     phase_totals,
 )
@@ -419,8 +421,7 @@ def model_states_floor(setup: TrainingSetup) -> int:
     return max(s.weights + s.master + s.optimizer for s in held_states)
 
 
-@dataclass(frozen=True)
-class _Stage:
+class _Stage(NamedTuple):
     """One pipeline stage's states and the amounts its phases are built from."""
 
     params: StageParams
@@ -431,7 +432,6 @@ class _Stage:
     activations_host: int
     peak: int
     peak_phase: str
-    peak_parts: dict[str, int]
 
 
 def training_bill(setup: TrainingSetup) -> TrainingBill:
@@ -454,7 +454,7 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
         key: _constant(line) for key, line in states_lines.items()
     }
     makers.update(step_lines(setup, spec, best.params, best.in_flight, best.amounts))
-    parts = best.peak_parts
+    parts = phase_parts(best.amounts)[best.peak_phase]
     peak = build_phase(best.peak_phase, parts, {k: makers[k]() for k in needed_lines(parts)})
     items = _bill_items(setup, peak)
     host = _host_items(setup, states_lines, best)
@@ -514,13 +514,8 @@ def _stage(
     states, trainable = _stage_states(setup, st, base_fraction)
     in_flight = forwards_in_flight(lo.pp, lo.vpp, st.stage, setup.micro_batches)
     amounts, host_act = step_amounts(setup, spec, st, states, in_flight, base_fraction)
-    parts = phase_parts(amounts)
-    name, peak = "", -1
-    for phase, held_bytes in parts.items():  # max(): the first of the largest
-        total = sum(held_bytes.values())
-        if total > peak:
-            name, peak = phase, total
-    return _Stage(st, states, trainable, in_flight, amounts, host_act, peak, name, parts[name])
+    name, peak = peak_phase(amounts)
+    return _Stage(st, states, trainable, in_flight, amounts, host_act, peak, name)
 
 
 def _bill_items(setup: TrainingSetup, peak: Phase) -> tuple[LineItem, ...]:
