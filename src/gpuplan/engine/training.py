@@ -83,7 +83,7 @@ from gpuplan.engine.serving import DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_HEADROOM
 from gpuplan.engine.sharding import Layout, validate_layout
 from gpuplan.engine.step_amounts import amounts as step_amounts
 from gpuplan.engine.step_amounts import bpp, held
-from gpuplan.engine.training_lines import state_lines, step_lines
+from gpuplan.engine.training_lines import state_lines_and_makers, step_lines
 from gpuplan.engine.weights import WeightFormat, weights_bytes
 from gpuplan.errors import GpuplanError
 
@@ -449,10 +449,9 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
     stages = stage_param_list(arch, lo.tp, lo.pp, lo.ep)
     chosen = [stages[setup.stage]] if setup.stage is not None else _distinct_stages(arch, stages)
     best = max((_stage(setup, spec, st, base_fraction) for st in chosen), key=lambda s: s.peak)
-    states_lines = state_lines(setup, held(setup), best.params, best.states, base_fraction)
-    makers: dict[str, Callable[[], LineItem]] = {
-        key: _constant(line) for key, line in states_lines.items()
-    }
+    states_lines, makers = state_lines_and_makers(
+        setup, held(setup), best.params, best.states, base_fraction
+    )
     makers.update(step_lines(setup, spec, best.params, best.in_flight, best.amounts))
     parts = phase_parts(best.amounts)[best.peak_phase]
     peak = build_phase(best.peak_phase, parts, {k: makers[k]() for k in needed_lines(parts)})
@@ -497,10 +496,6 @@ def _distinct_stages(
         key = (layer_kinds(arch, st.layers.start, st.layers.stop), st.embedding, st.lm_head)
         seen.setdefault(key, st)
     return tuple(seen.values())
-
-
-def _constant(line: LineItem) -> Callable[[], LineItem]:
-    return lambda: line
 
 
 def _on_gpu_states(a: Amounts) -> int:
@@ -585,14 +580,14 @@ def _cost(
     arch, lo, recipe = setup.arch, setup.layout, setup.recipe
     tokens = setup.tokens_per_step
     share = checkpointed_layers(spec, len(st.layers)) / max(1, len(st.layers))
-    flops = step_flops(
+    flops = _step_flops(
         arch,
         flop_params(arch, counts),
         tokens,
         setup.seq,
         setup.recompute,
         setup.lora is not None,
-        checkpointed_share=share,
+        share,
     )
     m = setup.micro_batches
     a, h = spec.act_bytes, arch.hidden_size
@@ -641,6 +636,14 @@ def _cost(
         vpp=lo.vpp,
     )
     return flops, comm, time
+
+
+@lru_cache(maxsize=4096, typed=True)
+def _step_flops(
+    arch: Architecture, n: int, tokens: int, seq: int, recompute: str, frozen: bool, share: float
+) -> StepFlops:
+    """step_flops by its arguments: a planner's layouts for one batch share them."""
+    return step_flops(arch, n, tokens, seq, recompute, frozen, checkpointed_share=share)
 
 
 @lru_cache(maxsize=1024)

@@ -33,6 +33,9 @@ RECOMPUTE_WORDS = {
 }
 
 
+LineMakers = dict[str, Callable[[], LineItem]]
+
+
 def _shard_text(lo: Layout, stage: int) -> str:
     return f" ÷ {lo.shard_degree} shards" if lo.zero >= stage and lo.shard_degree > 1 else ""
 
@@ -51,7 +54,21 @@ def state_lines(
 ) -> dict[str, LineItem]:
     """Weights, gradients, fp32 master and optimizer states (ZeRO §3.1), as held on this GPU
     (`recipe`: as the framework stores it)."""
-    lines = _state_lines(
+    return state_lines_and_makers(setup, recipe, st, states, base_fraction)[0]
+
+
+STATE_KEYS = ("weights", "gradients", "master", "optimizer")
+
+
+def state_lines_and_makers(
+    setup: Any,
+    recipe: TrainingRecipe,
+    st: StageParams,
+    states: ModelStates,
+    base_fraction: float,
+) -> tuple[dict[str, LineItem], LineMakers]:
+    """`state_lines`, and for each a maker that returns it (as `step_lines` makes the others)."""
+    lines, makers = _state_lines(
         setup.layout,
         recipe,
         recipe is setup.recipe,
@@ -61,7 +78,7 @@ def state_lines(
         setup.lora is not None,
         setup.base,
     )
-    return dict(zip(("weights", "gradients", "master", "optimizer"), lines, strict=True))
+    return dict(zip(STATE_KEYS, lines, strict=True)), dict(zip(STATE_KEYS, makers, strict=True))
 
 
 @lru_cache(maxsize=4096, typed=True)
@@ -74,16 +91,22 @@ def _state_lines(
     base_fraction: float,
     lora: bool,
     base: WeightFormat | None,
-) -> tuple[LineItem, LineItem, LineItem, LineItem]:
-    """`state_lines` by what they depend on (a layout fixes them whatever the batch shape).
-    A tuple of frozen lines; their `inputs` are shared by the bills that show them (read-only)."""
+) -> tuple[tuple[LineItem, ...], tuple[Callable[[], LineItem], ...]]:
+    """`state_lines` by what they depend on (a layout fixes them whatever the batch shape), and
+    their makers. Tuples of frozen lines; their `inputs` are shared by the bills that show them
+    (read-only)."""
     common = _state_inputs(lo, st, states)
-    return (
+    lines = (
         _weights_line(lo, recipe, as_given, lora, base, states, base_fraction, common),
         _gradients_line(lo, recipe, states, common),
         _master_line(lo, recipe, states, common),
         _optimizer_line(lo, recipe, states, common),
     )
+    return lines, tuple(_constant(line) for line in lines)
+
+
+def _constant(line: LineItem) -> Callable[[], LineItem]:
+    return lambda: line
 
 
 def _state_inputs(lo: Layout, st: StageParams, states: ModelStates) -> dict[str, Any]:
@@ -195,9 +218,6 @@ def _optimizer_line(
         },
         "optimizer",
     )
-
-
-LineMakers = dict[str, Callable[[], LineItem]]
 
 
 def step_lines(
