@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 from gpuplan.engine.bill import LineItem
 from gpuplan.engine.frozen import hash_once
@@ -77,9 +76,10 @@ class Amounts:
     last_stage: bool = True
 
 
-@lru_cache(maxsize=1024)
 def phase_parts(a: Amounts) -> dict[str, dict[str, int]]:
-    """Line key → bytes, for each phase (module docstring)."""
+    """Line key → bytes, for each phase (module docstring). Built afresh each call (a cache
+    keyed by the amounts missed nearly always in a search and churned the collector's oldest
+    generation)."""
     states = {"weights": a.weights, "master": a.master, "optimizer": a.optimizer}
     held = {**dict(a.held), "fp8_weights": a.fp8_weights}
     fwd = {
