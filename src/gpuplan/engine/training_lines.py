@@ -15,7 +15,6 @@ from typing import Any
 
 from gpuplan.engine.activations import ActivationSpec, layer_bytes, parse_recompute
 from gpuplan.engine.bill import LineItem
-from gpuplan.engine.frameworks.profile import FrameworkProfile
 from gpuplan.engine.model_states import ModelStates, StageParams
 from gpuplan.engine.phases import Amounts
 from gpuplan.engine.recipes import TrainingRecipe
@@ -224,36 +223,60 @@ def step_lines(
     setup: Any, spec: ActivationSpec, st: StageParams, in_flight: int, a: Amounts
 ) -> LineMakers:
     """Every other line a phase can hold, each at its largest amount (built when asked for:
-    a bill shows only its peak phase until its timeline is read)."""
-    fw = setup.framework
+    a bill shows only its peak phase until its timeline is read). The makers are the bound
+    methods of one `_StepLines` (a bill keeps them: closures would cost it three times the
+    objects for the garbage collector to walk)."""
+    _ = setup.loss_spec  # parsed now: a bad loss is refused by every bill, not by its timeline
+    m = _StepLines(setup, spec, st, in_flight, a)
     return {
-        **_activation_lines(setup, spec, st, in_flight, a),
-        **_backward_lines(a),
-        **_comm_lines(fw, a),
-        **_workspace_lines(fw, a),
+        "activations": m.activations,
+        "logits": m.logits,
+        "recompute_buffer": m.recompute_buffer,
+        "activation_grads": m.activation_grads,
+        "new_gradient": m.new_gradient,
+        "autocast_casts": m.autocast_casts,
+        "gathered_weights": m.gathered_weights,
+        "unit_grads": m.unit_grads,
+        "deferred_grads": m.deferred_grads,
+        "allgather_buffer": m.allgather_buffer,
+        "grad_buffer": m.grad_buffer,
+        "allgather_bucket": m.allgather_bucket,
+        "ddp_buckets": m.ddp_buckets,
+        "gemm_workspace": m.gemm_workspace,
+        "fp8_weights": m.fp8_weights,
+        "dequant_buffer": m.dequant_buffer,
+        "optimizer_temporaries": m.optimizer_temporaries,
     }
 
 
-def _activation_lines(
-    setup: Any, spec: ActivationSpec, st: StageParams, in_flight: int, a: Amounts
-) -> LineMakers:
-    """The saved activations (layers × per-layer bytes × micro-batches in flight) and the
-    loss's logits at their largest moment (engine/loss.py)."""
-    arch, lo = setup.arch, setup.layout
-    mode, k = parse_recompute(setup.recompute)
-    per_layer = layer_bytes(arch, arch.layers[st.layers[0]], spec) if st.layers else 0
-    loss = setup.loss_spec
-    return {
-        "activations": lambda: LineItem(
+class _StepLines:
+    """The lines `step_lines` makes, one method each, from one stage's amounts."""
+
+    __slots__ = ("setup", "spec", "st", "in_flight", "a")
+
+    def __init__(
+        self, setup: Any, spec: ActivationSpec, st: StageParams, in_flight: int, a: Amounts
+    ) -> None:
+        self.setup, self.spec, self.st, self.in_flight, self.a = setup, spec, st, in_flight, a
+
+    # the saved activations (layers × per-layer bytes × micro-batches in flight) and the loss's
+    # logits at their largest moment (engine/loss.py)
+
+    def activations(self) -> LineItem:
+        setup, spec, st = self.setup, self.spec, self.st
+        arch, lo = setup.arch, setup.layout
+        mode, k = parse_recompute(setup.recompute)
+        per_layer = layer_bytes(arch, arch.layers[st.layers[0]], spec) if st.layers else 0
+        return LineItem(
             "activations",
             "Activations (saved)",
-            a.activations,
+            self.a.activations,
             "saved tensors per layer × layers × micro-batches in flight + ids/final norm",
             "{stage_layers} layers × {per_layer_bytes} × {in_flight} in flight + edge = {bytes}",
             {
                 "stage_layers": len(st.layers),
                 "per_layer_bytes": per_layer,
-                "in_flight": in_flight,
+                "in_flight": self.in_flight,
                 "seq": setup.seq,
                 "micro_batch": setup.micro_batch,
                 "act_elem_size": spec.act_bytes,
@@ -266,11 +289,16 @@ def _activation_lines(
                 "cp": lo.cp,
             },
             "activations",
-        ),
-        "logits": lambda: LineItem(
+        )
+
+    def logits(self) -> LineItem:
+        setup, spec = self.setup, self.spec
+        arch, lo = setup.arch, setup.layout
+        loss = setup.loss_spec
+        return LineItem(
             "logits",
             "Loss (logits and their gradient)",
-            a.loss,
+            self.a.loss,
             f"{loss.describe()}: its largest moment, forward or gradient (engine/loss.py)",
             "{tokens} tokens × {vocab} vocab per rank, {mode} = {bytes}",
             {
@@ -281,139 +309,159 @@ def _activation_lines(
                 "keeps_logits": loss.keep_logits,
             },
             "transient",
-        ),
-    }
+        )
 
+    # what the backward pass builds beside the saved activations: the recomputed layer, the
+    # activation gradients, a fresh weight gradient, autocast's weight casts
 
-def _backward_lines(a: Amounts) -> LineMakers:
-    """What the backward pass builds beside the saved activations: the recomputed layer, the
-    activation gradients, a fresh weight gradient, autocast's weight casts."""
-    return {
-        "recompute_buffer": lambda: _simple(
+    def recompute_buffer(self) -> LineItem:
+        a = self.a
+        return _simple(
             "recompute_buffer",
             "Recomputed layer",
             max(a.recompute_last, a.recompute_first),
             "one layer's tensors rebuilt in backward, beyond what the recompute mode kept",
             "transient",
-        ),
-        "activation_grads": lambda: _simple(
+        )
+
+    def activation_grads(self) -> LineItem:
+        return _simple(
             "activation_grads",
             "Activation gradients",
-            a.act_grads,
+            self.a.act_grads,
             "gradients flowing through one layer's backward: its output's + the widest op's",
             "transient",
-        ),
-        "new_gradient": lambda: _simple(
+        )
+
+    def new_gradient(self) -> LineItem:
+        return _simple(
             "new_gradient",
             "New weight gradient (accumulating)",
-            a.new_grad,
+            self.a.new_grad,
             "a layer's freshly computed weight gradient before AccumulateGrad adds it in place",
             "transient",
-        ),
-        "autocast_casts": lambda: _simple(
+        )
+
+    def autocast_casts(self) -> LineItem:
+        return _simple(
             "autocast_casts",
             "Autocast bf16 weight casts",
-            a.casts,
+            self.a.casts,
             "2 bytes × linear params × micro-batches in flight (saved by each matmul)",
             "transient",
-        ),
-    }
+        )
 
+    # communication buffers: FSDP's gathered units and unsharded gradients, ZeRO's all-gather
+    # and reduce buckets, DDP's bucket copy
 
-def _comm_lines(fw: FrameworkProfile, a: Amounts) -> LineMakers:
-    """Communication buffers: FSDP's gathered units and unsharded gradients, ZeRO's
-    all-gather and reduce buckets, DDP's bucket copy."""
-    return {
-        "gathered_weights": lambda: _simple(
+    def gathered_weights(self) -> LineItem:
+        a = self.a
+        return _simple(
             "gathered_weights",
             "All-gathered weights (FSDP)",
             max(a.gather_forward, a.gather_last),
             "units gathered to run: the current one and the next (prefetched or being copied"
             " out), or every unit of the stage when not resharded after forward",
             "comm",
-        ),
-        "unit_grads": lambda: _simple(
+        )
+
+    def unit_grads(self) -> LineItem:
+        a = self.a
+        return _simple(
             "unit_grads",
             "Unsharded gradient of one unit",
             max(a.unit_grads_last, a.unit_grads_first),
             "the layer's unsharded gradients so far + the previous unit's reduce-scatter input"
-            + (" (fp32)" if fw.reduce_fp32 else ""),
+            + (" (fp32)" if self.setup.framework.reduce_fp32 else ""),
             "comm",
-        ),
-        "deferred_grads": lambda: _simple(
+        )
+
+    def deferred_grads(self) -> LineItem:
+        return _simple(
             "deferred_grads",
             "Unsharded gradients (pipeline defers reduce)",
-            a.deferred_grads,
+            self.a.deferred_grads,
             "the stage's gradients accumulated unsharded in the reduce dtype until the last"
             " micro-batch (torch.distributed.pipelining with FSDP)",
             "comm",
-        ),
-        "allgather_buffer": lambda: _simple(
+        )
+
+    def allgather_buffer(self) -> LineItem:
+        return _simple(
             "allgather_buffer",
             "All-gathered units (ZeRO-3/FSDP)",
-            _held(a, "allgather_buffer"),
+            _held(self.a, "allgather_buffer"),
             "2 × largest unit (current + prefetched) × weight bytes",
             "comm",
-        ),
-        "grad_buffer": lambda: _simple(
+        )
+
+    def grad_buffer(self) -> LineItem:
+        return _simple(
             "grad_buffer",
             "Gradient reduce buffer",
-            _held(a, "grad_buffer"),
+            _held(self.a, "grad_buffer"),
             "gradient bucket: min(reduce_bucket_size, params) × grad bytes, or one unit's"
             " unsharded gradient",
             "comm",
-        ),
-        "allgather_bucket": lambda: _simple(
+        )
+
+    def allgather_bucket(self) -> LineItem:
+        return _simple(
             "allgather_bucket",
             "Weight all-gather bucket",
-            _held(a, "allgather_bucket"),
+            _held(self.a, "allgather_bucket"),
             "min(allgather_bucket_size, params) × weight bytes (ZeRO-1/2 after the step)",
             "comm",
-        ),
-        "ddp_buckets": lambda: _simple(
+        )
+
+    def ddp_buckets(self) -> LineItem:
+        return _simple(
             "ddp_buckets",
             "DDP gradient buckets",
-            _held(a, "ddp_buckets"),
+            _held(self.a, "ddp_buckets"),
             "a second copy of every gradient (gradient_as_bucket_view=False)",
             "comm",
-        ),
-    }
+        )
 
+    # kernel-side copies and scratch: GEMM workspaces, fp8 weight copies, the NF4 weight
+    # dequantised for its matmul, the optimizer step's temporaries
 
-def _workspace_lines(fw: FrameworkProfile, a: Amounts) -> LineMakers:
-    """Kernel-side copies and scratch: GEMM workspaces, fp8 weight copies, the NF4 weight
-    dequantised for its matmul, the optimizer step's temporaries."""
-    return {
-        "gemm_workspace": lambda: _simple(
+    def gemm_workspace(self) -> LineItem:
+        return _simple(
             "gemm_workspace",
             "GEMM workspaces",
-            _held(a, "gemm_workspace"),
+            _held(self.a, "gemm_workspace"),
             "cuBLAS (and Transformer Engine) workspaces taken from the caching allocator",
             "transient",
-        ),
-        "fp8_weights": lambda: _simple(
+        )
+
+    def fp8_weights(self) -> LineItem:
+        return _simple(
             "fp8_weights",
             "fp8 weight copies",
-            a.fp8_weights,
+            self.a.fp8_weights,
             "fp8 weight + its transpose per linear parameter (Transformer Engine)",
             "weights",
-        ),
-        "dequant_buffer": lambda: _simple(
+        )
+
+    def dequant_buffer(self) -> LineItem:
+        return _simple(
             "dequant_buffer",
             "NF4 dequantised weight",
-            a.dequant,
+            self.a.dequant,
             "largest linear weight dequantised to bf16 for its matmul (bitsandbytes)",
             "transient",
-        ),
-        "optimizer_temporaries": lambda: _simple(
+        )
+
+    def optimizer_temporaries(self) -> LineItem:
+        return _simple(
             "optimizer_temporaries",
             "Optimizer step temporaries",
-            a.step_temp,
-            f"{fw.optimizer_kernel} optimizer: one state's worth (foreach) or the largest"
-            " parameter's (for-loop)",
+            self.a.step_temp,
+            f"{self.setup.framework.optimizer_kernel} optimizer: one state's worth (foreach) or"
+            " the largest parameter's (for-loop)",
             "transient",
-        ),
-    }
+        )
 
 
 def _held(a: Amounts, key: str) -> int:
