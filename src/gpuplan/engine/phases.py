@@ -22,7 +22,7 @@ them out per pipeline stage); `build_phases` turns them into bill lines.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from gpuplan.engine.bill import LineItem
 from gpuplan.engine.frozen import hash_once
@@ -248,4 +248,5 @@ def build_phases(a: Amounts, lines: Mapping[str, LineItem]) -> tuple[Phase, ...]
 def _at(line: LineItem, n: int, phase: str) -> LineItem:
     if n == line.bytes:
         return line
-    return replace(line, bytes=n, template="", formula=f"{line.formula} (part held at the {phase})")
+    formula = f"{line.formula} (part held at the {phase})"  # replace(), spelt out: faster
+    return LineItem(line.key, line.label, n, formula, "", line.inputs, line.category)

@@ -531,18 +531,22 @@ def _bill_items(setup: TrainingSetup, peak: Phase) -> tuple[LineItem, ...]:
                 "reserve",
             )
         )
-    items.append(
-        LineItem(
-            "cuda_context",
-            "CUDA context",
-            setup.cuda_context_bytes,
-            "CUDA context, kernels and communicator buffers per process (fixed allowance)",
-            "CUDA context allowance = {bytes}",
-            {"predicts": "nvidia-smi"},
-            "overhead",
-        )
-    )
+    items.append(_cuda_context_line(setup.cuda_context_bytes))
     return tuple(items)
+
+
+@lru_cache(maxsize=64, typed=True)
+def _cuda_context_line(n: int) -> LineItem:
+    """The CUDA context line (one per allowance: its `inputs` are shared, read-only)."""
+    return LineItem(
+        "cuda_context",
+        "CUDA context",
+        n,
+        "CUDA context, kernels and communicator buffers per process (fixed allowance)",
+        "CUDA context allowance = {bytes}",
+        {"predicts": "nvidia-smi"},
+        "overhead",
+    )
 
 
 def _host_items(
