@@ -93,3 +93,32 @@ def test_memoised_lines_are_equal_across_bills_and_phases_stay_fresh():
     assert a.items[0] == b.items[0]  # the weights line: the same layout, the same line
     assert a.phases is not b.phases
     assert a.notes == training_bill(setup).notes and isinstance(a.notes, tuple)
+
+
+def test_fast_init_keeps_the_dataclass_contract():
+    from dataclasses import FrozenInstanceError, dataclass, field
+
+    from gpuplan.engine.bill import LineItem
+    from gpuplan.engine.frozen import fast_init
+
+    @fast_init
+    @dataclass(frozen=True)
+    class Spec:
+        a: int
+        b: list[int] = field(default_factory=list)
+        c: str = "x"
+
+    one = Spec(1)
+    assert one == Spec(1) and one.b == [] and one.b is not Spec(1).b and one.c == "x"
+    assert Spec(2, [3], c="y") == Spec(a=2, b=[3], c="y")
+    with pytest.raises(FrozenInstanceError):
+        one.a = 3  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Spec()  # type: ignore[call-arg]
+    line = LineItem("k", "K", 1, "f")
+    assert line.inputs == {} and line.inputs is not LineItem("k", "K", 1, "f").inputs
+    assert line.category == "other" and line.template == ""
+    assert (
+        repr(Layout(dp=2))
+        == "Layout(dp=2, tp=1, pp=1, cp=1, ep=1, sp=False, zero=0, fsdp=None, hybrid=False, gpus_per_node=8, vpp=1)"
+    )

@@ -53,7 +53,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture, LayerSpec
-from gpuplan.engine.frozen import hash_once
+from gpuplan.engine.frozen import fast_init, hash_once
 from gpuplan.engine.mixer_activations import MixerRun, mixer_tensors, mixer_widths
 from gpuplan.errors import GpuplanError
 
@@ -63,6 +63,7 @@ FUSED = ("none", "te", "compile")
 UNFUSED_GELU = ("gelu_new", "gelu_fast", "gelu_python", "quick_gelu")
 
 
+@fast_init
 @hash_once
 @dataclass(frozen=True)
 class ActivationSpec:

@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.frozen import fast_init
 from gpuplan.engine.params import ParamCounts
 from gpuplan.engine.pipeline import bubble_fraction
 
@@ -56,6 +57,7 @@ def flop_params(arch: Architecture, counts: ParamCounts) -> int:
     return max(0, counts.active - embedding)
 
 
+@fast_init
 @dataclass(frozen=True)
 class StepFlops:
     model: float  # 6ND + attention: what MFU is measured against
@@ -96,6 +98,7 @@ def step_flops(
     return StepFlops(float(model), float(executed))
 
 
+@fast_init
 @dataclass(frozen=True)
 class CommBytes:
     """Bytes one GPU sends per step, by kind of parallelism."""
@@ -214,6 +217,7 @@ def ep_comm_bytes(
     return 4 * tokens * k * h * act_bytes * (ep - 1) / ep * moe_layers * micro_batches
 
 
+@fast_init
 @dataclass(frozen=True)
 class StepTime:
     compute_s: float

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture, LayerSpec
-from gpuplan.engine.frozen import hash_once
+from gpuplan.engine.frozen import fast_init, hash_once
 from gpuplan.engine.params import count_params, expert_params, layer_params
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.recipes import TrainingRecipe
@@ -43,6 +43,7 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+@fast_init
 @hash_once
 @dataclass(frozen=True)
 class StageParams:
@@ -137,6 +138,7 @@ def factored_moment_params(arch: Architecture, layers: range, tp: int) -> int:
     return _ceil_div(total, tp)
 
 
+@fast_init
 @hash_once
 @dataclass(frozen=True)
 class ModelStates:

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpuplan.engine.bill import LineItem
-from gpuplan.engine.frozen import hash_once
+from gpuplan.engine.frozen import fast_init, hash_once
 
 PHASES = {
     "forward": "end of forward",
@@ -38,6 +38,7 @@ CATEGORIES = ("weights", "gradients", "master", "optimizer", "activations", "tra
 ALWAYS = ("weights", "gradients", "master", "optimizer", "activations")  # listed even when 0
 
 
+@fast_init
 @hash_once
 @dataclass(frozen=True)
 class Amounts:

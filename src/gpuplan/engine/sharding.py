@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from math import gcd
 
 from gpuplan.engine.architecture import Architecture
-from gpuplan.engine.frozen import hash_once
+from gpuplan.engine.frozen import fast_init, hash_once
 from gpuplan.errors import GpuplanError
 
 FSDP_MODES = {
@@ -37,6 +37,7 @@ FSDP_MODES = {
 }
 
 
+@fast_init
 @hash_once
 @dataclass(frozen=True)
 class Layout:

@@ -50,6 +50,7 @@ from gpuplan.engine.cost import (
     tp_comm_bytes,
 )
 from gpuplan.engine.frameworks.profile import GENERIC, FrameworkProfile, validate_profile
+from gpuplan.engine.frozen import fast_init
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.lora import (
     LoraSpec,
@@ -90,6 +91,7 @@ from gpuplan.errors import GpuplanError
 OFFLOAD = ("none", "optimizer", "params")
 
 
+@fast_init
 @dataclass(frozen=True)
 class TrainingSetup:
     """Everything a training bill depends on. Frozen, so bills can be cached and compared."""
@@ -147,6 +149,7 @@ def _loss_spec(text: str, keep_logits: bool, compiled: bool, plain_too: bool) ->
     return replace(spec, keep_logits=keep_logits, compiled=reached)
 
 
+@fast_init
 @dataclass(frozen=True)
 class TrainingBill(Bill):
     """The answer: the peak phase of the most loaded GPU, every phase, the host bill, the cost."""
