@@ -37,6 +37,7 @@ from gpuplan.engine.architecture import architecture_from_config  # noqa: E402
 from gpuplan.engine.kv_cache import indexer_key_bytes, kv_cache_bytes_per_sequence  # noqa: E402
 from gpuplan.engine.params import count_params  # noqa: E402
 from gpuplan.engine.state_cache import state_bytes_per_sequence  # noqa: E402
+from gpuplan.errors import GpuplanError  # noqa: E402
 
 pytestmark = pytest.mark.reference
 
@@ -436,3 +437,50 @@ def test_remote_code_configs_are_read(name: str) -> None:
     arch = architecture_from_config(REAL[name], name)
     assert arch.family in REMOTE_CODE and not arch.notes
     assert count_params(arch).total > 10**9
+
+
+# --------------------------------------------------------------------------------------
+# transformers' own default configurations (each class's defaults mirror its flagship checkpoint)
+
+DEFAULT_CONFIG_TYPES = [
+    "arcee",  # plain relu² MLP
+    "apertus",  # plain xIELU MLP (two learned scalars), per-head QK norms
+    "glm4_moe_lite",  # MLA + shared experts, `mlp_layer_types`
+    "vaultgemma",  # Gemma 2 without the post-norms
+    "granite_swa",  # attention sinks on every layer
+    "granitemoe_swa",
+]
+
+
+@pytest.mark.parametrize("model_type", DEFAULT_CONFIG_TYPES)
+def test_transformers_default_configs_are_exact(model_type: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = AutoConfig.for_model(model_type)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    expected = sum(p.numel() for p in model.parameters())
+    arch = architecture_from_config(config.to_dict(), model_type)
+    assert count_params(arch).total == expected, model_type
+    assert not arch.notes, arch.notes
+
+
+# unknown families whose configs declare what a Llama-style reading would miss
+REFUSED_UNKNOWN = {
+    "doge": "keep_window_size",
+    "nanochat": "hidden_act 'relu2'",
+    "persimmon": "qk_layernorm",
+    "bert": "type_vocab_size",
+    "longcat_flash": "kv_lora_rank",
+    "jetmoe": "kv_channels",
+    "recurrent_gemma": "block_types",
+}
+
+
+@pytest.mark.parametrize(("model_type", "named"), sorted(REFUSED_UNKNOWN.items()))
+def test_unknown_families_with_unread_mechanisms_are_refused(model_type: str, named: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = AutoConfig.for_model(model_type).to_dict()
+    with pytest.raises(GpuplanError, match=re.escape(named)):
+        architecture_from_config(config, model_type)

@@ -369,7 +369,24 @@ _MECHANISM_KEYS = (
     "alibi",
     "multi_query",
     "new_decoder_architecture",
+    # seen on unknown families in transformers' own configs, each a mechanism Llama lacks:
+    "kv_lora_rank",  # multi-head latent attention
+    "q_lora_rank",
+    "zero_expert_num",  # zero-computation experts (LongCat-Flash)
+    "moe_num_experts",  # Aria's expert keys
+    "is_moe",  # Doge's cross-domain MoE
+    "keep_window_size",  # Doge's dynamic mask attention
+    "kv_channels",  # mixture-of-attention heads (JetMoE)
+    "block_types",  # RG-LRU recurrent blocks (RecurrentGemma)
+    "lru_width",
+    "H_cycles",  # recurrent stacks (HRM)
+    "qk_layernorm",  # Persimmon's per-head LayerNorms
+    "use_post_norm",  # extra post-norms (HyperCLOVA X)
+    "type_vocab_size",  # BERT-style encoders (token types, learned positions, biases)
 )
+# activations that come with an MLP of no gate as often as with one: an unknown family's choice
+# cannot be told from its config
+_UNGATED_ACTIVATIONS = frozenset({"relu2", "relu", "gelu_new", "gelu"})
 
 
 def architecture_from_config(config: Mapping[str, Any], name: str = "model") -> Architecture:
@@ -429,6 +446,12 @@ def _refuse_unread_mechanisms(raw: Mapping[str, Any], name: str, model_type: str
                 f"{name}: model_type {model_type!r} is not a known family and its config declares"
                 f" {key!r}, a mechanism gpuplan cannot read for an unknown family; cannot size it"
             )
+    act = raw.get("hidden_act")
+    if isinstance(act, str) and act in _UNGATED_ACTIVATIONS:
+        raise GpuplanError(
+            f"{name}: model_type {model_type!r} is not a known family and its hidden_act {act!r}"
+            " comes with plain (up, down) and gated MLPs alike; cannot size it"
+        )
     for key, value in raw.items():
         if isinstance(value, Mapping) and key not in _NEUTRAL_OBJECTS:
             raise GpuplanError(
@@ -1039,6 +1062,9 @@ class _Reader:
 
     def _moe_flags(self, rule: str, n: int) -> list[bool]:
         v = self.v
+        listed = v.get("mlp_layer_types")  # transformers 5 spells it out (Glm4MoeLiteConfig)
+        if listed:
+            return self._listed_moe_flags(listed, n)
         if rule == "all":
             return [True] * n
         if rule == "deepseek":  # DeepseekV3DecoderLayer
@@ -1068,6 +1094,17 @@ class _Reader:
             step = v.get("moe_layer_interval") or 1
             return [(i + 1) % step == 0 and start <= i <= end for i in range(n)]
         raise AssertionError(rule)
+
+    def _listed_moe_flags(self, listed: tuple[str, ...], n: int) -> list[bool]:
+        """`mlp_layer_types`: "sparse" (experts) or "dense" per layer, one entry per layer."""
+        unknown = sorted(set(listed) - {"sparse", "dense"})
+        if unknown or len(listed) != n:
+            raise GpuplanError(
+                f"{self.v.name}: config field 'mlp_layer_types' must list 'dense' or 'sparse' for"
+                f" each of the {n} layers"
+                + (f" (got {unknown[0][:40]!r})" if unknown else f" (got {len(listed)} entries)")
+            )
+        return [kind == "sparse" for kind in listed]
 
     # -- state-space and linear-attention mixers ----------------------------------------------
 

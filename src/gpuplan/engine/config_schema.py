@@ -127,6 +127,7 @@ FIELDS: dict[str, Rule] = {
     "moe_layer_freq": _SMALL,
     "decoder_sparse_step": _SMALL,
     "mlp_only_layers": Rule("int_list", 0, MAX_LAYERS - 1, MAX_LAYERS),
+    "mlp_layer_types": Rule("str_list", max_len=MAX_LAYERS),
     "interleave_moe_layer_step": _SMALL,
     "intermediate_size_mlp": _WIDTH,
     "expert_layer_period": _SMALL,

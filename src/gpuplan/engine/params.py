@@ -186,16 +186,21 @@ def short_conv_params(arch: Architecture) -> Counter[str]:
 
 
 def dense_mlp_params(arch: Architecture, width: int | None = None) -> Counter[str]:
-    """One dense FFN: gated = 3 × h × i (gate, up, down), plain = 2 × h × i; biases if any."""
+    """One dense FFN: gated = 3 × h × i (gate, up, down), plain = 2 × h × i; biases if any; a
+    learned activation's own scalars (xIELU: alpha_p and alpha_n, transformers
+    activations.py XIELUActivation, Apertus)."""
     c: Counter[str] = Counter()
     if arch.mlp is None:
         return c
     h, i = arch.hidden_size, width or arch.mlp.intermediate_size
     matrices = 3 if arch.mlp.gated else 2
-    c["mlp"] += matrices * h * i
+    c["mlp"] += matrices * h * i + _ACTIVATION_PARAMS.get(arch.hidden_act, 0)
     if arch.mlp.bias:
         c["bias"] += (matrices - 1) * i + h
     return c
+
+
+_ACTIVATION_PARAMS = {"xielu": 2}  # learned scalars per MLP activation module
 
 
 def expert_params(arch: Architecture) -> int:
