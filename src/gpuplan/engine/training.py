@@ -230,13 +230,7 @@ class TrainingBill(Bill):
 def validate_training(setup: TrainingSetup) -> None:
     """Reject impossible setups with a one-line reason."""
     a = setup.arch
-    validate_layout(
-        setup.layout,
-        a.attention.num_heads,
-        a.attention.num_kv_heads,
-        a.num_layers,
-        a.moe.num_experts if a.moe else 0,
-    )
+    _validate_layout(setup.layout, a)
     if setup.grad_accum < 0:
         raise GpuplanError(f"grad-accum must be at least 1, got {setup.grad_accum}")
     for name in ("seq", "micro_batch"):
@@ -275,6 +269,24 @@ def validate_training(setup: TrainingSetup) -> None:
             "the optimizer step in backward frees each gradient at once: it cannot accumulate"
             f" gradients over {setup.micro_batches} micro-batches (use --grad-accum 1)"
         )
+
+
+_VALID_LAYOUT: list[tuple[Layout, Architecture]] = []
+
+
+def _validate_layout(lo: Layout, a: Architecture) -> None:
+    """validate_layout, skipped for the layout and architecture last found valid (the same
+    frozen objects: a search bills one layout many times)."""
+    if _VALID_LAYOUT and _VALID_LAYOUT[0][0] is lo and _VALID_LAYOUT[0][1] is a:
+        return
+    validate_layout(
+        lo,
+        a.attention.num_heads,
+        a.attention.num_kv_heads,
+        a.num_layers,
+        a.moe.num_experts if a.moe else 0,
+    )
+    _VALID_LAYOUT[:] = [(lo, a)]
 
 
 _VALID_PROFILE: list[FrameworkProfile] = []
