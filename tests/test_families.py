@@ -449,6 +449,8 @@ DEFAULT_CONFIG_TYPES = [
     "vaultgemma",  # Gemma 2 without the post-norms
     "granite_swa",  # attention sinks on every layer
     "granitemoe_swa",
+    "apertus1p5_text",
+    "sarvam_moe",  # GLM-4.5's MoE layout
 ]
 
 
