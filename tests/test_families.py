@@ -451,6 +451,7 @@ DEFAULT_CONFIG_TYPES = [
     "granitemoe_swa",
     "apertus1p5_text",
     "sarvam_moe",  # GLM-4.5's MoE layout
+    "deepseek_v32",  # layer_types of "indexed_attention" (DSA), as transformers 5 writes them
 ]
 
 
