@@ -449,7 +449,41 @@ DEFAULT_CONFIG_TYPES = [
     "vaultgemma",  # Gemma 2 without the post-norms
     "granite_swa",  # attention sinks on every layer
     "granitemoe_swa",
+    "apertus1p5_text",
+    "sarvam_moe",  # GLM-4.5's MoE layout
+    "deepseek_v32",  # layer_types of "indexed_attention" (DSA), as transformers 5 writes them
+    "cohere2_moe",  # read by the records of the families they extend
+    "exaone_moe",
+    "flex_olmo",
+    "minimax_m2",
+    "cwm",
 ]
+
+
+# CwmConfig cannot be rebuilt from its own dict (a None bos_token_id fails its strict field)
+@pytest.mark.parametrize("model_type", [t for t in DEFAULT_CONFIG_TYPES if t != "cwm"])
+def test_default_config_caches_match_a_forward_pass(model_type: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        raw = {k: v for k, v in AutoConfig.for_model(model_type).to_dict().items() if v is not None}
+    cfg = _tiny(raw)
+    if "mlp_layer_types" in raw:  # the prefix of the schedule the tiny copy keeps
+        cfg["mlp_layer_types"] = raw["mlp_layer_types"][: cfg["num_hidden_layers"]]
+    arch = architecture_from_config(cfg, model_type)
+    fp32 = get_precision("fp32", for_kv=True)
+    kv, state = _measure(_run(cfg))
+    expected = kv_cache_bytes_per_sequence(arch, fp32, TOKENS, "engine")
+    if arch.attention.indexer_head_dim:  # transformers keeps indexer keys in the model dtype
+        expected += (
+            arch.num_layers
+            * TOKENS
+            * (
+                indexer_key_bytes(arch.attention, fp32, "expanded")
+                - indexer_key_bytes(arch.attention, fp32, "engine")
+            )
+        )
+    assert kv == expected, model_type
+    assert state == state_bytes_per_sequence(arch, fp32, layout="transformers"), model_type
 
 
 @pytest.mark.parametrize("model_type", DEFAULT_CONFIG_TYPES)
