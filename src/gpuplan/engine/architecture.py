@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.engine.config_schema import ConfigView
@@ -295,19 +296,19 @@ class Architecture:
         """The attention shape of `layer` (its own, or the model's)."""
         return layer.attention or self.attention
 
-    @property
+    @cached_property  # computed once per architecture: every bill asks
     def num_moe_layers(self) -> int:
         return sum(n for spec, n in self.layer_groups() if spec.moe)
 
-    @property
+    @cached_property  # computed once per architecture: every bill asks
     def num_sliding_layers(self) -> int:
         return sum(n for spec, n in self.layer_groups() if spec.sliding_window is not None)
 
-    @property
+    @cached_property  # computed once per architecture: every bill asks
     def num_attention_layers(self) -> int:
         return sum(n for spec, n in self.layer_groups() if spec.has_attention)
 
-    @property
+    @cached_property  # computed once per architecture: every bill asks
     def num_state_layers(self) -> int:
         return sum(n for spec, n in self.layer_groups() if spec.has_state)
 
