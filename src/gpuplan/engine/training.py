@@ -672,7 +672,7 @@ def _moe_layers(arch: Architecture, layers: range) -> int:
 
 def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> tuple[str, ...]:
     """The bill's notes, by what they depend on (`_note_list`)."""
-    return _cached_notes(
+    return _note_list(
         setup.arch,
         setup.layout,
         st,
@@ -688,36 +688,6 @@ def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> tuple[str, 
 
 
 @lru_cache(maxsize=4096, typed=True)
-def _cached_notes(
-    arch: Architecture,
-    lo: Layout,
-    st: StageParams,
-    in_flight: int,
-    kernel: str,
-    recompute: str,
-    recipe: TrainingRecipe,
-    fsdp_fp32: bool,
-    capacity_factor: float,
-    lora: LoraSpec | None,
-    spec: ActivationSpec | None,
-) -> tuple[str, ...]:
-    return tuple(
-        _note_list(
-            arch,
-            lo,
-            st,
-            in_flight,
-            kernel,
-            recompute,
-            recipe,
-            fsdp_fp32,
-            capacity_factor,
-            lora,
-            spec,
-        )
-    )
-
-
 def _note_list(
     arch: Architecture,
     lo: Layout,
@@ -730,7 +700,7 @@ def _note_list(
     capacity_factor: float,
     lora: LoraSpec | None,
     spec: ActivationSpec | None,
-) -> list[str]:
+) -> tuple[str, ...]:
     notes = list(arch.notes)
     if lo.pp > 1 and lo.vpp > 1:
         notes.append(
@@ -788,4 +758,4 @@ def _note_list(
         assert spec is not None
         ck = checkpointed_layers(spec, len(st.layers))
         notes.append(f"{recompute}: {ck} of the stage's {len(st.layers)} layers are checkpointed")
-    return notes
+    return tuple(notes)
