@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 import gpuplan
+from family_configs import BUILT
 from gpuplan.catalog import get_precision
 from gpuplan.engine.architecture import architecture_from_config
 from gpuplan.engine.kv_cache import kv_cache_bytes_per_sequence
@@ -41,26 +42,7 @@ NEMOTRON_H_8B = {
     "torch_dtype": "bfloat16",
 }
 # Qwen/Qwen3-Next-80B-A3B-Instruct: 36 gated-DeltaNet layers, 12 attention layers
-QWEN3_NEXT = {
-    "model_type": "qwen3_next",
-    "hidden_size": 2048,
-    "intermediate_size": 5120,
-    "moe_intermediate_size": 512,
-    "shared_expert_intermediate_size": 512,
-    "num_hidden_layers": 48,
-    "num_attention_heads": 16,
-    "num_key_value_heads": 2,
-    "head_dim": 256,
-    "num_experts": 512,
-    "num_experts_per_tok": 10,
-    "linear_num_key_heads": 16,
-    "linear_num_value_heads": 32,
-    "linear_key_head_dim": 128,
-    "linear_value_head_dim": 128,
-    "linear_conv_kernel_dim": 4,
-    "vocab_size": 151936,
-    "torch_dtype": "bfloat16",
-}
+QWEN3_NEXT = {**BUILT["qwen3-next-80b-a3b"], "torch_dtype": "bfloat16"}
 BF16 = get_precision("bf16", for_kv=True)
 
 

@@ -65,15 +65,17 @@ _QWEN_VL = {
     "qwen3_vl_vision": "qwen3_vl",
     "qwen3_vl_moe": "qwen3_vl",
     "qwen3_vl_moe_vision": "qwen3_vl",
+    # Qwen3.5 (dense and MoE): the Qwen3-VL tower under new model_type names
+    "qwen3_5": "qwen3_vl",
+    "qwen3_5_vision": "qwen3_vl",
+    "qwen3_5_moe": "qwen3_vl",
+    "qwen3_5_moe_vision": "qwen3_vl",
 }
 
 
 # towers counted; any other `vision_config.model_type` is named in a note and not counted
 _VIT_TOWERS = frozenset(
     {"siglip_vision_model", "clip_vision_model", "pixtral", "idefics3_vision", "smolvlm_vision"}
-)
-_QWEN_VL.update(
-    {k: "qwen3_vl" for k in ("qwen3_5", "qwen3_5_vision", "qwen3_5_moe", "qwen3_5_moe_vision")}
 )
 # wrappers whose `vision_config` may omit model_type: transformers' default tower for each
 _DEFAULT_TOWER = {
