@@ -206,6 +206,10 @@ FIELDS: dict[str, Rule] = {
     "projector_input_dim": _WIDTH,
     "projector_output_dim": _WIDTH,
     "vision_output_dim": _WIDTH,
+    "vision_pos_rows": _SMALL,
+    "vision_pos_cols": _SMALL,
+    "vision_projection_dim": _WIDTH,
+    "vision_scale_factor": _SMALL,
 }
 
 _MISSING = object()

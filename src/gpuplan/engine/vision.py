@@ -45,6 +45,14 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "projector_input_dim": ("projector_input_dim",),
     "projector_output_dim": ("projector_output_dim",),
     "vision_output_dim": ("vision_output_dim",),
+    "vision_pos_rows": ("init_pos_emb_height",),
+    "vision_pos_cols": ("init_pos_emb_width",),
+    "vision_projection_dim": ("projection_dim",),
+}
+# the wrapper's own keys a projector reads (outside vision_config)
+_OUTER_KEYS = {
+    "vision_projection_dim": ("projection_dim",),
+    "vision_scale_factor": ("scale_factor",),
 }
 _DEFAULTS: dict[str, Any] = {
     "vision_intermediate_size": "4*vision_hidden_size",
@@ -55,6 +63,8 @@ _DEFAULTS: dict[str, Any] = {
     "vision_merge_size": 2,
     "vision_mlp_ratio": 4,
     "vision_deepstack": (),
+    "vision_pos_rows": 64,
+    "vision_pos_cols": 64,
 }
 _QWEN_VL = {
     "qwen2_vl": "qwen2_vl",
@@ -193,20 +203,13 @@ def _vit_tower(v: ConfigView, kind: str, outer: str, raw: Mapping[str, Any]) -> 
     if kind == "pixtral":  # ln_pre RMSNorm (the patch conv has no bias)
         return n + h
     if kind == "moonvit":  # conv bias, a 64×64 learned 2-D position table, final LayerNorm
-        rows = _whole(raw, "init_pos_emb_height", 64) * _whole(raw, "init_pos_emb_width", 64)
+        rows = v.get("vision_pos_rows") * v.get("vision_pos_cols")
         return n + h + rows * h + 2 * h
     # SigLIP family: conv bias, positions, post LayerNorm, and the attention-pooling head
     n += h + side * side * h + 2 * h
     if raw.get("vision_use_head", kind == "siglip_vision_model" and outer != "paligemma"):
         n += h + (4 * h * h + 4 * h) + 2 * h + (2 * h * inter + inter + h)
     return n
-
-
-def _whole(raw: Mapping[str, Any], key: str, default: int) -> int:
-    value = raw.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 1 << 20:
-        raise GpuplanError(f"config field {key!r} must be a whole number in [1, 1048576]")
-    return value
 
 
 def _projector(config: Mapping[str, Any], v: ConfigView, outer: str, th: int) -> int:
@@ -220,12 +223,12 @@ def _projector(config: Mapping[str, Any], v: ConfigView, outer: str, th: int) ->
     if outer == "kimi_vl":
         m = 4 * h
         return m * m + m + m * th + th + 2 * m  # pre-norm, 2-layer MLP
+    wrapper = ConfigView(config, v.name.split(":")[0], _OUTER_KEYS, {"vision_scale_factor": 2})
     if outer == "paligemma":  # one biased linear into projection_dim
-        vision = config.get("vision_config") or {}
-        out = _whole(vision if "projection_dim" in vision else config, "projection_dim", th)
+        out = v.get("vision_projection_dim") or wrapper.get("vision_projection_dim") or th
         return h * out + out
     if outer in ("idefics3", "smolvlm"):  # pixel shuffle by scale_factor², one linear, no bias
-        scale = _whole(config, "scale_factor", 2)
+        scale = wrapper.get("vision_scale_factor")
         return h * scale * scale * th
     # LLaVA: a 2-layer MLP over the (possibly concatenated) feature layers, + image_newline
     feats = config.get("vision_feature_layer")
