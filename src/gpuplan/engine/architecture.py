@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuplan.engine.config_schema import ConfigView
 from gpuplan.engine.families import Family, base_family, family_for
+from gpuplan.engine.frozen import hash_once
 from gpuplan.engine.vision import multimodal_params
 from gpuplan.errors import GpuplanError
 
@@ -185,6 +186,7 @@ class RopeSpec:
     partial_rotary_factor: float = 1.0
 
 
+@hash_once  # bills are cached by it: a deep hash of every field, once per object
 @dataclass(frozen=True)
 class Architecture:
     """Everything about a model that decides its memory, and nothing else."""
@@ -239,36 +241,6 @@ class Architecture:
     altup_inputs: int = 0
     laurel_rank: int = 0
     moe_beside_mlp: bool = False
-
-    def __hash__(self) -> int:
-        """Hash once: bills are cached by architecture, and a deep hash of every layer is slow."""
-        cached = self.__dict__.get("_hash")
-        if cached is None:
-            cached = hash(
-                (
-                    self.name,
-                    self.model_type,
-                    self.family,
-                    self.hidden_size,
-                    self.num_layers,
-                    self.vocab_size,
-                    self.attention,
-                    self.layers,
-                    self.mlp,
-                    self.moe,
-                    self.mamba,
-                    self.linear_attention,
-                    self.short_conv,
-                    self.tie_word_embeddings,
-                    self.learned_positions,
-                    self.torch_dtype,
-                    self.quantization,
-                    self.vision_params,
-                    self.hidden_act,
-                )
-            )
-            self.__dict__["_hash"] = cached
-        return cached
 
     def layer_groups(self, layers: range | None = None) -> tuple[tuple[LayerSpec, int], ...]:
         """(layer kind, how many) over the given layers (all by default): layers of one kind

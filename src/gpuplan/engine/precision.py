@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from gpuplan.engine.frozen import hash_once
+
 if TYPE_CHECKING:
     from fractions import Fraction
 
@@ -27,6 +29,7 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+@hash_once  # bills are cached by it: a deep hash of every field, once per object
 @dataclass(frozen=True)
 class Precision:
     """A storage format: payload bits per element plus any per-group scales and zero points."""
@@ -43,29 +46,6 @@ class Precision:
     scope: str = "all"  # "all": every parameter; "linear": only linear weights are packed
     kv: bool = False
     source: str = ""
-
-    def __hash__(self) -> int:
-        """Hash once: bills are cached by precision (as by architecture)."""
-        cached = self.__dict__.get("_hash")
-        if cached is None:
-            cached = hash(
-                (
-                    self.id,
-                    self.bits,
-                    self.group_size,
-                    self.scale_bits,
-                    self.zero_bits,
-                    self.scale_group,
-                    self.scale_scale_bits,
-                    self.block_size,
-                    self.block_bytes,
-                    self.scope,
-                    self.kv,
-                    self.source,
-                )
-            )
-            self.__dict__["_hash"] = cached
-        return cached
 
     @cached_property
     def bits_per_param(self) -> Fraction:

@@ -34,6 +34,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from gpuplan.engine.architecture import Architecture, AttentionSpec, LayerSpec
+from gpuplan.engine.frozen import hash_once
 from gpuplan.engine.params import LINEAR_KINDS, ParamCounts, count_params, layer_params
 from gpuplan.engine.precision import Precision
 
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from gpuplan.engine.module_plan import QuantPlan
 
 
+@hash_once  # bills are cached by it: a deep hash of every field, once per object
 @dataclass(frozen=True)
 class WeightFormat:
     """How a model's parameters are stored: a precision for packed linear weights and a base."""
@@ -55,23 +57,6 @@ class WeightFormat:
     notes: tuple[str, ...] = ()  # what the format assumed (an engine flag's standard layout)
     stored: Checkpoint | None = None  # the checkpoint's headers: exact stored bytes
     plan: QuantPlan | None = None  # per-module precisions, when they differ within a kind
-
-    def __hash__(self) -> int:
-        """Hash once: bills are cached by weight format (as by architecture)."""
-        cached = self.__dict__.get("_hash")
-        if cached is None:
-            cached = hash(
-                (
-                    self.precision,
-                    self.base,
-                    self.unquantized,
-                    self.overrides,
-                    self.notes,
-                    self.stored,
-                )
-            )
-            self.__dict__["_hash"] = cached
-        return cached
 
     def for_kind(self, kind: str) -> Precision:
         """The precision of `kind` (with a plan: the one most of its parameters have)."""
