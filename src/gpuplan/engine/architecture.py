@@ -18,13 +18,12 @@ one line naming the key, instead of being sized as Llama.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.engine.config_schema import ConfigView
 from gpuplan.engine.families import Family, base_family, family_for
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import field, record, replace
 from gpuplan.engine.vision import multimodal_params
 from gpuplan.errors import GpuplanError
 

@@ -44,10 +44,9 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from typing import NamedTuple
 
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.sharding import Layout, tp_problem
 from gpuplan.engine.training import (
     TrainingBill,
