@@ -853,6 +853,31 @@ BUILT: dict[str, dict[str, Any]] = {
         "vocab_size": 51200,
         "partial_rotary_factor": 0.5,
     },
+    # GlmMoeDsaConfig's GLM-5 shapes, 8 layers, with its cross-layer top-k sharing switched on
+    # (index_topk_freq 2: layers 2, 4, 6 reuse the previous layer's selection and have no indexer)
+    "glm-moe-dsa-shared-topk": {
+        "model_type": "glm_moe_dsa",
+        "hidden_size": 6144,
+        "intermediate_size": 12288,
+        "moe_intermediate_size": 2048,
+        "num_hidden_layers": 8,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 64,
+        "n_routed_experts": 256,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 8,
+        "first_k_dense_replace": 3,
+        "vocab_size": 154880,
+        "q_lora_rank": 2048,
+        "kv_lora_rank": 512,
+        "qk_nope_head_dim": 192,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 256,
+        "index_n_heads": 32,
+        "index_head_dim": 128,
+        "index_topk_freq": 2,
+        "index_skip_topk_offset": 2,
+    },
 }
 
 # model_types transformers has no class for, and the class that builds the same modules

@@ -197,6 +197,11 @@ _TINY: dict[str, dict[str, Any]] = {
         "linear_num_value_heads": 4,
     },
     "dbrx": {"ffn_config": {"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2}},
+    # GPTNeoConfig rebuilds attention_layers from attention_types
+    "gpt_neo": {
+        "attention_types": [[["global", "local"], 2]],
+        "attention_layers": ["global", "local"] * 2,
+    },
 }
 _FFN = (
     "intermediate_size",
@@ -283,6 +288,8 @@ def _fewer_heads(cfg: dict[str, Any]) -> None:
     for key, value in _SMALL_DIMS.items():
         if cfg.get(key):
             cfg[key] = value
+    if cfg.get("kv_lora_rank") and cfg.get("head_dim"):  # MLA configs' head_dim is the RoPE width
+        cfg["head_dim"] = cfg["qk_rope_head_dim"]
     for key in ("num_local_experts", "num_experts", "n_routed_experts"):
         if cfg.get(key) and cfg[key] > 8:
             cfg[key] = 8
@@ -388,6 +395,20 @@ def _one_per_model_type() -> list[str]:
     return sorted(chosen.values())
 
 
+def _indexer_dtype(arch: Any) -> int:
+    """transformers keeps DeepSeek Sparse Attention's indexer keys in the model dtype (fp32 here)
+    where engines keep fp8 with scales: the difference over the layers that run an indexer."""
+    fp32 = get_precision("fp32", for_kv=True)
+    out = 0
+    for layer in arch.layers:
+        a = arch.attention_of(layer)
+        if layer.has_attention and a.indexer_head_dim:
+            out += TOKENS * (
+                indexer_key_bytes(a, fp32, "expanded") - indexer_key_bytes(a, fp32, "engine")
+            )
+    return out
+
+
 @pytest.mark.parametrize("case", _one_per_model_type())
 def test_cache_bytes_match_a_forward_pass(case: str) -> None:
     if "vision_config" in CASES[case]:
@@ -400,16 +421,7 @@ def test_cache_bytes_match_a_forward_pass(case: str) -> None:
     # transformers' Falcon broadcasts the KV heads of the new decoder architecture to every
     # query head before caching them (FalconAttention); engines cache the KV heads only
     layout = "expanded" if cfg.get("new_decoder_architecture") else "engine"
-    expected = kv_cache_bytes_per_sequence(arch, fp32, TOKENS, layout)
-    if arch.attention.indexer_head_dim:  # transformers keeps indexer keys in the model dtype
-        expected += (
-            arch.num_layers
-            * TOKENS
-            * (
-                indexer_key_bytes(arch.attention, fp32, "expanded")
-                - indexer_key_bytes(arch.attention, fp32, "engine")
-            )
-        )
+    expected = kv_cache_bytes_per_sequence(arch, fp32, TOKENS, layout) + _indexer_dtype(arch)
     assert kv == expected, case
     assert state == state_bytes_per_sequence(arch, fp32, layout="transformers"), case
     assert (state > 0) == (arch.num_state_layers > 0)
@@ -457,31 +469,39 @@ DEFAULT_CONFIG_TYPES = [
     "flex_olmo",
     "minimax_m2",
     "cwm",
+    "minicpm3",  # MLA with a dense gated MLP on every layer
+    "youtu",
+    "sarvam_mla",  # DeepSeek-V3's MLA + shared-expert layout
+    "glm_moe_dsa",  # DeepSeek-V3.2's indexer with GLM-5's shapes
+    "afmoe",  # gated attention output, Peri-LN norms, sliding layers, shared experts
+    "persimmon",  # per-head LayerNorms with bias on q and k
+    "nanochat",  # parameter-free RMSNorms (one after the embedding), relu² fc1/fc2
+    "jais2",  # relu² up/down MLP with biases, LayerNorms
+    "hyperclovax",  # Peri-LN post-norms (use_post_norm)
+    "gpt_neo",  # global / local (windowed) layers, learned positions
+    "codegen",  # GPT-J's modules
+    "xglm",  # sinusoidal positions (no parameters)
+    "biogpt",  # learned positions with 2 extra rows
+    "openai-gpt",  # post-norm, no final norm
 ]
+# transformers builds no cache for these (OpenAIGPTLMHeadModel has no past-key-values path)
+_NO_CACHE = ("cwm", "openai-gpt")
 
 
 # CwmConfig cannot be rebuilt from its own dict (a None bos_token_id fails its strict field)
-@pytest.mark.parametrize("model_type", [t for t in DEFAULT_CONFIG_TYPES if t != "cwm"])
+@pytest.mark.parametrize("model_type", [t for t in DEFAULT_CONFIG_TYPES if t not in _NO_CACHE])
 def test_default_config_caches_match_a_forward_pass(model_type: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         raw = {k: v for k, v in AutoConfig.for_model(model_type).to_dict().items() if v is not None}
     cfg = _tiny(raw)
-    if "mlp_layer_types" in raw:  # the prefix of the schedule the tiny copy keeps
-        cfg["mlp_layer_types"] = raw["mlp_layer_types"][: cfg["num_hidden_layers"]]
+    for key in ("mlp_layer_types", "indexer_types"):  # the prefix of the schedule kept
+        if key in raw:
+            cfg[key] = raw[key][: cfg["num_hidden_layers"]]
     arch = architecture_from_config(cfg, model_type)
     fp32 = get_precision("fp32", for_kv=True)
     kv, state = _measure(_run(cfg))
-    expected = kv_cache_bytes_per_sequence(arch, fp32, TOKENS, "engine")
-    if arch.attention.indexer_head_dim:  # transformers keeps indexer keys in the model dtype
-        expected += (
-            arch.num_layers
-            * TOKENS
-            * (
-                indexer_key_bytes(arch.attention, fp32, "expanded")
-                - indexer_key_bytes(arch.attention, fp32, "engine")
-            )
-        )
+    expected = kv_cache_bytes_per_sequence(arch, fp32, TOKENS, "engine") + _indexer_dtype(arch)
     assert kv == expected, model_type
     assert state == state_bytes_per_sequence(arch, fp32, layout="transformers"), model_type
 
@@ -495,15 +515,15 @@ def test_transformers_default_configs_are_exact(model_type: str) -> None:
             model = AutoModelForCausalLM.from_config(config)
     expected = sum(p.numel() for p in model.parameters())
     arch = architecture_from_config(config.to_dict(), model_type)
-    assert count_params(arch).total == expected, model_type
+    counts = count_params(arch)
+    assert counts.total == expected, model_type
+    assert counts.active == _reference_active(model, model.config), model_type
     assert not arch.notes, arch.notes
 
 
 # unknown families whose configs declare what a Llama-style reading would miss
 REFUSED_UNKNOWN = {
     "doge": "keep_window_size",
-    "nanochat": "hidden_act 'relu2'",
-    "persimmon": "qk_layernorm",
     "bert": "type_vocab_size",
     "longcat_flash": "kv_lora_rank",
     "jetmoe": "kv_channels",

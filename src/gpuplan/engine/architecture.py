@@ -481,6 +481,8 @@ class _Reader:
         if v.raw.get("per_layer_config") is not None:
             assert attention is not None
             layers = self._per_layer_config(layers, attention)
+        if attention is not None and attention.indexer_heads:
+            layers = self._shared_indexer_layers(layers, attention)
         self._check_mixers(layers, mamba, linear, short)
         self._layers_cache = layers
         dense = any(s.ffn and (not s.moe or extras.get("moe_beside_mlp")) for s in layers)
@@ -882,6 +884,38 @@ class _Reader:
             )
         return tuple(out)
 
+    def _shared_indexer_layers(
+        self, layers: tuple[LayerSpec, ...], attention: AttentionSpec
+    ) -> tuple[LayerSpec, ...]:
+        """GLM-5's cross-layer top-k sharing (GlmMoeDsaConfig.indexer_types): a "shared" layer
+        reuses the previous "full" layer's selection, so it has no indexer and caches no indexer
+        keys. The list, else `index_topk_pattern` ("F"/"S" per layer), else every
+        `index_topk_freq`-th layer from `index_skip_topk_offset` on is full (GlmMoeDsaConfig)."""
+        v, n = self.v, len(layers)
+        types = v.get("indexer_types")
+        pattern = v.get("index_topk_pattern")
+        if types is None and pattern is not None:
+            if set(pattern) - {"F", "S"}:
+                raise v.fail("index_topk_pattern", "must be a string of F and S")
+            types = ["full" if c == "F" else "shared" for c in pattern]
+        if types is None:
+            freq = v.get("index_topk_freq") or 1
+            offset = v.get("index_skip_topk_offset")
+            offset = 2 if offset is None else offset
+            types = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(n)]
+        if len(types) != n:
+            raise v.fail("indexer_types", f"has {len(types)} entries for {n} layers")
+        bad = sorted(set(types) - {"full", "shared"})
+        if bad:
+            raise v.fail("indexer_types", f"names {bad[0]!r} (known: full, shared)")
+        if "shared" not in types:
+            return layers
+        bare = replace(attention, indexer_heads=0, indexer_head_dim=0)
+        return tuple(
+            replace(spec, attention=bare) if kind == "shared" and spec.has_attention else spec
+            for spec, kind in zip(layers, types, strict=True)
+        )
+
     # -- attention ----------------------------------------------------------------------------
 
     def _attention(self, hidden: int) -> AttentionSpec | None:
@@ -904,7 +938,7 @@ class _Reader:
             rope = v.require("qk_rope_head_dim")
             if nope + rope == 0:
                 raise v.fail("qk_nope_head_dim", "and qk_rope_head_dim are both 0")
-            indexer = self.model_type == "deepseek_v32"
+            indexer = bool(t["indexer"])
             return AttentionSpec(
                 num_heads=heads,
                 num_kv_heads=heads,

@@ -117,6 +117,10 @@ FIELDS: dict[str, Rule] = {
     "qk_rope_head_dim": _WIDTH0,
     "index_n_heads": _HEADS0,
     "index_head_dim": _WIDTH0,
+    "indexer_types": Rule("str_list", max_len=MAX_LAYERS),  # "full" | "shared" per layer (GLM-5)
+    "index_topk_pattern": Rule("str", max_len=MAX_LAYERS),  # "F"/"S" per layer
+    "index_topk_freq": _SMALL,
+    "index_skip_topk_offset": _LAYER0,
     # mixture of experts
     "num_experts": _EXPERTS0,
     "experts_per_token": Rule("int", 1, MAX_EXPERTS),
@@ -171,6 +175,7 @@ FIELDS: dict[str, Rule] = {
     "mamba_ssm_dtype": _STR,
     # family switches that only some families read
     "qk_layernorm": _BOOL,
+    "use_post_norm": _BOOL,
     "lm_head_bias": _BOOL,
     "norm_affine": _BOOL,
     "do_layer_norm_before": _BOOL,

@@ -76,6 +76,7 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "router_bias": bool,
     "expert_bias": bool,
     "router_score_bias": bool,
+    "indexer": bool,
     "mamba": ("", "mamba1", "mamba2"),
     "mamba_norm": bool,
     "mamba_bcdt_norms": bool,
