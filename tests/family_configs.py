@@ -878,6 +878,25 @@ BUILT: dict[str, dict[str, Any]] = {
         "index_topk_freq": 2,
         "index_skip_topk_offset": 2,
     },
+    # LagunaConfig's shapes, 4 layers, with query heads varying per layer and sliding layers
+    "laguna-heads-per-layer": {
+        "model_type": "laguna",
+        "hidden_size": 2048,
+        "intermediate_size": 8192,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 48,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "num_attention_heads_per_layer": [48, 64, 48, 64],
+        "layer_types": ["full_attention", "sliding_attention"] * 2,
+        "sliding_window": 512,
+        "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"],
+        "num_experts": 256,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512,
+        "vocab_size": 100352,
+    },
 }
 
 # model_types transformers has no class for, and the class that builds the same modules

@@ -196,6 +196,12 @@ _TINY: dict[str, dict[str, Any]] = {
         "linear_num_key_heads": 2,
         "linear_num_value_heads": 4,
     },
+    "olmo_hybrid": {
+        "linear_key_head_dim": 8,
+        "linear_value_head_dim": 8,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+    },
     "dbrx": {"ffn_config": {"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2}},
     # GPTNeoConfig rebuilds attention_layers from attention_types
     "gpt_neo": {
@@ -258,6 +264,13 @@ def _tiny(cfg: dict[str, Any]) -> dict[str, Any]:
             cfg[key] = 64
     cfg.update(_TINY.get(model_type, {}))
     _shrink_depth(cfg)
+    n = next((cfg[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if k in cfg), 0)
+    for key in ("mlp_layer_types", "indexer_types"):  # per-layer lists: the prefix kept
+        if isinstance(cfg.get(key), list) and n:
+            cfg[key] = cfg[key][:n]
+    if cfg.get("num_attention_heads_per_layer"):  # Laguna: alternate full and half the heads
+        half = heads // 2 if heads // 2 % cfg.get("num_key_value_heads", heads) == 0 else heads
+        cfg["num_attention_heads_per_layer"] = [heads if i % 2 else half for i in range(n)]
     return cfg
 
 
@@ -483,6 +496,9 @@ DEFAULT_CONFIG_TYPES = [
     "xglm",  # sinusoidal positions (no parameters)
     "biogpt",  # learned positions with 2 extra rows
     "openai-gpt",  # post-norm, no final norm
+    "olmo_hybrid",  # Gated DeltaNet layers (unfused projections) beside OLMo 2's attention
+    "lfm3",  # LFM2's short convolutions, a gate per attention head, sandwich norms
+    "laguna",  # per-layer query heads, a gate per head, shared expert, score-correction bias
 ]
 # transformers builds no cache for these (OpenAIGPTLMHeadModel has no past-key-values path)
 _NO_CACHE = ("cwm", "openai-gpt")
@@ -495,9 +511,6 @@ def test_default_config_caches_match_a_forward_pass(model_type: str) -> None:
         warnings.simplefilter("ignore")
         raw = {k: v for k, v in AutoConfig.for_model(model_type).to_dict().items() if v is not None}
     cfg = _tiny(raw)
-    for key in ("mlp_layer_types", "indexer_types"):  # the prefix of the schedule kept
-        if key in raw:
-            cfg[key] = raw[key][: cfg["num_hidden_layers"]]
     arch = architecture_from_config(cfg, model_type)
     fp32 = get_precision("fp32", for_kv=True)
     kv, state = _measure(_run(cfg))

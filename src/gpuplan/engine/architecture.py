@@ -50,6 +50,7 @@ class AttentionSpec:
     qk_norm_bias: bool = False
     sinks: bool = False  # one learned sink logit per head (gpt-oss)
     output_gate: bool = False  # q_proj also emits a sigmoid gate on the output (Qwen3-Next)
+    head_gate: bool = False  # a g_proj of one sigmoid gate per head on the output (LFM3, Laguna)
     # Multi-head latent attention (DeepSeek V2/V3); kv_lora_rank is None for ordinary attention.
     q_lora_rank: int | None = None
     kv_lora_rank: int | None = None
@@ -483,6 +484,8 @@ class _Reader:
             layers = self._per_layer_config(layers, attention)
         if attention is not None and attention.indexer_heads:
             layers = self._shared_indexer_layers(layers, attention)
+        if attention is not None and v.get("num_attention_heads_per_layer") is not None:
+            layers = self._heads_per_layer(layers, attention)
         self._check_mixers(layers, mamba, linear, short)
         self._layers_cache = layers
         dense = any(s.ffn and (not s.moe or extras.get("moe_beside_mlp")) for s in layers)
@@ -916,6 +919,32 @@ class _Reader:
             for spec, kind in zip(layers, types, strict=True)
         )
 
+    def _heads_per_layer(
+        self, layers: tuple[LayerSpec, ...], attention: AttentionSpec
+    ) -> tuple[LayerSpec, ...]:
+        """`num_attention_heads_per_layer` (LagunaConfig): each attention layer's query heads,
+        sharing the model's KV heads and head_dim (LagunaAttention)."""
+        v = self.v
+        heads = v.get("num_attention_heads_per_layer")
+        if len(heads) != len(layers):
+            raise v.fail(
+                "num_attention_heads_per_layer",
+                f"has {len(heads)} entries for {len(layers)} layers",
+            )
+        out = list(layers)
+        for i, (spec, n) in enumerate(zip(layers, heads, strict=True)):
+            if not spec.has_attention:
+                continue
+            base = spec.attention or attention
+            if n < 1 or n % base.num_kv_heads:
+                raise v.fail(
+                    "num_attention_heads_per_layer",
+                    f"entry {i} ({n}) must be a multiple of the {base.num_kv_heads} KV heads",
+                )
+            if n != base.num_heads:
+                out[i] = replace(spec, attention=replace(base, num_heads=n))
+        return tuple(out)
+
     # -- attention ----------------------------------------------------------------------------
 
     def _attention(self, hidden: int) -> AttentionSpec | None:
@@ -932,6 +961,7 @@ class _Reader:
             "qk_norm_bias": bool(t["qk_norm_bias"]),
             "sinks": bool(t["sinks"]),
             "output_gate": bool(t["output_gate"]),
+            "head_gate": bool(t["head_gate"]),
         }
         if t["attention"] == "mla" or v.get("kv_lora_rank") is not None:
             nope = v.require("qk_nope_head_dim")

@@ -30,7 +30,7 @@ from gpuplan.errors import GpuplanError
 class Rule:
     """The type and bounds of one canonical config field."""
 
-    kind: str  # int | int_auto | int_or_str | float | bool | str | int_list | str_list | map
+    kind: str  # int | int_auto | int_or_str | bool_or_str | float | bool | str | int_list | str_list | map
     lo: float = 0
     hi: float = 0
     max_len: int = 0  # lists: most elements
@@ -176,6 +176,10 @@ FIELDS: dict[str, Rule] = {
     # family switches that only some families read
     "qk_layernorm": _BOOL,
     "use_post_norm": _BOOL,
+    "use_sandwich_norm": _BOOL,
+    "use_attention_gate": _BOOL,
+    "gating": Rule("bool_or_str", max_len=32),  # Laguna: true / "per-head", false / "per-channel"
+    "num_attention_heads_per_layer": Rule("int_list", 1, MAX_HEADS, MAX_LAYERS),
     "lm_head_bias": _BOOL,
     "norm_affine": _BOOL,
     "do_layer_norm_before": _BOOL,
@@ -348,6 +352,12 @@ class ConfigView:
             return None
         if kind in ("int", "int_auto"):
             return _whole(self, key, value, rule)
+        if kind == "bool_or_str":
+            if isinstance(value, bool) or (isinstance(value, str) and len(value) <= rule.max_len):
+                return value
+            raise self._bad(
+                key, f"must be true, false or a string of at most {rule.max_len}", value
+            )
         if kind == "int_or_str":
             if isinstance(value, str):
                 if len(value) > rule.max_len:

@@ -30,6 +30,7 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "qk_norm_bias": bool,
     "sinks": bool,
     "output_gate": bool,
+    "head_gate": bool,
     "mlp": ("gated", "plain"),
     "mlp_bias": bool,
     "norm": ("rms", "layernorm"),
@@ -141,7 +142,14 @@ def _trait_value(view: ConfigView, trait: str, value: Any) -> Any:
     if isinstance(value, Mapping) and "field" in value:
         read = view.get(value["field"])
         if "map" in value:
-            return value["map"][str(read).lower()]
+            known = value["map"]
+            if str(read).lower() not in known:
+                raise view.fail(
+                    value["field"],
+                    f"is {str(read)[:32]!r}, which gpuplan does not model"
+                    f" (known: {', '.join(sorted(known))})",
+                )
+            return known[str(read).lower()]
         return read
     return value
 

@@ -89,6 +89,8 @@ def attention_params(
             c["norm"] += per_norm * (a.num_heads + a.num_kv_heads * kv) * a.head_dim
         else:
             c["norm"] += per_norm * (1 + kv) * a.head_dim
+    if a.head_gate:  # g_proj: one sigmoid gate per head (Lfm3Attention, LagunaAttention)
+        c["attention"] += h * a.num_heads
     if a.sinks:
         c["sinks"] += a.num_heads
     return c
