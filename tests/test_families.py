@@ -499,6 +499,7 @@ DEFAULT_CONFIG_TYPES = [
     "olmo_hybrid",  # Gated DeltaNet layers (unfused projections) beside OLMo 2's attention
     "lfm3",  # LFM2's short convolutions, a gate per attention head, sandwich norms
     "laguna",  # per-layer query heads, a gate per head, shared expert, score-correction bias
+    "mimo_v2_flash",  # sliding layers with twice the KV heads and attention sinks
 ]
 # transformers builds no cache for these (OpenAIGPTLMHeadModel has no past-key-values path)
 _NO_CACHE = ("cwm", "openai-gpt")
@@ -532,6 +533,36 @@ def test_transformers_default_configs_are_exact(model_type: str) -> None:
     assert counts.total == expected, model_type
     assert counts.active == _reference_active(model, model.config), model_type
     assert not arch.notes, arch.notes
+
+
+# configs that leave out the per-layer lists transformers derives in __post_init__: gpuplan's
+# family rule derives the same layers (compared with the default config's own lists)
+DERIVED_SCHEDULES = ["afmoe", "mimo_v2_flash", "olmo_hybrid", "laguna", "glm_moe_dsa"]
+
+
+@pytest.mark.parametrize("model_type", DERIVED_SCHEDULES)
+def test_schedules_derived_without_layer_lists(model_type: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full = AutoConfig.for_model(model_type).to_dict()
+    bare = {
+        k: v
+        for k, v in full.items()
+        if k not in ("layer_types", "mlp_layer_types", "indexer_types", "head_dim")
+        or (k == "head_dim" and "kv_lora_rank" not in full)
+    }
+    derived, listed = (architecture_from_config(c, model_type) for c in (bare, full))
+    assert derived.layers == listed.layers, model_type
+    assert count_params(derived).total == count_params(listed).total
+
+
+def test_lfm3_without_layer_types_is_refused() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cfg = AutoConfig.for_model("lfm3").to_dict()
+    cfg.pop("layer_types")
+    with pytest.raises(GpuplanError, match="no 'layer_types'"):
+        architecture_from_config(cfg, "lfm3")
 
 
 # unknown families whose configs declare what a Llama-style reading would miss

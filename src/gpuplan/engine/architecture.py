@@ -484,6 +484,8 @@ class _Reader:
             layers = self._per_layer_config(layers, attention)
         if attention is not None and attention.indexer_heads:
             layers = self._shared_indexer_layers(layers, attention)
+        if attention is not None and (t["swa_sinks"] or v.get("swa_num_key_value_heads")):
+            layers = self._sliding_attention(layers, attention)
         if attention is not None and v.get("num_attention_heads_per_layer") is not None:
             layers = self._heads_per_layer(layers, attention)
         self._check_mixers(layers, mamba, linear, short)
@@ -669,6 +671,14 @@ class _Reader:
                 raise v.fail("no_rope_layers", f"has {len(rope)} entries for {n} layers")
             slide = bool(v.get("use_sliding_window")) and window is not None
             return ["sliding" if slide and not r else "full" for r in rope]
+        if rule == "listed":  # a family whose layers only its layer_types can tell apart
+            raise GpuplanError(
+                f"{v.name}: config.json has no 'layer_types' (model_type {self.model_type!r});"
+                " cannot tell its layers apart"
+            )
+        if rule == "mimo_v2":  # MiMoV2FlashConfig: layer 0 and every k-th layer full
+            k = v.get("full_attention_interval") or 6
+            return ["full" if i == 0 or (i + 1) % k == 0 else "sliding" for i in range(n)]
         if rule == "all_mamba":
             return ["mamba"] * n
         if rule == "all_hybrid":
@@ -917,6 +927,33 @@ class _Reader:
         return tuple(
             replace(spec, attention=bare) if kind == "shared" and spec.has_attention else spec
             for spec, kind in zip(layers, types, strict=True)
+        )
+
+    def _sliding_attention(
+        self, layers: tuple[LayerSpec, ...], attention: AttentionSpec
+    ) -> tuple[LayerSpec, ...]:
+        """Sliding-window layers with their own attention shape (MiMoV2FlashAttention: its SWA
+        layers have swa_num_key_value_heads KV heads, twice the full layers' in transformers, and
+        the attention sinks when the family has `swa_sinks`; swa_head_dim / swa_v_head_dim)."""
+        v, t = self.v, self.t
+        kv = v.get("swa_num_key_value_heads") or attention.num_kv_heads
+        if attention.num_heads % kv:
+            raise v.fail(
+                "swa_num_key_value_heads",
+                f"({kv}) must divide num_attention_heads ({attention.num_heads})",
+            )
+        sliding = replace(
+            attention,
+            num_kv_heads=kv,
+            head_dim=v.get("swa_head_dim") or attention.head_dim,
+            v_head_dim=v.get("swa_v_head_dim") or attention.v_head_dim,
+            sinks=attention.sinks or bool(t["swa_sinks"]),
+        )
+        return tuple(
+            replace(spec, attention=sliding)
+            if spec.sliding_window is not None and spec.has_attention
+            else spec
+            for spec in layers
         )
 
     def _heads_per_layer(

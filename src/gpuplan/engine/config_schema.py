@@ -176,6 +176,9 @@ FIELDS: dict[str, Rule] = {
     # family switches that only some families read
     "qk_layernorm": _BOOL,
     "use_post_norm": _BOOL,
+    "swa_num_key_value_heads": _HEADS,  # MiMo-V2-Flash's sliding layers
+    "swa_head_dim": _WIDTH,
+    "swa_v_head_dim": _WIDTH,
     "use_sandwich_norm": _BOOL,
     "use_attention_gate": _BOOL,
     "gating": Rule("bool_or_str", max_len=32),  # Laguna: true / "per-head", false / "per-channel"

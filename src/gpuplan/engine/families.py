@@ -29,6 +29,7 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "qk_norm": ("none", "head", "proj"),
     "qk_norm_bias": bool,
     "sinks": bool,
+    "swa_sinks": bool,
     "output_gate": bool,
     "head_gate": bool,
     "mlp": ("gated", "plain"),
@@ -59,6 +60,8 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
         "all_mamba",
         "all_hybrid",
         "smollm3",
+        "mimo_v2",
+        "listed",
     ),
     "layer_kinds": dict,
     "moe_layers": (
