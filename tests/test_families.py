@@ -202,6 +202,7 @@ _TINY: dict[str, dict[str, Any]] = {
         "linear_num_key_heads": 2,
         "linear_num_value_heads": 4,
     },
+    "kimi_linear": {"linear_head_dim": 8, "linear_num_heads": 4},
     "dbrx": {"ffn_config": {"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2}},
     # GPTNeoConfig rebuilds attention_layers from attention_types
     "gpt_neo": {
@@ -500,6 +501,7 @@ DEFAULT_CONFIG_TYPES = [
     "lfm3",  # LFM2's short convolutions, a gate per attention head, sandwich norms
     "laguna",  # per-layer query heads, a gate per head, shared expert, score-correction bias
     "mimo_v2_flash",  # sliding layers with twice the KV heads and attention sinks
+    "kimi_linear",  # Kimi Delta Attention layers beside MLA layers
 ]
 # transformers builds no cache for these (OpenAIGPTLMHeadModel has no past-key-values path)
 _NO_CACHE = ("cwm", "openai-gpt")
@@ -537,7 +539,14 @@ def test_transformers_default_configs_are_exact(model_type: str) -> None:
 
 # configs that leave out the per-layer lists transformers derives in __post_init__: gpuplan's
 # family rule derives the same layers (compared with the default config's own lists)
-DERIVED_SCHEDULES = ["afmoe", "mimo_v2_flash", "olmo_hybrid", "laguna", "glm_moe_dsa"]
+DERIVED_SCHEDULES = [
+    "afmoe",
+    "mimo_v2_flash",
+    "olmo_hybrid",
+    "laguna",
+    "glm_moe_dsa",
+    "kimi_linear",
+]
 
 
 @pytest.mark.parametrize("model_type", DERIVED_SCHEDULES)
@@ -554,6 +563,44 @@ def test_schedules_derived_without_layer_lists(model_type: str) -> None:
     derived, listed = (architecture_from_config(c, model_type) for c in (bare, full))
     assert derived.layers == listed.layers, model_type
     assert count_params(derived).total == count_params(listed).total
+
+
+def test_kimi_linear_reads_the_checkpoints_nested_linear_attn_config() -> None:
+    """Kimi Linear checkpoints nest the KDA shapes and the 1-indexed layer lists in
+    linear_attn_config (KimiLinearConfig.__post_init__ reads them the same way)."""
+    full = [4, 8, 12, 16, 20, 24, 27]
+    nested = {
+        "head_dim": 64,
+        "num_heads": 16,
+        "short_conv_kernel_size": 4,
+        "full_attn_layers": full,
+        "kda_layers": [i for i in range(1, 28) if i not in full],
+    }
+    cfg = {"model_type": "kimi_linear", "num_hidden_layers": 27, "linear_attn_config": nested}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = AutoConfig.for_model(
+            "kimi_linear", linear_attn_config=nested, num_hidden_layers=27
+        )
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    defaults = {k: v for k, v in config.to_dict().items() if not k.startswith("linear")}
+    defaults.pop("layer_types")
+    arch = architecture_from_config({**defaults, **cfg}, "kimi-linear")
+    counts = count_params(arch)
+    assert counts.total == sum(p.numel() for p in model.parameters())
+    assert counts.active == _reference_active(model, model.config)
+    mixers = ["attention" if t == "full_attention" else "gated_delta" for t in config.layer_types]
+    assert [layer.mixer for layer in arch.layers] == mixers
+
+
+def test_kimi_variants_gpuplan_does_not_model_are_refused() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cfg = AutoConfig.for_model("kimi_linear").to_dict()
+    cfg["linear_attn_config"] = {"use_full_rank_gate": True}
+    with pytest.raises(GpuplanError, match="use_full_rank_gate"):
+        architecture_from_config(cfg, "kimi")
 
 
 def test_lfm3_without_layer_types_is_refused() -> None:

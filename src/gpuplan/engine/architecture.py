@@ -139,6 +139,9 @@ class LinearAttentionSpec:
     k_head_dim: int
     v_head_dim: int
     conv_kernel: int = 0  # gated DeltaNet's causal convolution over q, k, v
+    # Kimi Delta Attention (KimiLinearDeltaAttention): a gated DeltaNet whose decay is per channel,
+    # with low-rank (through head_dim) forget and output gates; the same state shapes
+    per_channel_decay: bool = False
 
     @property
     def conv_dim(self) -> int:
@@ -383,6 +386,7 @@ def architecture_from_config(config: Mapping[str, Any], name: str = "model") -> 
             f"unknown model family {model_type!r}: read as a Llama-style decoder (gated MLP,"
             " RMSNorm, RoPE, no biases unless attention_bias/mlp_bias, every layer the same)"
         )
+    family.refuse_unmodelled(raw, name)
     view, traits = family.resolve(raw, name)
     arch = _Reader(view, traits, family, model_type, notes).build()
     vision, tower_notes = multimodal_params(config, name)
@@ -676,6 +680,12 @@ class _Reader:
                 f"{v.name}: config.json has no 'layer_types' (model_type {self.model_type!r});"
                 " cannot tell its layers apart"
             )
+        if rule == "kimi_linear":  # KimiLinearConfig: linear_attn_config.full_attn_layers
+            full = v.get("full_attn_layers")  # 1-indexed in the checkpoint
+            if full is None:
+                return ["full" if i and i % 4 == 0 else "gated_delta" for i in range(n)]
+            chosen = {i - 1 for i in full}
+            return ["full" if i in chosen else "gated_delta" for i in range(n)]
         if rule == "mimo_v2":  # MiMoV2FlashConfig: layer 0 and every k-th layer full
             k = v.get("full_attention_interval") or 6
             return ["full" if i == 0 or (i + 1) % k == 0 else "sliding" for i in range(n)]
@@ -1243,12 +1253,13 @@ class _Reader:
                 f"({nv}) must be a multiple of linear_num_key_heads ({nk})",
             )
         return LinearAttentionSpec(
-            kind,
+            "gated_delta",
             nk,
             nv,
             v.require("linear_key_head_dim"),
             v.require("linear_value_head_dim"),
             v.require("linear_conv_kernel_dim"),
+            per_channel_decay=kind == "kda",
         )
 
     def _short_conv(self) -> ShortConvSpec:

@@ -105,6 +105,7 @@ FIELDS: dict[str, Rule] = {
     "full_attention_interval": _LAYER0,
     "attn_type_list": Rule("int_list", 0, 1, MAX_LAYERS),
     "full_attn_idxs": Rule("int_list", 0, MAX_LAYERS - 1, MAX_LAYERS),
+    "full_attn_layers": Rule("int_list", 1, MAX_LAYERS, MAX_LAYERS),  # Kimi Linear, 1-indexed
     "global_head_dim": _WIDTH,
     "num_global_key_value_heads": _HEADS,
     "attention_k_eq_v": _BOOL,

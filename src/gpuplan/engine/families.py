@@ -20,6 +20,7 @@ from typing import Any
 
 from gpuplan.engine.config_schema import FIELDS, ConfigView
 from gpuplan.engine.frozen import record
+from gpuplan.errors import GpuplanError
 
 # trait -> allowed values (a tuple of strings), or the Python type of its value
 TRAITS: dict[str, tuple[str, ...] | type] = {
@@ -62,6 +63,7 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
         "smollm3",
         "mimo_v2",
         "listed",
+        "kimi_linear",
     ),
     "layer_kinds": dict,
     "moe_layers": (
@@ -84,7 +86,7 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "mamba": ("", "mamba1", "mamba2"),
     "mamba_norm": bool,
     "mamba_bcdt_norms": bool,
-    "linear_attention": ("", "gated_delta", "lightning"),
+    "linear_attention": ("", "gated_delta", "lightning", "kda"),
     "short_conv": bool,
     "ffn_width": ("", "lfm2"),
     "per_layer_embeddings": bool,
@@ -106,7 +108,10 @@ LAYER_KINDS = (
     "hybrid",
 )
 
-_RECORD_KEYS = {"model_types", "source", "extends", "keys", "defaults", "traits", "when"}
+_RECORD_KEYS = {
+    *("model_types", "source", "extends", "keys", "defaults", "traits", "when"),
+    "unmodelled",
+}
 
 
 class FamilyTableError(Exception):
@@ -124,6 +129,20 @@ class Family:
     defaults: Mapping[str, Any]
     traits: Mapping[str, Any]
     when: tuple[Mapping[str, Any], ...]
+    # config keys (dotted: nested) naming variants of the family gpuplan does not model: a config
+    # that sets one (to anything but false, null, 0 or empty) is refused, naming it
+    unmodelled: tuple[str, ...] = ()
+
+    def refuse_unmodelled(self, raw: Mapping[str, Any], name: str) -> None:
+        for key in self.unmodelled:
+            value: Any = raw
+            for part in key.split("."):
+                value = value.get(part) if isinstance(value, Mapping) else None
+            if value not in (None, False, 0, "", [], {}):
+                raise GpuplanError(
+                    f"{name}: config field {key!r} ({str(value)[:40]}) is a variant of the"
+                    f" {self.name} family gpuplan does not model; cannot size this model"
+                )
 
     def resolve(self, raw: Mapping[str, Any], name: str) -> tuple[ConfigView, dict[str, Any]]:
         """This family's view of `raw` and its traits, `when` blocks applied in order."""
@@ -202,6 +221,10 @@ def _build(raw: Mapping[str, Any]) -> dict[str, Family]:
             defaults=defaults,
             traits=traits,
             when=(*(parent.when if parent else ()), *when),
+            unmodelled=(
+                *(parent.unmodelled if parent else ()),
+                *record.get("unmodelled", ()),
+            ),
         )
         built[name] = family
         return family

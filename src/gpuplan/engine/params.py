@@ -152,6 +152,9 @@ def linear_attention_params(arch: Architecture) -> Counter[str]:
     Gated DeltaNet (Yang et al. 2024; Qwen3NextGatedDeltaNet): in_proj for q, k (n_k·d_k each),
     v and the output gate z (n_v·d_v each), in_proj for β and a (n_v each), a causal conv1d over
     q, k, v, dt_bias and A_log per value head, a gated RMSNorm of d_v, out_proj n_v·d_v × h.
+    Kimi Delta Attention (Kimi Linear tech report; KimiLinearDeltaAttention): q, k, v, b and o
+    projections, the forget gate f_b·f_a and output gate g_b·g_a through head_dim d, dt_bias per
+    channel and A_log per head, a causal conv1d over q, k, v, a gated RMSNorm of d.
     Lightning attention (Qin et al. 2024; MiniMaxLightningAttention): qkv_proj h × 3·H·d,
     out_proj, output_gate h × H·d, an RMSNorm over H·d.
     """
@@ -166,6 +169,12 @@ def linear_attention_params(arch: Architecture) -> Counter[str]:
         return c
     key = la.num_k_heads * la.k_head_dim
     value = la.num_v_heads * la.v_head_dim
+    if la.per_channel_decay:  # KimiLinearDeltaAttention: q, k, v, b, o; f_a/f_b and g_a/g_b
+        d = la.k_head_dim  # through head_dim; dt_bias per channel, A_log per head
+        c["mixer"] += h * (2 * key + value) + h * la.num_v_heads + value * h + 2 * (h + value) * d
+        c["ssm"] += la.conv_dim * la.conv_kernel + value + la.num_v_heads
+        c["norm"] += la.v_head_dim
+        return c
     c["mixer"] += h * (2 * key + 2 * value) + h * 2 * la.num_v_heads + value * h
     c["ssm"] += la.conv_dim * la.conv_kernel + 2 * la.num_v_heads  # conv, dt_bias, A_log
     c["norm"] += la.v_head_dim
