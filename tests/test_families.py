@@ -502,6 +502,7 @@ DEFAULT_CONFIG_TYPES = [
     "laguna",  # per-layer query heads, a gate per head, shared expert, score-correction bias
     "mimo_v2_flash",  # sliding layers with twice the KV heads and attention sinks
     "kimi_linear",  # Kimi Delta Attention layers beside MLA layers
+    "fuyu",  # Persimmon with a linear patch projection for a vision encoder
 ]
 # transformers builds no cache for these (OpenAIGPTLMHeadModel has no past-key-values path)
 _NO_CACHE = ("cwm", "openai-gpt")

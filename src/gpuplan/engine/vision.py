@@ -138,7 +138,7 @@ def vision_encoder_params(
     notes = [] if notes is None else notes
     raw = config.get("vision_config")
     if raw is None:
-        return 0
+        return _fuyu_patches(config, name)
     if not isinstance(raw, Mapping):
         raise GpuplanError(f"{name}: config field 'vision_config' must be a JSON object")
     outer = str(config.get("model_type") or "")
@@ -168,6 +168,22 @@ def vision_encoder_params(
             " MLP (the vision tower itself is counted exactly)"
         )
     return _vit_tower(v, kind, outer, raw) + _projector(config, v, outer, text)
+
+
+def _fuyu_patches(config: Mapping[str, Any], name: str) -> int:
+    """Fuyu has no vision encoder: FuyuModel.vision_embed_tokens projects each patch's
+    patch_size² × num_channels pixels straight to the text width (a linear with bias)."""
+    text = config.get("text_config")
+    if config.get("model_type") != "fuyu" or not isinstance(text, Mapping):
+        return 0
+    v = ConfigView(
+        {**config, "hidden_size": text.get("hidden_size")},
+        f"{name}: fuyu",
+        {"vision_patch_size": ("patch_size",), "vision_channels": ("num_channels",)},
+        {"vision_patch_size": 30, "vision_channels": 3},
+    )
+    h = v.require("hidden_size")
+    return v.require("vision_patch_size") ** 2 * v.require("vision_channels") * h + h
 
 
 def _text_hidden(config: Mapping[str, Any], v: ConfigView) -> int:
