@@ -503,6 +503,9 @@ DEFAULT_CONFIG_TYPES = [
     "mimo_v2_flash",  # sliding layers with twice the KV heads and attention sinks
     "kimi_linear",  # Kimi Delta Attention layers beside MLA layers
     "fuyu",  # Persimmon with a linear patch projection for a vision encoder
+    "mellum",  # per-head q/k norms, experts on the layers mlp_layer_types marks sparse
+    "ctrl",  # sinusoidal positions, a biased lm_head tied to the embedding
+    "aria_text",  # experts on every layer beside shared experts, Aria's key names
 ]
 # transformers builds no cache for these (OpenAIGPTLMHeadModel has no past-key-values path)
 _NO_CACHE = ("cwm", "openai-gpt")
