@@ -203,6 +203,12 @@ _TINY: dict[str, dict[str, Any]] = {
         "linear_num_value_heads": 4,
     },
     "kimi_linear": {"linear_head_dim": 8, "linear_num_heads": 4},
+    "lara_mini": {
+        "linear_key_head_dim": 8,
+        "linear_value_head_dim": 8,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+    },
     "dbrx": {"ffn_config": {"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2}},
     # GPTNeoConfig rebuilds attention_layers from attention_types
     "gpt_neo": {
@@ -506,6 +512,9 @@ DEFAULT_CONFIG_TYPES = [
     "mellum",  # per-head q/k norms, experts on the layers mlp_layer_types marks sparse
     "ctrl",  # sinusoidal positions, a biased lm_head tied to the embedding
     "aria_text",  # experts on every layer beside shared experts, Aria's key names
+    "flint",  # Qwen3-MoE attention with sinks, an ungated shared expert, sliding layers
+    "kolibri1",  # GLM-4's four norms, experts with a shared expert on every layer
+    "lara_mini",  # Qwen3.5's Gated DeltaNet beside full and sliding attention
 ]
 # transformers builds no cache for these (OpenAIGPTLMHeadModel has no past-key-values path)
 _NO_CACHE = ("cwm", "openai-gpt")
@@ -623,6 +632,8 @@ REFUSED_UNKNOWN = {
     "longcat_flash": "kv_lora_rank",
     "jetmoe": "kv_channels",
     "recurrent_gemma": "block_types",
+    "deepseek_v4": "layer_types",  # compressed sparse attention, hyper-connections, hash MoE
+    "zamba2": "layers_block_type",  # shared transformer blocks with LoRA adapters
 }
 
 
