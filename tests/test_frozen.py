@@ -9,7 +9,7 @@ import dataclasses
 import pickle
 import subprocess
 import sys
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import pytest
 from hypothesis import given
@@ -49,11 +49,17 @@ class Point:  # at module level, so pickle finds it
     tags: tuple[str, ...] = ()
 
 
+class Pair(NamedTuple):
+    left: Point
+    right: int
+
+
 @record
 class Line:
     start: Point
     points: list[Point] = frozen.field(default_factory=list)
     labels: dict[str, Point] = frozen.field(default_factory=dict)
+    pair: Pair | None = None
 
 
 values = st.tuples(
@@ -107,7 +113,7 @@ def test_frozen_guard_fields_and_replace_from_either_module() -> None:
 
 def test_nested_asdict_cached_hash_and_pickling() -> None:
     p = Point(1, ("a",))
-    line = Line(p, [Point(2)], {"end": Point(3)})
+    line = Line(p, [Point(2)], {"end": Point(3)}, Pair(Point(4), 5))
     assert frozen.asdict(line) == dataclasses.asdict(line)
     assert hash(p) == hash((1, ("a",))) and p.__dict__["_hash"] == hash(p)
     assert pickle.loads(pickle.dumps(line)) == line

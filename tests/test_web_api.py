@@ -278,12 +278,13 @@ HEAVY_SWEEP = {
     "vary": "seq",
     "values": [1024 * (i + 1) for i in range(64)],
 }
-# a request inside the budget that still takes seconds: 16 searches up to 1,024 GPUs
+# a request inside the budget that still takes seconds (~4 s on the 2-core machine): one search
+# for the fewest A10Gs that train DeepSeek-R1
 SLOW_SWEEP = {
-    "mode": "serve",
-    "base": {"model": "llama-3.1-405b", "gpu": "a10g", "users": 1000},
-    "vary": "context",
-    "values": [10_000_000 - i for i in range(16)],
+    "mode": "train",
+    "base": {"model": "deepseek-r1", "gpu": "a10g"},
+    "vary": "seq",
+    "values": [4096],
 }
 
 
@@ -468,22 +469,26 @@ def test_server_memory_stays_bounded_after_100_distinct_huge_configs() -> None:
         assert (
             client.post("/api/train", json={"model": "llama-3.2-1b", "gpus": 8}).status_code == 200
         )
+        warm = {**base, "num_hidden_layers": 2999, "vocab_size": 128_255}  # its first big one
+        client.post("/api/train", json={"config": warm, "gpus": 8, "fixes": False})
         (first,) = engine.pool.pids()
         engine.pool.max_rss = _rss(first) + 3 * 2**20
         before = _rss(os.getpid()) + _rss(first)
-        used = set()
+        used, retired = {first}, 0
         for i in range(100):
             config = {**base, "num_hidden_layers": 3000 + i, "vocab_size": 128_256 + i}
             r = client.post("/api/train", json={"config": config, "gpus": 8, "fixes": False})
             assert r.status_code == 200, r.text[:300]
-            used.update(engine.pool.pids())
+            now = engine.pool.pids()  # empty right after a retirement (workers start on demand)
+            retired += not now or not used.issuperset(now)
+            used.update(now)
         workers = [_rss(pid) for pid in engine.pool.pids()]
         after = _rss(os.getpid()) + sum(workers)
     print(
         f"server + worker memory {before / 2**20:.0f} MiB before, {after / 2**20:.0f} MiB after"
-        f" 100 distinct 3,000-layer configs; {len(used)} workers used in turn"
+        f" 100 distinct 3,000-layer configs; {retired} retirements seen"
     )
-    assert len(used) > 1, "no worker retired: the bound was never exercised"
+    assert retired >= 1, "no worker retired: the bound was never exercised"
     assert after - before < 48 * 2**20
 
 

@@ -173,10 +173,12 @@ def replace(obj: T, /, **changes: Any) -> T:
 
 
 def asdict(obj: Any) -> Any:
-    """A record as a dict, recursively through records, lists, tuples and dicts
+    """A record as a dict, recursively through records, lists, tuples (named ones too) and dicts
     (`dataclasses.asdict`'s rules, other values copied with `copy.deepcopy`)."""
     if hasattr(type(obj), "_record_fields"):
         return {f.name: asdict(getattr(obj, f.name)) for f in obj._record_fields}
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a named tuple
+        return type(obj)(*[asdict(v) for v in obj])
     if isinstance(obj, (list, tuple)):
         return type(obj)(asdict(v) for v in obj)
     if isinstance(obj, dict):
