@@ -853,6 +853,30 @@ BUILT: dict[str, dict[str, Any]] = {
         "vocab_size": 51200,
         "partial_rotary_factor": 0.5,
     },
+    # EleutherAI/gpt-neo-125M: global / local layers alternating, a 256-token local window
+    "gpt-neo-125m": {
+        "model_type": "gpt_neo",
+        "hidden_size": 768,
+        "num_layers": 12,
+        "num_heads": 12,
+        "vocab_size": 50257,
+        "max_position_embeddings": 2048,
+        "window_size": 256,
+        "attention_types": [[["global", "local"], 6]],
+        "attention_layers": ["global", "local"] * 6,
+    },
+    # Salesforce/codegen-350M-mono: GPT-J's modules, partial rotary (rotary_dim 32)
+    "codegen-350m-mono": {
+        "model_type": "codegen",
+        "n_embd": 1024,
+        "n_layer": 20,
+        "n_head": 16,
+        "rotary_dim": 32,
+        "vocab_size": 51200,
+        "n_positions": 2048,
+        "n_ctx": 2048,
+        "tie_word_embeddings": False,
+    },
     # GlmMoeDsaConfig's GLM-5 shapes, 8 layers, with its cross-layer top-k sharing switched on
     # (index_topk_freq 2: layers 2, 4, 6 reuse the previous layer's selection and have no indexer)
     "glm-moe-dsa-shared-topk": {

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 NAME_FIELDS = (
     *("layers", "embed", "lm_head"),
     *("attention", "q", "k", "v", "o", "q_a", "q_b", "kv_a", "kv_b"),
-    *("indexer", "indexer_q", "indexer_k"),
+    *("indexer", "indexer_q", "indexer_k", "head_gate"),
     *("mlp", "gate", "up", "down"),
     *("moe", "router", "experts", "expert_gate", "expert_up", "expert_down"),
     *("fused_experts", "expert_gate_up", "shared", "shared_gate", "shared_up", "shared_down"),
@@ -124,6 +124,8 @@ def _attention_linears(
             v = h * a.num_kv_heads * a.v_head_dim
             out.append(Linear(f"{at}.{n['v']}", "attention", "kv", v))
     out.append(Linear(f"{at}.{n['o']}", "attention", "tp", a.num_heads * a.v_head_dim * h))
+    if a.head_gate:
+        out.append(Linear(f"{at}.{n['head_gate']}", "attention", "tp", h * a.num_heads))
     return out
 
 
