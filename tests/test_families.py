@@ -242,7 +242,7 @@ def _tiny(cfg: dict[str, Any]) -> dict[str, Any]:
         cfg[key] = None
     cfg["vocab_size"] = VOCAB
     _fewer_heads(cfg)
-    heads = next((cfg[k] for k in ("num_attention_heads", "n_head", "n_heads") if k in cfg), 4)
+    heads = next((cfg[k] for k in _HEADS if k in cfg), 4)
     width = heads * 8  # a derived head_dim becomes 8
     for key in _WIDTH:
         if key in cfg:
@@ -281,7 +281,7 @@ def _tiny(cfg: dict[str, Any]) -> dict[str, Any]:
     return cfg
 
 
-_HEADS = ("num_attention_heads", "n_head", "n_heads")
+_HEADS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "attention_heads")
 _KV_HEADS = ("num_key_value_heads", "num_kv_heads")
 _SMALL_DIMS = {
     "head_dim": 16,
