@@ -607,6 +607,38 @@ def test_kimi_linear_reads_the_checkpoints_nested_linear_attn_config() -> None:
     assert [layer.mixer for layer in arch.layers] == mixers
 
 
+def test_mimo_v2_flash_reads_the_checkpoints_spelling() -> None:
+    """MiMo-V2-Flash's config.json lists its layers as hybrid_layer_pattern (0 full, 1 sliding)
+    and moe_layer_freq (0 dense, 1 experts) and spells the sliding layers' shapes (swa_*); the
+    reference is transformers built from the same layers spelt its way (layer_types)."""
+    pattern = [0, 1, 1, 1, 1, 1] * 2
+    experts = [0] + [1] * 11
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = AutoConfig.for_model(
+            "mimo_v2_flash",
+            num_hidden_layers=12,
+            layer_types=["sliding_attention" if p else "full_attention" for p in pattern],
+            mlp_layer_types=["sparse" if e else "dense" for e in experts],
+        )
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    cfg = {k: v for k, v in config.to_dict().items() if k not in ("layer_types", "mlp_layer_types")}
+    cfg |= {
+        "hybrid_layer_pattern": pattern,
+        "moe_layer_freq": experts,
+        "swa_num_attention_heads": cfg["num_attention_heads"],
+        "swa_num_key_value_heads": 2 * cfg["num_key_value_heads"],
+        "swa_head_dim": cfg["head_dim"],
+        "swa_v_head_dim": cfg["v_head_dim"],
+        "add_swa_attention_sink_bias": True,
+        "add_full_attention_sink_bias": False,
+    }
+    counts = count_params(architecture_from_config(cfg, "mimo-v2-flash"))
+    assert counts.total == sum(p.numel() for p in model.parameters())
+    assert counts.active == _reference_active(model, model.config)
+
+
 def test_kimi_variants_gpuplan_does_not_model_are_refused() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

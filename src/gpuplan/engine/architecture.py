@@ -686,7 +686,14 @@ class _Reader:
                 return ["full" if i and i % 4 == 0 else "gated_delta" for i in range(n)]
             chosen = {i - 1 for i in full}
             return ["full" if i in chosen else "gated_delta" for i in range(n)]
-        if rule == "mimo_v2":  # MiMoV2FlashConfig: layer 0 and every k-th layer full
+        if rule == "mimo_v2":  # the checkpoint's hybrid_layer_pattern (0 full, 1 sliding), else
+            pattern = v.get("hybrid_layer_pattern")  # MiMoV2FlashConfig: 0 and every k-th full
+            if pattern is not None:
+                if len(pattern) != n:
+                    raise v.fail(
+                        "hybrid_layer_pattern", f"has {len(pattern)} entries for {n} layers"
+                    )
+                return ["sliding" if p else "full" for p in pattern]
             k = v.get("full_attention_interval") or 6
             return ["full" if i == 0 or (i + 1) % k == 0 else "sliding" for i in range(n)]
         if rule == "all_mamba":
@@ -944,16 +951,18 @@ class _Reader:
     ) -> tuple[LayerSpec, ...]:
         """Sliding-window layers with their own attention shape (MiMoV2FlashAttention: its SWA
         layers have swa_num_key_value_heads KV heads, twice the full layers' in transformers, and
-        the attention sinks when the family has `swa_sinks`; swa_head_dim / swa_v_head_dim)."""
+        the attention sinks when the family has `swa_sinks`; the checkpoint's config.json also
+        spells swa_num_attention_heads, swa_head_dim and swa_v_head_dim)."""
         v, t = self.v, self.t
         kv = v.get("swa_num_key_value_heads") or attention.num_kv_heads
-        if attention.num_heads % kv:
+        heads = v.get("swa_num_attention_heads") or attention.num_heads
+        if heads % kv:
             raise v.fail(
-                "swa_num_key_value_heads",
-                f"({kv}) must divide num_attention_heads ({attention.num_heads})",
+                "swa_num_key_value_heads", f"({kv}) must divide the sliding layers' {heads} heads"
             )
         sliding = replace(
             attention,
+            num_heads=heads,
             num_kv_heads=kv,
             head_dim=v.get("swa_head_dim") or attention.head_dim,
             v_head_dim=v.get("swa_v_head_dim") or attention.v_head_dim,
@@ -1157,6 +1166,11 @@ class _Reader:
         listed = v.get("mlp_layer_types")  # transformers 5 spells it out (Glm4MoeLiteConfig)
         if listed:
             return self._listed_moe_flags(listed, n)
+        flags = v.get(
+            "moe_layer_pattern"
+        )  # MiMo-V2-Flash's checkpoint: moe_layer_freq 0/1 per layer
+        if flags is not None:
+            return self._listed_moe_flags(tuple("sparse" if f else "dense" for f in flags), n)
         if rule == "all":
             return [True] * n
         if rule == "deepseek":  # DeepseekV3DecoderLayer

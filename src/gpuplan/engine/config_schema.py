@@ -179,6 +179,11 @@ FIELDS: dict[str, Rule] = {
     "use_post_norm": _BOOL,
     "swa_num_key_value_heads": _HEADS,  # MiMo-V2-Flash's sliding layers
     "swa_head_dim": _WIDTH,
+    "swa_num_attention_heads": _HEADS,
+    "hybrid_layer_pattern": Rule("int_list", 0, 1, MAX_LAYERS),  # MiMo-V2: 0 full, 1 sliding
+    "moe_layer_pattern": Rule("int_list", 0, 1, MAX_LAYERS),  # MiMo-V2: 0 dense, 1 experts
+    "add_swa_attention_sink_bias": _BOOL,
+    "add_full_attention_sink_bias": _BOOL,
     "swa_v_head_dim": _WIDTH,
     "use_sandwich_norm": _BOOL,
     "use_attention_gate": _BOOL,
