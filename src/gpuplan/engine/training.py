@@ -451,6 +451,33 @@ class _Stage(NamedTuple):
 
 def training_bill(setup: TrainingSetup) -> TrainingBill:
     """Build the per-GPU training bill for `setup`: every phase of the step, its peak."""
+    return _bill_of(_heaviest(setup))
+
+
+def fitting_training_bill(setup: TrainingSetup) -> TrainingBill | None:
+    """`training_bill(setup)` when it fits its budget, else None, and the lines, cost and notes
+    of a bill that does not fit are never built: a planner's search keeps only the bills that
+    fit and weighs many that do not (its walk up the micro-batches stops at the first). Raises
+    GpuplanError as `training_bill` does."""
+    heaviest = _heaviest(setup)
+    if _per_gpu_total(heaviest) > _budget(heaviest.setup):
+        return None
+    return _bill_of(heaviest)
+
+
+class _Heaviest(NamedTuple):
+    """What a bill is built from: the setup as billed, its activation spec, the model's
+    parameter counts, the frozen base's bytes per parameter (LoRA), and the heaviest stage."""
+
+    setup: TrainingSetup
+    spec: ActivationSpec
+    counts: ParamCounts
+    base_fraction: float
+    stage: _Stage
+
+
+def _heaviest(setup: TrainingSetup) -> _Heaviest:
+    """Validate `setup` and weigh its pipeline stages (each as its peak phase's total)."""
     validate_training(setup)
     arch, lo = setup.arch, setup.layout
     spec = _activation_spec(setup)
@@ -464,6 +491,25 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
     stages = stage_param_list(arch, lo.tp, lo.pp, lo.ep)
     chosen = [stages[setup.stage]] if setup.stage is not None else _distinct_stages(arch, stages)
     best = max((_stage(setup, spec, st, base_fraction) for st in chosen), key=lambda s: s.peak)
+    return _Heaviest(setup, spec, counts, base_fraction, best)
+
+
+def _budget(setup: TrainingSetup) -> int:
+    return int(setup.gpu.memory_bytes * setup.headroom)
+
+
+def _per_gpu_total(heaviest: _Heaviest) -> int:
+    """The bill's per-GPU total without its lines: the peak phase, the allocator reserve
+    (non-generic profiles) and the CUDA context, as `_bill_items` lists them."""
+    setup, peak = heaviest.setup, heaviest.stage.peak
+    reserve = reserve_bytes(peak) if setup.framework.id != "generic" else 0
+    return peak + reserve + setup.cuda_context_bytes
+
+
+def _bill_of(heaviest: _Heaviest) -> TrainingBill:
+    """The bill of the heaviest stage: its peak phase as lines, the host bill, the cost."""
+    setup, spec, counts, base_fraction, best = heaviest
+    arch = setup.arch
     states_lines, makers = state_lines_and_makers(
         setup, held(setup), best.params, best.states, base_fraction
     )
@@ -484,7 +530,7 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
         stage=st,
         states=best.states,
         trainable_params=trainable_total,
-        budget_bytes=int(setup.gpu.memory_bytes * setup.headroom),
+        budget_bytes=_budget(setup),
         activations_bytes=best.amounts.activations,
         activation_bytes_per_layer=per_layer,
         in_flight=best.in_flight,

@@ -51,8 +51,8 @@ from gpuplan.engine.sharding import Layout, tp_problem
 from gpuplan.engine.training import (
     TrainingBill,
     TrainingSetup,
+    fitting_training_bill,
     model_states_floor,
-    training_bill,
 )
 from gpuplan.errors import GpuplanError
 
@@ -154,8 +154,9 @@ def _micro_batches(per_rank: int) -> list[int]:
 
 
 def _bill(setup: TrainingSetup) -> TrainingBill | None:
+    """The bill of `setup` when it fits (None when it does not, or the engine refuses it)."""
     try:
-        return training_bill(setup)
+        return fitting_training_bill(setup)
     except GpuplanError:
         return None
 
@@ -209,7 +210,9 @@ class _Walk:
         self._known: dict[tuple[int, str, int], TrainingBill | None] = {}
 
     def bill(self, cell: _Cell, recompute: str, micro: int) -> TrainingBill | None:
-        """The bill of one candidate (None when the engine refuses it)."""
+        """The bill of one candidate when it fits (None when it does not, or the engine
+        refuses it: `fitting_training_bill` weighs a bill that does not fit without building
+        its lines). Every candidate weighed is counted."""
         key = (cell.order, recompute, micro)
         if key not in self._known:
             candidate = replace(
@@ -230,7 +233,7 @@ class _Walk:
         out = []
         for micro in _micro_batches(cell.per_rank):
             bill = self.bill(cell, recompute, micro)
-            if bill is None or not bill.fits:
+            if bill is None:
                 break
             out.append(bill)
         return out
@@ -265,7 +268,7 @@ class _Walk:
         selective, then full: the fewer FLOPs executed, the faster)."""
         for recompute in reversed(self.recomputes):
             bill = self.bill(cell, recompute, 1)
-            if bill is not None and bill.fits:
+            if bill is not None:
                 return bill
         return None
 
