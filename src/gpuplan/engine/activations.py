@@ -471,10 +471,8 @@ def layer_bytes(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) -> i
 
 
 @lru_cache(maxsize=4096)
-@lru_cache(maxsize=4096)
 def layer_kinds(arch: Architecture, start: int, stop: int) -> tuple[tuple[LayerSpec, int], ...]:
-    """The distinct layer kinds in layers [start, stop) and how many of each (cached: every
-    activation sum of a stage asks, and a LayerSpec is slow to hash and compare)."""
+    """The distinct layer kinds in layers [start, stop) and how many of each."""
     counts: dict[LayerSpec, int] = {}
     for layer in arch.layers[start:stop]:
         counts[layer] = counts.get(layer, 0) + 1
