@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fuzz_support import NUMBER_TEXT, TEXT, assert_clean_exit, fuzz_settings, run_cli
-from gpuplan.cli.main import cli
+from gpuplan.cli.group import cli
 
 COMMANDS = ("serve", "train", "plan", "check", "inspect", "models", "gpus", "recipes")
 SMALL_MODELS = ("llama-3.2-1b", "qwen2.5-0.5b", "gpt2", "llama-3.1-8b", "qwen1.5-moe-a2.7b")

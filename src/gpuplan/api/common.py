@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.catalog import get_gpu, get_precision, load_architecture
@@ -11,6 +10,7 @@ from gpuplan.catalog.models import resolve_source, source_architecture
 from gpuplan.catalog.precisions import torch_dtype_precision
 from gpuplan.catalog.sources import ModelSource
 from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.frozen import record
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.weights import WeightFormat, as_stored
@@ -106,6 +106,17 @@ def model_summaries() -> list[dict[str, Any]]:
     return rows
 
 
+def gpu_summaries() -> list[dict[str, Any]]:
+    """One row per catalog GPU as written (notes and source keys included), with the memory a
+    bill measures against and its basis (driver-reported or marketed)."""
+    from gpuplan.catalog.gpus import gpu_record, list_gpus
+
+    return [
+        dict(gpu_record(g.id), memory_bytes=g.memory_bytes, memory_basis=g.memory_basis)
+        for g in list_gpus()
+    ]
+
+
 # Generous bounds on the numbers a user gives: far above any real deployment, low enough that
 # the arithmetic stays exact in floats and every search stays short.
 MAX_TOKENS = 10**9  # context, seq, max-model-len: 1,000× the longest context served today
@@ -190,7 +201,7 @@ def _bytes(value: str | int) -> int:
     return size_bytes(value, allow_zero=True)
 
 
-@dataclass(frozen=True)
+@record
 class ModelRef:
     """A model as the API resolved it: its architecture, name, HF id and source."""
 

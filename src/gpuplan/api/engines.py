@@ -3,18 +3,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gpuplan.api.common import resolve, resolve_gpu
 from gpuplan.api.serving import ServingPlan
 from gpuplan.catalog import load_architecture
+from gpuplan.engine.frozen import record
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.serving import ServingSetup, serving_bill
 from gpuplan.errors import GpuplanError
 
 
-@dataclass(frozen=True)
+@record
 class EnginePlan:
     """An engine-faithful serving answer: the engine's own bill for one launch."""
 
@@ -229,7 +230,7 @@ CHECK_ROWS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class CheckRow:
     key: str
     label: str
@@ -255,7 +256,7 @@ class CheckRow:
         }
 
 
-@dataclass(frozen=True)
+@record
 class CheckReport:
     """The figures a log printed, gpuplan's prediction for the same launch, line by line."""
 

@@ -8,11 +8,11 @@ architecture; the quantisation; the context limit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.api.common import ModelRef, resolve, resolve_kv, resolve_weight_format
 from gpuplan.engine.checkpoint import Agreement, agreement
+from gpuplan.engine.frozen import record
 from gpuplan.engine.kv_cache import kv_cache_bytes_per_token
 from gpuplan.engine.params import ParamCounts, count_params
 from gpuplan.engine.weights import WeightFormat, weights_bytes
@@ -20,7 +20,7 @@ from gpuplan.engine.weights import WeightFormat, weights_bytes
 INSPECT_SCHEMA_VERSION = "gpuplan.inspect/1"
 
 
-@dataclass(frozen=True)
+@record
 class ModelReport:
     """What `gpuplan inspect MODEL` shows."""
 

@@ -3,12 +3,13 @@ training layouts of a GPU count, with engine configs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gpuplan.api.serving import ServingPlan
 from gpuplan.api.training import TrainingPlan, train
 from gpuplan.engine.cost import DEFAULT_MFU
+from gpuplan.engine.frozen import record
 from gpuplan.engine.serving import DEFAULT_HEADROOM, ServingSetup
 from gpuplan.errors import GpuplanError
 from gpuplan.planner.goals import DEFAULT_MAX_GPUS, ServingCandidate
@@ -16,7 +17,7 @@ from gpuplan.planner.goals import DEFAULT_MAX_GPUS, ServingCandidate
 DEFAULT_PLAN_GPUS = ("h100", "h200", "b200", "a100-80gb", "l40s", "mi300x")
 
 
-@dataclass(frozen=True)
+@record
 class PlanOption:
     """One ranked way to serve a model: a GPU type, a weight format, a replica layout, how many
     replicas, and how fast it serves (`candidate`)."""
@@ -202,7 +203,7 @@ def plan(
 PLAN_TRAIN_SCHEMA_VERSION = "gpuplan.plan-train/1"
 
 
-@dataclass(frozen=True)
+@record
 class TrainOption:
     """One ranked training layout of a fixed GPU count that fits, with its full bill."""
 
@@ -325,7 +326,7 @@ def _check_layout_search(
 PLAN_TRAIN_GOAL_SCHEMA_VERSION = "gpuplan.plan-train-goal/1"
 
 
-@dataclass(frozen=True)
+@record
 class TrainGoalOption:
     """One GPU type and count that trains the tokens within the deadline, with its fastest
     layout (a full training plan) and the time, GPU-hours and cost."""

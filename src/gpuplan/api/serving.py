@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gpuplan.api.common import (
@@ -18,6 +18,7 @@ from gpuplan.api.common import (
     usable_memory,
 )
 from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.frozen import record
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.serving import (
     DEFAULT_CUDA_CONTEXT_BYTES,
@@ -34,7 +35,7 @@ from gpuplan.units import format_bytes, format_count
 SCHEMA_VERSION = "gpuplan.serve/1"
 
 
-@dataclass(frozen=True)
+@record
 class ServingPlan(PlanHeadline):
     """A serving answer: the per-GPU bill, the model and GPU it is for, and how N was chosen."""
 

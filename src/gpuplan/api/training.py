@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from typing import Any
 
 from gpuplan.api.common import (
@@ -25,6 +25,7 @@ from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.cost import DEFAULT_MFU, DEFAULT_NETWORK_BYTES_PER_S
 from gpuplan.engine.frameworks.overrides import TrainOverrides
 from gpuplan.engine.frameworks.profile import FrameworkProfile, validate_profile
+from gpuplan.engine.frozen import record
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.lora import LoraSpec, default_targets
 from gpuplan.engine.loss import parse_loss
@@ -45,7 +46,7 @@ from gpuplan.units import format_bytes
 TRAIN_SCHEMA_VERSION = "gpuplan.train/1"
 
 
-@dataclass(frozen=True)
+@record
 class TrainingPlan(PlanHeadline):
     """A training answer: the per-GPU bill, the host bill, the step's cost, and how N was chosen."""
 

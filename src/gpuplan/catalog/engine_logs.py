@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
 
 MAX_LOG_BYTES = 16 * 2**20
@@ -32,7 +33,7 @@ _NUM = r"(-?\d{1,9}(?:\.\d{1,9})?)"
 _INT = r"(\d[\d,]{0,18})"
 
 
-@dataclass(frozen=True)
+@record
 class Pattern:
     """A figure: the literal text that precedes it, then a short regex for the number."""
 
@@ -195,7 +196,7 @@ def clean_text(text: str, limit: int = 500) -> str:
     return out if len(out) <= limit else out[: limit - 1] + "…"
 
 
-@dataclass(frozen=True)
+@record
 class LogFigures:
     """What one startup log says: the engine, its version, its launch arguments, its figures."""
 

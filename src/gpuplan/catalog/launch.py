@@ -14,9 +14,10 @@ does, for a file the user named on its command line); otherwise it is reported, 
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from gpuplan.engine.frozen import record
 from gpuplan.engine.profiles import EngineAdapter, all_adapters
 from gpuplan.engine.profiles.flags import MAX_TOKENS, ConfigReader
 from gpuplan.errors import GpuplanError
@@ -24,7 +25,7 @@ from gpuplan.errors import GpuplanError
 MAX_LINE_CHARS = 100_000
 
 
-@dataclass(frozen=True)
+@record
 class LaunchLine:
     """A parsed launch line: the engine, the model argument and the flags, sorted by effect."""
 

@@ -9,7 +9,7 @@ safetensors headers only). catalog/sources/ holds the readers.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from gpuplan.catalog.sources import (
     read_config_file,
 )
 from gpuplan.engine.architecture import Architecture, architecture_from_config
+from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
 
 if TYPE_CHECKING:  # pathlib is imported only when a model is not in the catalog (cold start)
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # pathlib is imported only when a model is not in the catalog
 __all__ = ["MAX_CONFIG_BYTES", "ModelEntry", "parse_config_text", "resolve_model", "resolve_source"]
 
 
-@dataclass(frozen=True)
+@record
 class ModelEntry:
     id: str
     hf_id: str

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import click
 
+from gpuplan.cli import specs
 from gpuplan.cli.jsonout import print_json
-from gpuplan.cli.options import units_option
+from gpuplan.cli.options import click_option, units_option
 from gpuplan.units import format_bytes, format_count
 
 
 @click.command("models")
-@click.option("--json", "as_json", is_flag=True)
+@click_option(specs.JSON)
 def models_command(as_json: bool) -> None:
     """List the built-in models (any other config.json works too: pass its path)."""
     from gpuplan.api.common import model_summaries
@@ -51,22 +52,17 @@ def models_command(as_json: bool) -> None:
 
 @click.command("gpus")
 @units_option
-@click.option("--json", "as_json", is_flag=True)
+@click_option(specs.JSON)
 def gpus_command(units: str, as_json: bool) -> None:
     """List the GPUs: memory as the driver reports it (what bills use) and as marketed."""
-    from gpuplan.catalog.gpus import gpu_record, list_gpus
+    if as_json:
+        from gpuplan.api.common import gpu_summaries
+
+        print_json({"gpus": gpu_summaries()})
+        return
+    from gpuplan.catalog.gpus import list_gpus
 
     gpus = list_gpus()
-    if as_json:
-        print_json(
-            {
-                "gpus": [
-                    dict(gpu_record(g.id), memory_bytes=g.memory_bytes, memory_basis=g.memory_basis)
-                    for g in gpus
-                ]
-            }
-        )
-        return
     from rich.table import Table
 
     from gpuplan.cli.render import console

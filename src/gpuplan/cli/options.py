@@ -1,10 +1,14 @@
-"""Options shared by several commands."""
+"""click options built from the option table (cli/specs.py), and the click forms of its readers."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import click
+
+from gpuplan.cli import specs
+from gpuplan.cli.specs import Opt
 
 
 class LazyChoice(click.Choice):
@@ -24,37 +28,46 @@ class LazyChoice(click.Choice):
         return self._loaded
 
 
-units_option = click.option(
-    "--units",
-    type=click.Choice(["GB", "GiB"], case_sensitive=False),
-    default="GB",
-    show_default=True,
-    callback=lambda ctx, param, v: "GiB" if v.lower() == "gib" else "GB",
-    help="Display units: GB (10^9, as in the lesson) or GiB (2^30).",
-)
-gpus_option = click.option(
-    "--gpus", default=None, help="GPU count or 'auto' (fewest that fit). [default: auto]"
-)
+def click_option(opt: Opt) -> Callable[[Any], Any]:
+    """The click option for one row of the option table."""
+    if opt.kind is bool:
+        return click.option(*opt.names, opt.dest, is_flag=True, default=False, help=opt.help)
+    kind: Any = opt.kind if opt.kind is not str else None
+    callback = None
+    if opt.choices:
+        kind = click.Choice(list(opt.choices), case_sensitive=False)
+        callback = _read_with(specs.read_units) if opt is specs.UNITS else None
+    return click.option(
+        *opt.names,
+        opt.dest,
+        type=kind,
+        default=opt.default,
+        show_default=opt.show_default,
+        metavar=opt.metavar,
+        callback=callback,
+        help=opt.help,
+    )
+
+
+def _read_with(reader: Callable[[str], Any]) -> Callable[[click.Context, Any, Any], Any]:
+    def callback(ctx: click.Context, param: Any, value: Any) -> Any:
+        try:
+            return reader(value)
+        except specs.BadValue as err:
+            raise click.BadParameter(str(err), param_hint=err.hint) from None
+
+    return callback
+
+
+units_option = click_option(specs.UNITS)
+gpus_option = click_option(specs.GPUS)
+headroom_option = click_option(specs.HEADROOM)
+gpu_memory_option = click_option(specs.GPU_MEMORY)
 
 
 def parse_gpus(value: str | None) -> int | str | None:
     """--gpus as the API takes it: None, "auto", or a count."""
-    if value is None or value == "auto":
-        return value
-    if value.isdigit():
-        return int(value)
-    raise click.BadParameter(f"--gpus takes a number or 'auto', got {value!r}")
-
-
-headroom_option = click.option(
-    "--headroom",
-    type=float,
-    default=0.9,
-    show_default=True,
-    help="Fraction of GPU memory the plan may use.",
-)
-gpu_memory_option = click.option(
-    "--gpu-memory",
-    default=None,
-    help="The GPU memory a plan is measured against: a size (80GB, 79.2GiB), or marketed / driver for the catalog's round or driver-reported figure (default: driver).",
-)
+    try:
+        return specs.read_gpus(value)
+    except specs.BadValue as err:
+        raise click.BadParameter(str(err), param_hint=err.hint) from None

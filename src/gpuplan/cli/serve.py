@@ -6,15 +6,9 @@ from typing import Any
 
 import click
 
+from gpuplan.cli import specs
 from gpuplan.cli.jsonout import print_json
-from gpuplan.cli.options import (
-    LazyChoice,
-    gpu_memory_option,
-    gpus_option,
-    headroom_option,
-    parse_gpus,
-    units_option,
-)
+from gpuplan.cli.options import LazyChoice, click_option, parse_gpus
 from gpuplan.units import format_bytes, format_count, format_per_token
 
 
@@ -44,6 +38,13 @@ def _read_config(path: str) -> str:
 
 
 MAX_CONFIG_BYTES = 1_000_000
+
+
+def _own_bill_options(command: Any) -> Any:
+    """The options of serve's own bill, from the option table (the fast path reads it too)."""
+    for opt in reversed(specs.SERVE_OWN_BILL):
+        command = click_option(opt)(command)
+    return command
 
 
 @click.command("serve")
@@ -93,45 +94,7 @@ MAX_CONFIG_BYTES = 1_000_000
 )
 @click.option("--split-mode", default=None, help="llama.cpp: none | layer | row across GPUs.")
 @click.option("--tensor-split", default=None, help="llama.cpp: the GPUs' shares, e.g. 3,1.")
-@click.option("--revision", default=None, help="Branch, tag or commit of a Hugging Face model.")
-@click.option(
-    "--gpu", default="h100", show_default=True, help="GPU name or alias (see `gpuplan gpus`)."
-)
-@gpus_option
-@click.option("--tp", "--tensor-parallel-size", "tp", type=int, help="Tensor-parallel degree.")
-@click.option("--pp", "--pipeline-parallel-size", "pp", type=int, help="Pipeline-parallel degree.")
-@click.option(
-    "--dtype",
-    "--quantization",
-    "dtype",
-    default=None,
-    help="Weight format: bf16, fp16, fp8, int4, awq, gptq, nf4, mxfp4... [default: the checkpoint's]",
-)
-@click.option(
-    "--kv-dtype",
-    "--kv-cache-dtype",
-    "kv_dtype",
-    default=None,
-    help="KV-cache dtype: bf16, fp16, fp8, fp32. [default: weights' 16-bit]",
-)
-@click.option(
-    "--context",
-    "--max-model-len",
-    "context",
-    default=None,
-    help="Tokens per sequence, e.g. 8192 or 32k; engines also take auto / -1 (the longest that"
-    " fits). [default: 4096; engines: the model's]",
-)
-@click.option("--users", type=int, default=1, show_default=True, help="Concurrent sequences.")
-@headroom_option
-@gpu_memory_option
-@click.option("--workspace", default=None, help="Workspace allowance per GPU [default: 1.5GB].")
-@click.option("--cuda-context", default=None, help="CUDA context allowance per GPU [default: 1GB].")
-@units_option
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON schema of docs/json.md.")
-@click.option(
-    "--explain", is_flag=True, help="Show each line's arithmetic with the numbers substituted."
-)
+@_own_bill_options
 def serve_command(
     model: str | None,
     engine: str | None,
@@ -190,24 +153,27 @@ def serve_command(
             )
         _show(plan.to_dict(units), as_json, render_engine, units, explain)
         return
-    _refuse_engine_settings(model, knobs, engine_version)
-    ask: dict[str, Any] = {
-        "model": model,
+    model = _refuse_engine_settings(model, knobs, engine_version)
+    values = {
+        "revision": revision,
         "gpu": gpu,
-        "gpus": parse_gpus(gpus),
+        "gpus": gpus,
         "tp": tp,
         "pp": pp,
         "dtype": dtype,
         "kv_dtype": kv_dtype,
-        "context": _generic_context(context),
+        "context": context,
         "users": users,
         "headroom": headroom,
         "gpu_memory": gpu_memory,
         "workspace": workspace,
         "cuda_context": cuda_context,
-        "revision": revision,
     }
-    _show(_generic_data(ask, units), as_json, render_serving, units, explain)
+    try:
+        ask = specs.serve_ask(model, values)
+    except specs.BadValue as err:
+        raise click.BadParameter(str(err), param_hint=err.hint) from None
+    _show(specs.serve_data(ask, units), as_json, render_serving, units, explain)
 
 
 def _show(data: dict, as_json: bool, render: Any, units: str, explain: bool) -> None:
@@ -274,8 +240,8 @@ def _engine_plan(
 
 def _refuse_engine_settings(
     model: str | None, knobs: dict[str, Any], engine_version: str | None
-) -> None:
-    """The lesson's bill takes MODEL and none of the engine-only options."""
+) -> str:
+    """The lesson's bill takes MODEL and none of the engine-only options: MODEL, checked."""
     if not model:
         raise click.UsageError("Missing argument MODEL (or --from LAUNCH_LINE)")
     used = [k for k, v in knobs.items() if v is not None]
@@ -285,36 +251,7 @@ def _refuse_engine_settings(
         raise click.UsageError(
             f"--{used[0].replace('_', '-')} needs --engine {'|'.join(_engine_choices()[1:])} or --from"
         )
-
-
-def _generic_data(ask: dict[str, Any], units: str) -> dict[str, Any]:
-    """`gpuplan.serve/1` for the lesson's bill, with the ways out (`fixes`) when it does not fit:
-    fewer bytes, a bigger GPU, more GPUs."""
-    from gpuplan.api.serving import serve
-
-    generic = serve(**ask)
-    data = generic.to_dict(units)
-    data["fixes"] = []
-    if not generic.fits:
-        from gpuplan.api.planning import serving_answers
-
-        data["fixes"] = serving_answers(ask, generic)
-    return data
-
-
-def _generic_context(context: str | None) -> int:
-    """--context for the lesson's bill: a token count (k/K suffixes as vLLM reads them)."""
-    from gpuplan.units import human_int
-
-    if context is None:
-        return 4096
-    try:
-        value = human_int(context)
-    except ValueError:
-        raise click.BadParameter(
-            f"{context!r} is not a token count (auto needs --engine)", param_hint="--context"
-        ) from None
-    return value  # the API refuses values below 1 with its own message
+    return model
 
 
 def render_engine(data: dict, units: str, explain: bool) -> None:

@@ -49,11 +49,11 @@ GPT layer (fp16, dropout masks, fused kernels), kept to reproduce the paper.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture, LayerSpec
-from gpuplan.engine.frozen import fast_init, hash_once
+from gpuplan.engine.frozen import record
 from gpuplan.engine.mixer_activations import MixerRun, mixer_tensors, mixer_widths
 from gpuplan.errors import GpuplanError
 
@@ -63,9 +63,7 @@ FUSED = ("none", "te", "compile")
 UNFUSED_GELU = ("gelu_new", "gelu_fast", "gelu_python", "quick_gelu")
 
 
-@fast_init
-@hash_once
-@dataclass(frozen=True)
+@record(cache_hash=True)
 class ActivationSpec:
     """What decides one micro-batch's activations on one GPU."""
 
@@ -91,7 +89,7 @@ class ActivationSpec:
         return self.micro_batch * self.seq // self.cp
 
 
-@dataclass(frozen=True)
+@record
 class Saved:
     """One tensor saved for backward: its name and bytes on one GPU for one micro-batch."""
 

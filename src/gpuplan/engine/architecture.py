@@ -18,13 +18,13 @@ one line naming the key, instead of being sized as Llama.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.engine.config_schema import ConfigView
 from gpuplan.engine.families import Family, base_family, family_for
-from gpuplan.engine.frozen import hash_once
+from gpuplan.engine.frozen import record
 from gpuplan.engine.vision import multimodal_params
 from gpuplan.errors import GpuplanError
 
@@ -36,7 +36,7 @@ MIXERS = ("attention", "mamba", "gated_delta", "lightning", "short_conv", "hybri
 STATE_MIXERS = ("mamba", "gated_delta", "lightning", "short_conv", "hybrid")
 
 
-@dataclass(frozen=True)
+@record
 class AttentionSpec:
     """Shapes of one attention block."""
 
@@ -75,7 +75,7 @@ class AttentionSpec:
         return "GQA"
 
 
-@dataclass(frozen=True)
+@record
 class MLPSpec:
     """A dense feed-forward block: gated (SwiGLU/GeGLU: gate, up, down) or plain (up, down)."""
 
@@ -84,7 +84,7 @@ class MLPSpec:
     bias: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class MoESpec:
     """A mixture-of-experts feed-forward block."""
 
@@ -102,7 +102,7 @@ class MoESpec:
     latent_size: int = 0  # experts work in a latent width with projections in and out (Nemotron 3)
 
 
-@dataclass(frozen=True)
+@record
 class MambaSpec:
     """A selective state-space mixer: Mamba-1 (Gu & Dao 2023) or Mamba-2 (Dao & Gu 2024)."""
 
@@ -128,7 +128,7 @@ class MambaSpec:
         return self.d_inner + 2 * self.n_groups * self.d_state
 
 
-@dataclass(frozen=True)
+@record
 class LinearAttentionSpec:
     """Linear attention with a recurrent state: gated DeltaNet (Yang et al. 2024; Qwen3-Next) or
     lightning attention (Qin et al. 2024; MiniMax-01)."""
@@ -145,7 +145,7 @@ class LinearAttentionSpec:
         return 2 * self.num_k_heads * self.k_head_dim + self.num_v_heads * self.v_head_dim
 
 
-@dataclass(frozen=True)
+@record
 class ShortConvSpec:
     """LFM2's gated short convolution: in_proj (3h), a depthwise conv of `kernel` taps, out_proj."""
 
@@ -153,7 +153,7 @@ class ShortConvSpec:
     bias: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class LayerSpec:
     """What one decoder layer is: its mixer, attention window, FFN, and per-layer overrides."""
 
@@ -175,7 +175,7 @@ class LayerSpec:
         return self.mixer in STATE_MIXERS
 
 
-@dataclass(frozen=True)
+@record
 class RopeSpec:
     """Rotary position embedding as config.json declares it (`rope_scaling` / `rope_parameters`,
     `partial_rotary_factor`): engines size their cos/sin tables from it."""
@@ -186,8 +186,7 @@ class RopeSpec:
     partial_rotary_factor: float = 1.0
 
 
-@hash_once  # bills are cached by it: a deep hash of every field, once per object
-@dataclass(frozen=True)
+@record(cache_hash=True)  # bills are cached by it: a deep hash of every field, once per object
 class Architecture:
     """Everything about a model that decides its memory, and nothing else."""
 

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
-from gpuplan.engine.frozen import fast_init
+from gpuplan.engine.frozen import record
 from gpuplan.units import format_bytes, format_count
 
 CATEGORIES = ("weights", "kv_cache", "gradients", "optimizer", "activations", "overhead", "other")
 
 
-@fast_init
-@dataclass(frozen=True)
+@record
 class LineItem:
     """One line of a bill.
 

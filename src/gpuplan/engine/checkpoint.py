@@ -26,6 +26,8 @@ from fractions import Fraction
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from gpuplan.engine.frozen import record
+
 if TYPE_CHECKING:
     from gpuplan.engine.architecture import Architecture
 
@@ -44,7 +46,7 @@ class StoredTensor(NamedTuple):
         return math.prod(self.shape)
 
 
-@dataclass(frozen=True)
+@record
 class TensorRole:
     """What one stored tensor is, for sizing."""
 
@@ -252,7 +254,7 @@ def _params(t: StoredTensor, leaf: str, weight_bits: int | None) -> int:
     return n
 
 
-@dataclass(frozen=True)
+@record
 class StagePlacement:
     """The stored bytes one GPU holds: its pipeline stage, its layers, its TP shard."""
 
@@ -426,7 +428,7 @@ def _ceil(x: Fraction) -> int:
 AGREEMENT_THRESHOLD = 0.005  # a difference above 0.5 % is flagged with what explains it
 
 
-@dataclass(frozen=True)
+@record
 class Agreement:
     """Architecture parameter count vs the count read from the headers."""
 

@@ -20,13 +20,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
 
 
-@dataclass(frozen=True)
+@record
 class Rule:
     """The type and bounds of one canonical config field."""
 

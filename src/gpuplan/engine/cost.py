@@ -30,10 +30,8 @@ The utilisation is applied to the FLOPs actually executed, so recompute costs ti
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpuplan.engine.architecture import Architecture
-from gpuplan.engine.frozen import fast_init
+from gpuplan.engine.frozen import record
 from gpuplan.engine.params import ParamCounts
 from gpuplan.engine.pipeline import bubble_fraction
 
@@ -57,8 +55,7 @@ def flop_params(arch: Architecture, counts: ParamCounts) -> int:
     return max(0, counts.active - embedding)
 
 
-@fast_init
-@dataclass(frozen=True)
+@record
 class StepFlops:
     model: float  # 6ND + attention: what MFU is measured against
     executed: float  # with recompute (and a frozen base's skipped weight gradients)
@@ -98,8 +95,7 @@ def step_flops(
     return StepFlops(float(model), float(executed))
 
 
-@fast_init
-@dataclass(frozen=True)
+@record
 class CommBytes:
     """Bytes one GPU sends per step, by kind of parallelism."""
 
@@ -217,8 +213,7 @@ def ep_comm_bytes(
     return 4 * tokens * k * h * act_bytes * (ep - 1) / ep * moe_layers * micro_batches
 
 
-@fast_init
-@dataclass(frozen=True)
+@record
 class StepTime:
     compute_s: float
     comm_s: float

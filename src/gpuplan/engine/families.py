@@ -15,11 +15,11 @@ so in the output and refuses configs that declare mechanisms the base record doe
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from gpuplan.engine.config_schema import FIELDS, ConfigView
+from gpuplan.engine.frozen import record
 
 # trait -> allowed values (a tuple of strings), or the Python type of its value
 TRAITS: dict[str, tuple[str, ...] | type] = {
@@ -108,7 +108,7 @@ class FamilyTableError(Exception):
     """A malformed record in families.toml (a packaging bug, caught by the tests)."""
 
 
-@dataclass(frozen=True)
+@record
 class Family:
     """One resolved record: spellings, defaults, traits and conditional overrides."""
 

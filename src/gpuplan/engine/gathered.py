@@ -29,10 +29,10 @@ torchtitan's MixedPrecisionPolicy), which is held until the next unit's post-bac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from gpuplan.engine.frozen import record
 
 
-@dataclass(frozen=True)
+@record
 class Units:
     """Parameters of the gathered units on one GPU, and their bytes per parameter."""
 
@@ -48,7 +48,7 @@ class Units:
     reduce_bytes: float  # the reduce-scatter input's dtype
 
 
-@dataclass(frozen=True)
+@record
 class Gathered:
     """Bytes of gathered weights and unsharded gradients at each phase (module docstring)."""
 

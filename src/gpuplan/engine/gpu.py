@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from gpuplan.engine.frozen import record
 
 
-@dataclass(frozen=True)
+@record
 class GpuSpec:
     """One accelerator. Figures and their sources live in catalog/data/gpus.toml."""
 

@@ -12,15 +12,14 @@ them). Module names are those PEFT's `target_modules` matches in `transformers`'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpuplan.engine.architecture import Architecture, LayerSpec
+from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
 
 ALL_LINEAR = "all-linear"
 
 
-@dataclass(frozen=True)
+@record
 class LoraSpec:
     """Rank, target modules and how the frozen base is stored."""
 

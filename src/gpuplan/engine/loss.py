@@ -48,9 +48,9 @@ what it keeps from forward to backward (`saved`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 
+from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
 
 LOSS_MODES = (
@@ -67,7 +67,7 @@ CHUNKED = ("chunked", "linear_chunked")
 DEFAULT_CHUNKS = 8  # torchtune CEWithChunkedOutputLoss(num_output_chunks=8)
 
 
-@dataclass(frozen=True)
+@record
 class LossSpec:
     """How the cross entropy is computed: a mode, its chunk count, and whether the training
     loop still references the logits during backward."""
@@ -96,7 +96,7 @@ class LossSpec:
         }[self.mode]
 
 
-@dataclass(frozen=True)
+@record
 class LossMemory:
     """Bytes of the loss on the last pipeline stage, for one micro-batch."""
 

@@ -37,9 +37,8 @@ is not modelled for these layers (engine/activations.py refuses it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpuplan.engine.architecture import Architecture, LayerSpec
+from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
 
 FUSED_SCAN_CHUNK = 2048  # mamba_ssm selective_scan_fwd: one saved state per 2048 tokens
@@ -48,7 +47,7 @@ GDN_CHUNK = 64  # fla chunk_gated_delta_rule and transformers' torch fallback: c
 Tensors = list[tuple[str, int]]
 
 
-@dataclass(frozen=True)
+@record
 class MixerRun:
     """What decides a mixer's saved tensors: batch, sequence, element bytes, TP degree, path."""
 

@@ -23,11 +23,11 @@ Transient buffers (what makes a run whose states fit go out of memory):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture, LayerSpec
-from gpuplan.engine.frozen import fast_init, hash_once
+from gpuplan.engine.frozen import record
 from gpuplan.engine.params import count_params, expert_params, layer_params
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.recipes import TrainingRecipe
@@ -43,9 +43,7 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@fast_init
-@hash_once
-@dataclass(frozen=True)
+@record(cache_hash=True)
 class StageParams:
     """Parameters on the heaviest GPU after tp/pp/ep: dense, experts, and the largest unit."""
 
@@ -149,9 +147,7 @@ def factored_moment_params(arch: Architecture, layers: range, tp: int) -> int:
     return _ceil_div(total, tp)
 
 
-@fast_init
-@hash_once
-@dataclass(frozen=True)
+@record(cache_hash=True)
 class ModelStates:
     """Bytes per GPU of each model state, and of the buffers sharding adds."""
 

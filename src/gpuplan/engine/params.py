@@ -11,10 +11,10 @@ linear layers and replicates the norms.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture, AttentionSpec, LayerSpec
+from gpuplan.engine.frozen import record
 
 # Linear weights that quantisation methods pack and tensor parallelism splits.
 LINEAR_KINDS = ("attention", "mixer", "mlp", "experts", "shared_experts")
@@ -290,7 +290,7 @@ def layer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
     return c
 
 
-@dataclass(frozen=True)
+@record
 class ParamCounts:
     """Parameter counts of a whole model: by kind, per layer, total and active."""
 

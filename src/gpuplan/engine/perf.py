@@ -62,10 +62,11 @@ four cases stay misses.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.frozen import record
 from gpuplan.engine.kv_cache import kv_cache_bytes_per_sequence_per_gpu
 from gpuplan.engine.params import count_params, expert_params
 from gpuplan.engine.serving import ServingSetup
@@ -75,7 +76,7 @@ from gpuplan.errors import GpuplanError
 ACT_BYTES = 2  # activations travel in 16-bit between ranks
 
 
-@dataclass(frozen=True)
+@record
 class PerfKnobs:
     """The efficiencies of the roofline, as fractions of the GPU's datasheet peaks."""
 
@@ -86,7 +87,7 @@ class PerfKnobs:
     layer_latency_s: float = 60e-6  # fitted: fixed cost per layer and decode step
 
 
-@dataclass(frozen=True)
+@record
 class PerfSetup:
     """What a speed estimate depends on: the serving layout and the traffic it carries."""
 
@@ -99,7 +100,7 @@ class PerfSetup:
     knobs: PerfKnobs = field(default_factory=PerfKnobs)
 
 
-@dataclass(frozen=True)
+@record
 class PerfTerm:
     """One named term of the estimate, its value in seconds (or a count), and where it is from."""
 
@@ -109,7 +110,7 @@ class PerfTerm:
     formula: str
 
 
-@dataclass(frozen=True)
+@record
 class ServingPerf:
     """The speed of one layout at one concurrency."""
 
@@ -192,7 +193,7 @@ def touched_experts(num_experts: int, k: int, tokens: int) -> float:
     return num_experts * (1.0 - (1.0 - k / num_experts) ** tokens)
 
 
-@dataclass(frozen=True)
+@record
 class _Stage:
     """Per-rank bytes of the heaviest pipeline stage, split by what a decode step reads."""
 

@@ -22,10 +22,9 @@ them out per pipeline stage); `build_phases` turns them into bill lines.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from gpuplan.engine.bill import LineItem
-from gpuplan.engine.frozen import fast_init, hash_once
+from gpuplan.engine.frozen import record
 
 PHASES = {
     "forward": "end of forward",
@@ -38,9 +37,7 @@ CATEGORIES = ("weights", "gradients", "master", "optimizer", "activations", "tra
 ALWAYS = ("weights", "gradients", "master", "optimizer", "activations")  # listed even when 0
 
 
-@fast_init
-@hash_once
-@dataclass(frozen=True)
+@record(cache_hash=True)
 class Amounts:
     """Bytes on one GPU that the phases are built from (engine/training.py `_amounts`)."""
 
@@ -200,7 +197,7 @@ def peak_phase(a: Amounts) -> tuple[str, int]:
     return best, peak
 
 
-@dataclass(frozen=True)
+@record
 class Phase:
     """One moment of the step and what is alive then."""
 

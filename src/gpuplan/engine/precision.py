@@ -15,11 +15,10 @@ GGML block types (GGUF) are given as whole blocks instead: block_bytes per block
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from gpuplan.engine.frozen import hash_once
+from gpuplan.engine.frozen import record
 
 if TYPE_CHECKING:
     from fractions import Fraction
@@ -29,8 +28,7 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@hash_once  # bills are cached by it: a deep hash of every field, once per object
-@dataclass(frozen=True)
+@record(cache_hash=True)  # bills are cached by it: a deep hash of every field, once per object
 class Precision:
     """A storage format: payload bits per element plus any per-group scales and zero points."""
 

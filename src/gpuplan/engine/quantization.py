@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from gpuplan.engine.frozen import record
 from gpuplan.engine.precision import Precision
 from gpuplan.errors import GpuplanError
 
@@ -57,7 +58,7 @@ MAX_PATTERN_CHARS = 1_000
 _NESTED_REPEAT = re.compile(r"\([^()]*[*+}][^()]*\)[*+{]")
 
 
-@dataclass(frozen=True)
+@record
 class ModuleRule:
     """Modules a config names and what they get: kept at the checkpoint dtype (`keep`), a layout
     of their own (`layout`), or the config's layout (neither). `syntax` "name": plain names
@@ -73,7 +74,7 @@ class ModuleRule:
     negate: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class QuantizationSpec:
     """A checkpoint's `quantization_config`, reduced to what sizes the weights.
 

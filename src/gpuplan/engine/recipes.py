@@ -12,15 +12,14 @@ bf16 mixed-precision AdamW is the ZeRO paper's 2Ψ + 2Ψ + KΨ with K = 12 (Rajb
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 
-from gpuplan.engine.frozen import hash_once
+from gpuplan.engine.frozen import record
 from gpuplan.engine.precision import Precision
 
 
-@dataclass(frozen=True)
+@record
 class OptimizerState:
     """One optimizer state tensor kept per parameter (exp_avg, exp_avg_sq, momentum_buffer...)."""
 
@@ -28,8 +27,7 @@ class OptimizerState:
     format: Precision
 
 
-@hash_once
-@dataclass(frozen=True)
+@record(cache_hash=True)
 class TrainingRecipe:
     """How a trainable parameter is stored: working weights, gradient, fp32 master, states.
 

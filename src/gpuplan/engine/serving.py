@@ -15,12 +15,13 @@ scratch of the forward pass) and 1 GB of CUDA context per GPU. Both are named, o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.bill import Bill, LineItem
+from gpuplan.engine.frozen import record
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.kv_cache import (
     kv_cache_bytes_per_sequence,
@@ -45,7 +46,7 @@ DEFAULT_CUDA_CONTEXT_BYTES = 1_000_000_000  # the lesson's 1 GB of CUDA context
 DEFAULT_HEADROOM = 0.9  # the lesson's "at most about 90 % of HBM"
 
 
-@dataclass(frozen=True)
+@record
 class ServingSetup:
     """Everything a serving bill depends on. Frozen, so bills can be cached and compared."""
 
@@ -73,7 +74,7 @@ class ServingSetup:
         return self.state or self.weights.base
 
 
-@dataclass(frozen=True)
+@record
 class ServingBill(Bill):
     """The answer: the bill of the most loaded GPU, whether it fits, and what the KV room buys."""
 

@@ -21,11 +21,10 @@ are split ep ways and then sharded over the dp × cp ÷ ep ranks that hold the s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from math import gcd
 
 from gpuplan.engine.architecture import Architecture
-from gpuplan.engine.frozen import fast_init, hash_once
+from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
 
 FSDP_MODES = {
@@ -37,9 +36,7 @@ FSDP_MODES = {
 }
 
 
-@fast_init
-@hash_once
-@dataclass(frozen=True)
+@record(cache_hash=True)
 class Layout:
     """A training layout: parallel degrees, ZeRO stage, and where the sharding stops."""
 

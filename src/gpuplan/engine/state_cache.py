@@ -27,9 +27,8 @@ below give the bytes per sequence per TP rank of each layer kind for that layout
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpuplan.engine.architecture import Architecture, LayerSpec
+from gpuplan.engine.frozen import record
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.weights import stage_layers
 
@@ -37,7 +36,7 @@ STATE_LAYOUTS = ("engine", "transformers")
 FP32 = Precision(id="fp32", bits=32)
 
 
-@dataclass(frozen=True)
+@record
 class StateShape:
     """The state one layer keeps for one sequence on one TP rank: conv and recurrent tensors."""
 
@@ -158,7 +157,7 @@ def state_bytes_per_sequence_per_gpu(
     )
 
 
-@dataclass(frozen=True)
+@record
 class StateKind:
     """One kind of state layer in a model: how many layers, and its shape on one TP rank."""
 

@@ -9,7 +9,7 @@ optimizer step's temporaries, and the casts and copies of autocast, fp8 and QLoR
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple, cast
 
@@ -29,6 +29,7 @@ from gpuplan.engine.activations import (
 )
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.frameworks.profile import FrameworkProfile
+from gpuplan.engine.frozen import record
 from gpuplan.engine.gathered import Gathered, Units, fsdp_gathered
 from gpuplan.engine.lora import LoraSpec, linear_shapes
 from gpuplan.engine.loss import loss_memory
@@ -200,7 +201,7 @@ def _state_amounts(
     )
 
 
-@dataclass(frozen=True)
+@record
 class _Keys:
     """What `_state_amounts`'s helpers read of a setup (they take a TrainingSetup's names)."""
 
@@ -213,7 +214,7 @@ class _Keys:
     offload: str
 
 
-@dataclass(frozen=True)
+@record
 class _Saved:
     """Activation bytes at the moments the phases look at (`_activations`)."""
 

@@ -14,15 +14,15 @@ the pipeline bubble, exposed communication and recompute.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from gpuplan.engine.frozen import record
 from gpuplan.engine.training import TrainingBill
 from gpuplan.errors import GpuplanError
 
 SECONDS_PER_DAY = 86_400
 
 
-@dataclass(frozen=True)
+@record
 class TrainingTime:
     tokens: int
     steps: int

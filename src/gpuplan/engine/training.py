@@ -17,7 +17,7 @@ al. 2021 §4; FSDP CPUOffload).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from functools import cached_property, lru_cache
 from typing import NamedTuple
 
@@ -50,7 +50,7 @@ from gpuplan.engine.cost import (
     tp_comm_bytes,
 )
 from gpuplan.engine.frameworks.profile import GENERIC, FrameworkProfile, validate_profile
-from gpuplan.engine.frozen import fast_init
+from gpuplan.engine.frozen import record
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.lora import (
     LoraSpec,
@@ -91,8 +91,7 @@ from gpuplan.errors import GpuplanError
 OFFLOAD = ("none", "optimizer", "params")
 
 
-@fast_init
-@dataclass(frozen=True)
+@record
 class TrainingSetup:
     """Everything a training bill depends on. Frozen, so bills can be cached and compared."""
 
@@ -149,8 +148,7 @@ def _loss_spec(text: str, keep_logits: bool, compiled: bool, plain_too: bool) ->
     return replace(spec, keep_logits=keep_logits, compiled=reached)
 
 
-@fast_init
-@dataclass(frozen=True)
+@record
 class TrainingBill(Bill):
     """The answer: the peak phase of the most loaded GPU, every phase, the host bill, the cost."""
 

@@ -29,12 +29,12 @@ rules applied tensor by tensor. Callers show the architecture math beside it
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from gpuplan.engine.architecture import Architecture, AttentionSpec, LayerSpec
-from gpuplan.engine.frozen import hash_once
+from gpuplan.engine.frozen import record
 from gpuplan.engine.params import LINEAR_KINDS, ParamCounts, count_params, layer_params
 from gpuplan.engine.precision import Precision
 
@@ -43,8 +43,7 @@ if TYPE_CHECKING:
     from gpuplan.engine.module_plan import QuantPlan
 
 
-@hash_once  # bills are cached by it: a deep hash of every field, once per object
-@dataclass(frozen=True)
+@record(cache_hash=True)  # bills are cached by it: a deep hash of every field, once per object
 class WeightFormat:
     """How a model's parameters are stored: a precision for packed linear weights and a base."""
 
@@ -178,7 +177,7 @@ def stage_layers(num_layers: int, pp: int) -> tuple[range, ...]:
     return tuple(stages)
 
 
-@dataclass(frozen=True)
+@record
 class WeightsPerGpu:
     """The weight bytes of the heaviest GPU, and where that GPU sits."""
 

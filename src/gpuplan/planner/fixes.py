@@ -22,9 +22,10 @@ API (used by the web app and the CLI):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
 
+from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
 
 SIXTEEN_BIT = ("bf16", "fp16", "fp32")
@@ -56,7 +57,7 @@ ANSWER_TITLES = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Fix:
     """One way out that fits: what to change, and the plan that results."""
 

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
+from gpuplan.engine.frozen import record
 from gpuplan.engine.perf import (
     PerfKnobs,
     PerfSetup,
@@ -43,7 +44,7 @@ PP_DEGREES = (1, 2, 4, 8, 16)
 DEFAULT_MAX_GPUS = 256
 
 
-@dataclass(frozen=True)
+@record
 class ServingGoal:
     """What the deployment must do."""
 
@@ -58,7 +59,7 @@ class ServingGoal:
     knobs: PerfKnobs = field(default_factory=PerfKnobs)
 
 
-@dataclass(frozen=True)
+@record
 class ServingCandidate:
     """One layout that meets the goal: its replica bill, how many replicas, and its speed."""
 
@@ -205,7 +206,7 @@ def plan_to_goal(
 # --- training to a deadline ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class TrainingGoal:
     """Train `tokens` tokens within `days` (None: no deadline, fewest GPUs that fit)."""
 
@@ -217,7 +218,7 @@ class TrainingGoal:
     global_batch_tokens: int | None = None  # None: gpus × seq × 8 at each count
 
 
-@dataclass(frozen=True)
+@record
 class TrainingCandidate:
     bill: TrainingBill
     time: TrainingTime

@@ -8,8 +8,9 @@ stage (engine/training.py, data parallel over N GPUs), the lesson's "memory vs G
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from gpuplan.engine.frozen import record
 from gpuplan.engine.serving import ServingSetup, serving_bill
 from gpuplan.engine.training import TrainingSetup, training_bill
 from gpuplan.errors import GpuplanError
@@ -20,7 +21,7 @@ DEFAULT_TRAIN_GPUS = (1, 2, 4, 8, 16, 32, 64, 128)
 MAX_CONTEXT = 1 << 24
 
 
-@dataclass(frozen=True)
+@record
 class Cell:
     rows: int  # context (serving) or GPU count (training)
     cols: int  # users (serving) or ZeRO stage (training)

@@ -8,9 +8,10 @@ largest valid tp. The first count that fits wins, and every smaller count gets i
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 
 from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.frozen import record
 from gpuplan.engine.serving import ServingBill, ServingSetup, serving_bill
 from gpuplan.engine.sharding import tp_problem
 from gpuplan.errors import GpuplanError
@@ -19,7 +20,7 @@ from gpuplan.units import format_bytes
 MAX_GPUS = 1024
 
 
-@dataclass(frozen=True)
+@record
 class Attempt:
     """One GPU count the search looked at, and why it was or was not the answer."""
 

@@ -14,8 +14,9 @@ given; then the search stops and says so.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 
+from gpuplan.engine.frozen import record
 from gpuplan.engine.sharding import tp_problem
 from gpuplan.engine.training import TrainingBill, TrainingSetup, training_bill
 from gpuplan.errors import GpuplanError
@@ -24,7 +25,7 @@ from gpuplan.units import format_bytes
 MAX_GPUS = 4096
 
 
-@dataclass(frozen=True)
+@record
 class TrainAttempt:
     """One GPU count the search looked at, and why it was or was not the answer."""
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from gpuplan.engine.frozen import record
 from gpuplan.engine.sharding import Layout
 from gpuplan.engine.training import TrainingBill
 from gpuplan.errors import GpuplanError
@@ -44,7 +44,7 @@ DEEPSPEED_BUCKET = 500_000_000  # DeepSpeed's default reduce/allgather bucket (e
 FSDP_STRATEGY = {0: "NO_SHARD", 1: "SHARD_GRAD_OP", 2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}
 
 
-@dataclass(frozen=True)
+@record
 class TrainExport:
     """What to hand an engine: its config (or None), the launch command, and caveats."""
 

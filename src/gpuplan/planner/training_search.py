@@ -44,9 +44,10 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import NamedTuple
 
+from gpuplan.engine.frozen import record
 from gpuplan.engine.sharding import Layout, tp_problem
 from gpuplan.engine.training import (
     TrainingBill,
@@ -63,7 +64,7 @@ EP_MAX = 64
 SEQUENCES_PER_GPU = 8  # the default global batch: 8 sequences of `seq` tokens per GPU
 
 
-@dataclass(frozen=True)
+@record
 class TrainingSearch:
     """The layouts that fit, best first (all of them, or a set holding the first `top` of the
     full ranking), and how many bills the search built to find them."""

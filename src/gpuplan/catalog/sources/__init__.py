@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any
 
+from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; refuse anything
 _SPLIT_GGUF = re.compile(r"^(?P<stem>.+)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
 
 
-@dataclass(frozen=True)
+@record
 class ModelSource:
     """A resolved model: its config, how to name it, where it was found, its stored tensors."""
 

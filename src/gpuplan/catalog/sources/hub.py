@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.catalog.sources import safetensors_header as st
 from gpuplan.engine.checkpoint import StoredTensor
+from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
 
 TIMEOUT_S = 15.0
@@ -48,7 +48,7 @@ def _token() -> str | None:
     return os.environ.get("HF_TOKEN") or None
 
 
-@dataclass(frozen=True)
+@record
 class HubRepo:
     repo_id: str
     revision: str  # the commit the listing answered for (or the revision asked)

@@ -9,14 +9,15 @@ GpuplanError naming the setting.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
 
 
-@dataclass(frozen=True)
+@record
 class TrainOverrides:
     """A framework config read into gpuplan's terms."""
 

@@ -49,9 +49,9 @@ Each field's value for each framework, and where it was read, is in catalog/data
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
-from gpuplan.engine.frozen import hash_once
+from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
 
 GRAD_LIFETIMES = ("set_to_none", "persistent")
@@ -62,8 +62,7 @@ FP8 = ("none", "te", "torchao")
 BUCKETS = ("none", "deepspeed")
 
 
-@hash_once
-@dataclass(frozen=True)
+@record(cache_hash=True)
 class FrameworkProfile:
     """One framework's memory semantics (module docstring). Frozen: bills are cached by it."""
 

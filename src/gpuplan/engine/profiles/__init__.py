@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.bill import Bill, LineItem
+from gpuplan.engine.frozen import record
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.profiles.flags import FlagTable, ParsedFlags
@@ -60,7 +61,7 @@ KNOBS = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class EngineLaunch:
     """One engine launch: the model, the GPUs, and the engine's own arguments (`args`, by its
     own names, only those given: an absent name means the engine's default)."""
@@ -85,7 +86,7 @@ class EngineLaunch:
         return default if value is None else value
 
 
-@dataclass(frozen=True)
+@record
 class Range:
     """A figure gpuplan cannot pin down: nominal, low-high, and what moves it."""
 
@@ -103,7 +104,7 @@ class Range:
         }
 
 
-@dataclass(frozen=True)
+@record
 class EngineBill(Bill):
     """What the engine will do with one GPU (the rank that sets the KV size)."""
 
@@ -155,7 +156,7 @@ class EngineBill(Bill):
         }
 
 
-@dataclass(frozen=True)
+@record
 class PlanLaunch:
     """What a plan decided, in engine-neutral terms (gpuplan precision ids), for an adapter to
     spell as its own flags."""

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.checkpoint import Checkpoint
+from gpuplan.engine.frozen import record
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.params import count_params
 from gpuplan.engine.precision import Precision
@@ -57,7 +57,7 @@ def padded_vocab(vocab: int) -> int:
     return -(-vocab // VOCAB_PADDING) * VOCAB_PADDING
 
 
-@dataclass(frozen=True)
+@record
 class StageWeights:
     layers: int
     embedding: int
@@ -282,7 +282,7 @@ def parse_version(text: str) -> tuple[int, int, int]:
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
 
 
-@dataclass(frozen=True)
+@record
 class VersionRule:
     """One fact about an engine that holds for versions in [since, until)."""
 
@@ -296,7 +296,7 @@ class VersionRule:
         return self.since <= version and (self.until is None or version < self.until)
 
 
-@dataclass(frozen=True)
+@record
 class VersionRules:
     """An engine's version-dependent facts (a TOML file of [[rule]] tables beside the adapter):
     `get(key, version)` is the value of the rule for `key` whose range holds `version`."""
@@ -380,7 +380,7 @@ FUSED_MOE_CHUNK = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class ProfileBatch:
     """The profile run's dummy batch on one stage."""
 
@@ -389,7 +389,7 @@ class ProfileBatch:
     sampler: bool  # this stage runs the sampler (the last pipeline stage)
 
 
-@dataclass(frozen=True)
+@record
 class PeakTerms:
     """The byte counts the peak is made of (shown in the bill's inputs)."""
 

@@ -29,10 +29,11 @@ import math
 import re
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
 from gpuplan.units import MAX_INT, human_int
 
@@ -54,7 +55,7 @@ MAX_TOKENS = 4096  # tokens one launch line may hold
 MAX_VALUE_CHARS = 10_000  # one flag value (a JSON config) may hold
 
 
-@dataclass(frozen=True)
+@record
 class Flag:
     """One engine argument: its name (underscored), its spellings, kind, default and effect."""
 
@@ -197,7 +198,7 @@ class Flag:
         return [self.spelling, str(value)]
 
 
-@dataclass(frozen=True)
+@record
 class ParsedFlags:
     """What a flag table read from tokens: values by argument name, and what it did not model."""
 
@@ -209,7 +210,7 @@ class ParsedFlags:
     config_file: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class FlagTable:
     """The flags of one engine, with its entry points (`vllm serve`, `-m sglang.launch_server`)."""
 

@@ -40,6 +40,7 @@ from typing import Any
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.bill import LineItem
 from gpuplan.engine.checkpoint import Checkpoint
+from gpuplan.engine.frozen import record
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.profiles import EngineBill, EngineLaunch, Range, budget_item, gib
 from gpuplan.engine.profiles.common import refuse_state_layers
@@ -61,7 +62,7 @@ CUDA_CONTEXT = gib(0.35)  # CUDA context + cuBLAS handles per device (allowance,
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class LlamaCppOptions:
     """The llama-server settings that decide memory (llama.cpp's defaults where not given)."""
 
@@ -311,7 +312,7 @@ def _pad(n: int) -> int:
     return -(-n // CTX_PAD) * CTX_PAD
 
 
-@dataclass(frozen=True)
+@record
 class Placement:
     devices: tuple[Device, ...]  # GPUs, then the host last
     n_ctx: int

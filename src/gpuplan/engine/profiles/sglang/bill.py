@@ -18,11 +18,11 @@ model_runner.py::set_num_token_hybrid); the full-attention token count is report
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpuplan.engine.bill import LineItem
+from gpuplan.engine.frozen import record
 from gpuplan.engine.profiles import GIB, EngineBill, EngineLaunch, Range, budget_item, gib
 from gpuplan.engine.profiles.common import (
     cuda_total_bytes,
@@ -126,7 +126,7 @@ def context_bytes(rules: dict[str, Any], launch: EngineLaunch) -> int:
     return gib(table[interconnect_class(launch.gpu, launch.interconnect)])
 
 
-@dataclass(frozen=True)
+@record
 class StaticFraction:
     """mem_fraction_static and the batch knobs its default is read from."""
 
@@ -136,7 +136,7 @@ class StaticFraction:
     given: bool  # --mem-fraction-static was given
 
 
-@dataclass(frozen=True)
+@record
 class StagePool:
     """One pipeline stage's token pool (model_runner.py::profile_max_num_token)."""
 

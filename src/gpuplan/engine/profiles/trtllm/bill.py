@@ -13,9 +13,8 @@ wider range.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpuplan.engine.bill import LineItem
+from gpuplan.engine.frozen import record
 from gpuplan.engine.profiles import EngineBill, EngineLaunch, Range, budget_item, gib
 from gpuplan.engine.profiles.common import (
     ProfileBatch,
@@ -38,7 +37,7 @@ CUDA_CONTEXT = gib(0.45)  # device memory in use before any tensor (H100 logs: 7
 TP_BUFFERS = gib(0.41)  # NCCL at TP > 1 (H100 SXM, vLLM 0.11 logs: 0.54 vs 0.13 GiB)
 
 
-@dataclass(frozen=True)
+@record
 class StagePool:
     """One pipeline stage's rank: its peak terms and the KV memory left (_cal_max_memory)."""
 

@@ -19,10 +19,10 @@ version's rules come from versions.toml (rules.py).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.engine.bill import LineItem
+from gpuplan.engine.frozen import record
 from gpuplan.engine.profiles import (
     GIB,
     EngineBill,
@@ -67,7 +67,7 @@ CUDAGRAPH_LOW = gib(0.5)
 CUDAGRAPH_HIGH = gib(1.9)
 
 
-@dataclass(frozen=True)
+@record
 class Stage:
     """One pipeline stage's worker: its lines and its KV blocks."""
 
@@ -205,7 +205,7 @@ def fit_max_model_len(
     return lo
 
 
-@dataclass(frozen=True)
+@record
 class Shape:
     """What every stage shares: the budget, the batch, the block and the state-page rules."""
 
@@ -226,7 +226,7 @@ class Shape:
     graphs_after: int  # CUDA-graph pool captured after KV sizing (before 0.21)
 
 
-@dataclass(frozen=True)
+@record
 class KvSize:
     """The KV figures of the stage with the fewest blocks (vLLM takes the minimum over workers)."""
 

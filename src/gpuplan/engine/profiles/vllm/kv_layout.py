@@ -26,9 +26,9 @@ count (or the larger when max < ratio × min). A state group holds one page per 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.frozen import record
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.profiles import EngineLaunch
 from gpuplan.engine.profiles.common import kv_bytes_per_token_layer
@@ -39,7 +39,7 @@ KERNEL_ALIGN = 16  # FlashAttention / FlashInfer / Triton kernels take blocks in
 STATE = "state"
 
 
-@dataclass(frozen=True)
+@record
 class KvLayout:
     """How the KV cache of one worker is cut: page bytes, layer slots, groups."""
 
@@ -60,7 +60,7 @@ class KvLayout:
         return self.state_layers > 0
 
 
-@dataclass(frozen=True)
+@record
 class StateFormat:
     """The dtypes of a state page: conv state and SSM / recurrent state."""
 
