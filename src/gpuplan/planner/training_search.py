@@ -44,7 +44,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import NamedTuple
 
 from gpuplan.engine.frozen import record
@@ -209,6 +209,13 @@ class _Walk:
         self.bills = 0
         self.found: list[tuple[tuple[float, ...], TrainingBill]] = []
         self._known: dict[tuple[int, str, int], TrainingBill | None] = {}
+        self._fields = {f.name: getattr(setup, f.name) for f in fields(setup) if f.init}
+
+    def candidate(self, cell: _Cell, **changes: object) -> TrainingSetup:
+        """The setup with `cell`'s layout and offload and `changes`: `dataclasses.replace`, but
+        with the setup's fields read once per search instead of once per candidate."""
+        given = {**self._fields, "layout": cell.layout, "offload": cell.offload, **changes}
+        return TrainingSetup(**given)  # type: ignore[arg-type]
 
     def bill(self, cell: _Cell, recompute: str, micro: int) -> TrainingBill | None:
         """The bill of one candidate when it fits (None when it does not, or the engine
@@ -216,13 +223,8 @@ class _Walk:
         its lines). Every candidate weighed is counted."""
         key = (cell.order, recompute, micro)
         if key not in self._known:
-            candidate = replace(
-                self.setup,
-                layout=cell.layout,
-                offload=cell.offload,
-                recompute=recompute,
-                micro_batch=micro,
-                grad_accum=cell.per_rank // micro,
+            candidate = self.candidate(
+                cell, recompute=recompute, micro_batch=micro, grad_accum=cell.per_rank // micro
             )
             self.bills += 1
             self._known[key] = _bill(candidate)
@@ -255,9 +257,8 @@ class _Walk:
         mode is smallest depends on the model: full recompute keeps every layer's input plus
         one layer rebuilt, which on a one-layer stage, or with eager attention's s² scores,
         can be more than selective or none keep."""
-        candidate = replace(self.setup, layout=cell.layout, offload=cell.offload)
         try:
-            floor = model_states_floor(candidate)
+            floor = model_states_floor(self.candidate(cell))
         except GpuplanError:
             return True
         if floor > int(self.setup.gpu.memory_bytes * self.setup.headroom):
