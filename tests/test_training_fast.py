@@ -45,7 +45,7 @@ def test_peak_phase_is_the_first_largest_phase_total(kw):
         bill = training_bill(s)
         assert bill.allocated_bytes == max(phase_totals(bill.amounts).values())
         lo = s.layout
-        stages = _distinct_stages(s.arch, stage_param_list(s.arch, lo.tp, lo.pp, lo.ep))
+        stages = _distinct_stages(s.arch, lo.tp, lo.pp, lo.ep)
         spec = gpuplan.engine.training._activation_spec(s)
         for stage_params in stages:
             one = _stage(bill.setup, spec, stage_params, 0.0 if s.lora is None else _frac(bill))

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import field, replace
 from functools import cached_property, lru_cache
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 from gpuplan.engine.activations import (
     COUNTED,
@@ -429,7 +429,7 @@ def model_states_floor(setup: TrainingSetup) -> int:
         return 0
     validate_training(setup)
     lo = setup.layout
-    stages = _distinct_stages(setup.arch, stage_param_list(setup.arch, lo.tp, lo.pp, lo.ep))
+    stages = _distinct_stages(setup.arch, lo.tp, lo.pp, lo.ep)
     held_states = (_stage_states(setup, st, 0.0)[0] for st in stages)
     return max(s.weights + s.master + s.optimizer for s in held_states)
 
@@ -456,11 +456,9 @@ def fitting_training_bill(setup: TrainingSetup) -> TrainingBill | None:
     """`training_bill(setup)` when it fits its budget, else None, and the lines, cost and notes
     of a bill that does not fit are never built: a planner's search keeps only the bills that
     fit and weighs many that do not (its walk up the micro-batches stops at the first). Raises
-    GpuplanError as `training_bill` does."""
-    heaviest = _heaviest(setup)
-    if _per_gpu_total(heaviest) > _budget(heaviest.setup):
-        return None
-    return _bill_of(heaviest)
+    GpuplanError as `training_bill` does for a setup it refuses."""
+    heaviest = _heaviest(setup, _budget(setup))
+    return None if heaviest is None else _bill_of(heaviest)
 
 
 class _Heaviest(NamedTuple):
@@ -474,8 +472,17 @@ class _Heaviest(NamedTuple):
     stage: _Stage
 
 
-def _heaviest(setup: TrainingSetup) -> _Heaviest:
-    """Validate `setup` and weigh its pipeline stages (each as its peak phase's total)."""
+@overload
+def _heaviest(setup: TrainingSetup, budget: None = None) -> _Heaviest: ...
+@overload
+def _heaviest(setup: TrainingSetup, budget: int) -> _Heaviest | None: ...
+
+
+def _heaviest(setup: TrainingSetup, budget: int | None = None) -> _Heaviest | None:
+    """Validate `setup` and weigh its pipeline stages (each as its peak phase's total), the
+    first of the heaviest kept. With a `budget`: None as soon as one stage's bill is over it,
+    the others not weighed (the heaviest is over it too: the per-GPU total grows with the
+    peak, `_per_gpu_total`)."""
     validate_training(setup)
     arch, lo = setup.arch, setup.layout
     spec = _activation_spec(setup)
@@ -486,9 +493,20 @@ def _heaviest(setup: TrainingSetup) -> _Heaviest:
         setup = replace(setup, lora=lora)
         assert setup.base is not None
         base_fraction = _base_bytes(arch, setup.base) / counts.total
-    stages = stage_param_list(arch, lo.tp, lo.pp, lo.ep)
-    chosen = [stages[setup.stage]] if setup.stage is not None else _distinct_stages(arch, stages)
-    best = max((_stage(setup, spec, st, base_fraction) for st in chosen), key=lambda s: s.peak)
+    if setup.stage is not None:
+        chosen: tuple[StageParams, ...] = (
+            stage_param_list(arch, lo.tp, lo.pp, lo.ep)[setup.stage],
+        )
+    else:
+        chosen = _distinct_stages(arch, lo.tp, lo.pp, lo.ep)
+    best: _Stage | None = None
+    for st in chosen:
+        stage = _stage(setup, spec, st, base_fraction)
+        if budget is not None and _per_gpu_total(setup, stage.peak) > budget:
+            return None
+        if best is None or stage.peak > best.peak:
+            best = stage
+    assert best is not None  # a layout has at least one stage
     return _Heaviest(setup, spec, counts, base_fraction, best)
 
 
@@ -496,10 +514,10 @@ def _budget(setup: TrainingSetup) -> int:
     return int(setup.gpu.memory_bytes * setup.headroom)
 
 
-def _per_gpu_total(heaviest: _Heaviest) -> int:
-    """The bill's per-GPU total without its lines: the peak phase, the allocator reserve
-    (non-generic profiles) and the CUDA context, as `_bill_items` lists them."""
-    setup, peak = heaviest.setup, heaviest.stage.peak
+def _per_gpu_total(setup: TrainingSetup, peak: int) -> int:
+    """The per-GPU total of a bill whose peak phase holds `peak` bytes, without its lines: the
+    peak, the allocator reserve (non-generic profiles) and the CUDA context, as `_bill_items`
+    lists them."""
     reserve = reserve_bytes(peak) if setup.framework.id != "generic" else 0
     return peak + reserve + setup.cuda_context_bytes
 
@@ -544,14 +562,12 @@ def _bill_of(heaviest: _Heaviest) -> TrainingBill:
 
 
 @lru_cache(maxsize=1024)
-def _distinct_stages(
-    arch: Architecture, stages: tuple[StageParams, ...]
-) -> tuple[StageParams, ...]:
+def _distinct_stages(arch: Architecture, tp: int, pp: int, ep: int) -> tuple[StageParams, ...]:
     """The stages that can be the heaviest: of stages with the same layers (by kind), embedding
     and LM head, the earliest holds the most micro-batches in flight under 1F1B (pp − s), so
     only it is billed."""
     seen: dict[object, StageParams] = {}
-    for st in stages:
+    for st in stage_param_list(arch, tp, pp, ep):
         key = (layer_kinds(arch, st.layers.start, st.layers.stop), st.embedding, st.lm_head)
         seen.setdefault(key, st)
     return tuple(seen.values())
