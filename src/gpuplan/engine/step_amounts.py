@@ -60,25 +60,13 @@ def amounts(
     setup: TrainingSetup,
     spec: ActivationSpec,
     st: StageParams,
-    states: ModelStates,
+    held_part: StateAmounts,
     in_flight: int,
-    base_fraction: float,
 ) -> tuple[Amounts, int]:
-    """The bytes the phases are made of, for one stage (engine/phases.py `Amounts`)."""
+    """The bytes the phases are made of, for one stage (engine/phases.py `Amounts`), from the
+    part its layout fixes (`state_amounts`)."""
     arch, lo, fw = setup.arch, setup.layout, setup.framework
     first, last = st.stage == 0, st.stage == lo.pp - 1
-    held_part = _state_amounts(
-        arch,
-        fw,
-        lo,
-        setup.recipe,
-        setup.lora,
-        min(setup.micro_batches, 2),  # its helpers ask only whether it is over 1
-        setup.offload,
-        st,
-        states,
-        base_fraction,
-    )
     saved = _activations(setup, spec, st, in_flight, first, last)
     casts, casts_first = _autocast_casts(setup, st, in_flight)
     a = spec.act_bytes
@@ -104,7 +92,7 @@ def amounts(
         loss=loss_peak,
         recompute_last=saved.rebuilt_last,
         recompute_first=saved.rebuilt_first,
-        act_grads=_backward_transient(arch, spec, st.layers),
+        act_grads=saved.act_grads,
         new_grad=held_part.new_grad,
         casts=casts,
         casts_first=casts_first,
@@ -125,12 +113,7 @@ def amounts(
     return amounts, saved.host
 
 
-@lru_cache(maxsize=8192)
-def _backward_transient(arch: Architecture, spec: ActivationSpec, layers: range) -> int:
-    return backward_transient_bytes(arch, spec, layers)
-
-
-class _StateAmounts(NamedTuple):
+class StateAmounts(NamedTuple):
     """`Amounts` fields fixed by the layout (a tuple: a cached value stays immutable)."""
 
     weights: int
@@ -154,8 +137,7 @@ class _StateAmounts(NamedTuple):
     step_temp: int
 
 
-@lru_cache(maxsize=8192, typed=True)
-def _state_amounts(
+def state_amounts(
     arch: Architecture,
     fw: FrameworkProfile,
     lo: Layout,
@@ -166,10 +148,12 @@ def _state_amounts(
     st: StageParams,
     states: ModelStates,
     base_fraction: float,
-) -> _StateAmounts:
+) -> StateAmounts:
     """The amounts that do not depend on the sequence, micro-batch or recompute (the model
     states, gradients' lifetime, gathered units, buffers, step temporaries), by what they depend
-    on: a planner's search and a sweep over batch shapes bill one layout many times."""
+    on (engine/training.py caches them with the states, per layout and stage: a planner's
+    search and a sweep over batch shapes bill one layout many times). Of the micro-batches
+    per step its helpers ask only whether there are more than one."""
     setup = cast("TrainingSetup", _Keys(arch, fw, lo, recipe, lora, micro_batches, offload))
     offloaded_states = offload in ("optimizer", "params")
     weights = 0 if offload == "params" else states.weights
@@ -178,7 +162,7 @@ def _state_amounts(
     optimizer = 0 if offloaded_states else states.optimizer
     g_before, g_last, g_first = _gradient_lifetime(setup, st, states, grads)
     gather = _gathered(setup, st, base_fraction)
-    return _StateAmounts(
+    return StateAmounts(
         weights,
         grads,
         master,
@@ -203,7 +187,7 @@ def _state_amounts(
 
 @record
 class _Keys:
-    """What `_state_amounts`'s helpers read of a setup (they take a TrainingSetup's names)."""
+    """What `state_amounts`'s helpers read of a setup (they take a TrainingSetup's names)."""
 
     arch: Architecture
     framework: FrameworkProfile
@@ -225,6 +209,7 @@ class _Saved:
     rebuilt_last: int  # the last layer rebuilt by recompute, at its peak
     rebuilt_first: int
     host: int  # offloaded to the host
+    act_grads: int  # the activation gradients of a layer's backward (not saved: transient)
 
 
 def _activations(
@@ -284,6 +269,7 @@ def _saved(
         rebuilt_last=one.rebuilt_last,
         rebuilt_first=one.rebuilt_first,
         host=0,
+        act_grads=one.act_grads,
     )
     if not offload_activations or n <= 2:
         return saved
@@ -312,6 +298,7 @@ class _OneMicroBatch(NamedTuple):
     ck_first: bool
     rebuilt_last: int  # the last layer rebuilt by recompute, at its peak
     rebuilt_first: int
+    act_grads: int  # `backward_transient_bytes`
 
 
 @lru_cache(maxsize=4096)
@@ -351,6 +338,7 @@ def _one_micro_batch(
         ck_first=ck_first,
         rebuilt_last=rebuilt_at(ck_last),
         rebuilt_first=rebuilt_at(ck_first),
+        act_grads=backward_transient_bytes(arch, spec, layers),
     )
 
 

@@ -64,6 +64,7 @@ from gpuplan.engine.model_states import (
     ModelStates,
     StageParams,
     factored_moment_params,
+    held_recipe,
     model_states,
     stage_param_list,
 )
@@ -82,8 +83,8 @@ from gpuplan.engine.pipeline import forwards_in_flight
 from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.serving import DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_HEADROOM
 from gpuplan.engine.sharding import Layout, validate_layout
+from gpuplan.engine.step_amounts import StateAmounts, bpp, held, state_amounts
 from gpuplan.engine.step_amounts import amounts as step_amounts
-from gpuplan.engine.step_amounts import bpp, held
 from gpuplan.engine.training_lines import state_lines_and_makers, step_lines
 from gpuplan.engine.weights import WeightFormat, weights_bytes
 from gpuplan.errors import GpuplanError
@@ -386,6 +387,38 @@ def _stage_states(
     )
 
 
+class _LayoutPart(NamedTuple):
+    """What a layout fixes of one stage, whatever the micro-batch or recompute."""
+
+    states: ModelStates
+    trainable: int
+    amounts: StateAmounts  # the amounts built from the states (step_amounts.state_amounts)
+
+
+@lru_cache(maxsize=8192, typed=True)
+def _layout_part(
+    arch: Architecture,
+    recipe: TrainingRecipe,
+    fw: FrameworkProfile,
+    lora: LoraSpec | None,
+    lo: Layout,
+    offload: str,
+    micro_batches: int,
+    st: StageParams,
+    base_fraction: float,
+) -> _LayoutPart:
+    """One stage's model states and the amounts they fix, by what they depend on (`micro_batches`
+    only as 1 or 2: whether gradients accumulate): one lookup per stage weighed, a planner's
+    search weighing each layout's stages at every micro-batch size and recompute mode."""
+    buckets = (fw.reduce_bucket_elems, fw.allgather_bucket_elems)
+    held_states = held_recipe(recipe, fw.fsdp_fp32_params, fw.reduce_fp32, lo.zero)
+    states, trainable = _layout_states(arch, held_states, lo, buckets, lora, st, base_fraction)
+    fixed = state_amounts(
+        arch, fw, lo, recipe, lora, micro_batches, offload, st, states, base_fraction
+    )
+    return _LayoutPart(states, trainable, fixed)
+
+
 @lru_cache(maxsize=8192)
 def _layout_states(
     arch: Architecture,
@@ -580,12 +613,22 @@ def _on_gpu_states(a: Amounts) -> int:
 def _stage(
     setup: TrainingSetup, spec: ActivationSpec, st: StageParams, base_fraction: float
 ) -> _Stage:
-    lo = setup.layout
-    states, trainable = _stage_states(setup, st, base_fraction)
-    in_flight = forwards_in_flight(lo.pp, lo.vpp, st.stage, setup.micro_batches)
-    amounts, host_act = step_amounts(setup, spec, st, states, in_flight, base_fraction)
+    lo, m = setup.layout, setup.micro_batches
+    part = _layout_part(
+        setup.arch,
+        setup.recipe,
+        setup.framework,
+        setup.lora,
+        lo,
+        setup.offload,
+        min(m, 2),
+        st,
+        base_fraction,
+    )
+    in_flight = forwards_in_flight(lo.pp, lo.vpp, st.stage, m)
+    amounts, host_act = step_amounts(setup, spec, st, part.amounts, in_flight)
     name, peak = peak_phase(amounts)
-    return _Stage(st, states, trainable, in_flight, amounts, host_act, peak, name)
+    return _Stage(st, part.states, part.trainable, in_flight, amounts, host_act, peak, name)
 
 
 def _bill_items(setup: TrainingSetup, peak: Phase) -> tuple[LineItem, ...]:
