@@ -60,10 +60,17 @@ class StageParams:
         return self.dense + self.experts
 
 
-@lru_cache(maxsize=4096)
 def layer_params_per_rank(arch: Architecture, index: int, tp: int, ep: int = 1) -> tuple[int, int]:
     """(all parameters, those of the MLP's last linear) of layer `index` on one GPU after tp
     and ep: the unit whose gradients a layer's backward builds, and the first it builds."""
+    return _kind_params_per_rank(arch, layer_kind_index(arch)[1][index], tp, ep)
+
+
+@lru_cache(maxsize=4096)
+def _kind_params_per_rank(arch: Architecture, kind: int, tp: int, ep: int) -> tuple[int, int]:
+    """`layer_params_per_rank` by the layer's kind (`layer_kind_index`): layers of one kind
+    weigh the same."""
+    index = layer_kind_index(arch)[1].index(kind)  # the first layer of that kind
     layer = arch.layers[index]
     total = layer_bytes_per_rank(arch, index, COUNT, tp)
     h = arch.hidden_size
