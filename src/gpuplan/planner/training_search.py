@@ -23,8 +23,10 @@ and keeps the layouts whose heaviest GPU fits its budget. What keeps the bills f
     than selective or none on a one-layer stage or with eager attention's s² scores);
   - a bill only grows with the micro-batch, so the walk up the micro-batches stops at the first
     that does not fit;
-  - what a layout fixes (each stage's model states) is computed once per layout by the engine,
-    not once per bill;
+  - a bill that does not fit is only weighed (`fitting_training_bill`: its stages' peaks, up to
+    the first over the budget), never built into lines, cost and notes;
+  - what a layout fixes (each stage's model states and the amounts they fix) and what one
+    micro-batch saves on a stage are computed once by the engine, not once per bill;
   - asked for the `top` plans only (the CLI, the API and the goal planner are), the search is a
     branch and bound: each layout gets a speed ceiling from its fastest bill that fits at
     micro-batch 1 (`_Walk.ceiling`: compute + TP/CP/EP/PP time, no overlap), layouts
