@@ -9,7 +9,7 @@ Cold start: each command is a fresh interpreter started the way the `gpuplan` co
 starts (`from gpuplan.cli.main import run`), with the package's bytecode compiled first (as
 `pip install` does; a checkout run with PYTHONDONTWRITEBYTECODE would otherwise recompile every
 module on every run). `python -c pass`, `python -c "import click"` (the command-line library on
-its own), `serve --json`, `serve` (the rich table) and `models --json` run interleaved, so all see
+its own, which a `--json` answer no longer loads: cli/fast.py), `serve --json`, `serve` (the rich table) and `models --json` run interleaved, so all see
 the same load; the figures are medians of wall time and of CPU time (user + system of the child:
 on a shared machine the steadier of the two), each with its ratio to `python -c pass`.
 

@@ -76,7 +76,7 @@ def test_peak_phase_matches_the_phase_dicts(values, held, in_backward, last):
     assert peak_phase(a) == _first_largest(phase_totals(a))
 
 
-def test_hash_once_is_the_dataclass_hash_and_equality_is_untouched():
+def test_cached_hash_is_the_dataclass_hash_and_equality_is_untouched():
     lo = Layout(dp=8, tp=2, zero=3)
     assert hash(lo) == hash(tuple(getattr(lo, f.name) for f in fields(Layout)))
     assert hash(lo) == hash(lo) and lo == Layout(dp=8, tp=2, zero=3)

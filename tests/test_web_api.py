@@ -456,8 +456,9 @@ def test_a_disconnected_request_stops_consuming_cpu() -> None:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 def test_server_memory_stays_bounded_after_100_distinct_huge_configs() -> None:
-    """Each distinct 3,000-layer model leaves ~0.4 MB in the engine's caches; a worker that
-    holds 12 MiB more than it started with retires, so the total stays flat."""
+    """Each distinct 3,000-layer model leaves ~0.07 MB in the engine's caches (its layers share
+    one spec per kind); a worker that holds 3 MiB more than it started with retires, so the total
+    stays flat."""
     from gpuplan.catalog.models import _catalog_config
 
     base = dict(_catalog_config("llama-3.2-1b"))
@@ -467,22 +468,26 @@ def test_server_memory_stays_bounded_after_100_distinct_huge_configs() -> None:
         assert (
             client.post("/api/train", json={"model": "llama-3.2-1b", "gpus": 8}).status_code == 200
         )
+        warm = {**base, "num_hidden_layers": 2999, "vocab_size": 128_255}  # its first big one
+        client.post("/api/train", json={"config": warm, "gpus": 8, "fixes": False})
         (first,) = engine.pool.pids()
-        engine.pool.max_rss = _rss(first) + 12 * 2**20
+        engine.pool.max_rss = _rss(first) + 3 * 2**20
         before = _rss(os.getpid()) + _rss(first)
-        used = set()
+        used, retired = {first}, 0
         for i in range(100):
             config = {**base, "num_hidden_layers": 3000 + i, "vocab_size": 128_256 + i}
             r = client.post("/api/train", json={"config": config, "gpus": 8, "fixes": False})
             assert r.status_code == 200, r.text[:300]
-            used.update(engine.pool.pids())
+            now = engine.pool.pids()  # empty right after a retirement (workers start on demand)
+            retired += not now or not used.issuperset(now)
+            used.update(now)
         workers = [_rss(pid) for pid in engine.pool.pids()]
         after = _rss(os.getpid()) + sum(workers)
     print(
         f"server + worker memory {before / 2**20:.0f} MiB before, {after / 2**20:.0f} MiB after"
-        f" 100 distinct 3,000-layer configs; {len(used)} workers used in turn"
+        f" 100 distinct 3,000-layer configs; {retired} retirements seen"
     )
-    assert len(used) > 1, "no worker retired: the bound was never exercised"
+    assert retired >= 1, "no worker retired: the bound was never exercised"
     assert after - before < 48 * 2**20
 
 

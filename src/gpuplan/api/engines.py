@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from gpuplan.api.common import resolve, resolve_gpu
 from gpuplan.api.serving import ServingPlan
 from gpuplan.catalog import load_architecture
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.serving import ServingSetup, serving_bill
 from gpuplan.errors import GpuplanError

@@ -3,13 +3,12 @@ training layouts of a GPU count, with engine configs."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from gpuplan.api.serving import ServingPlan
 from gpuplan.api.training import TrainingPlan, train
 from gpuplan.engine.cost import DEFAULT_MFU
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.serving import DEFAULT_HEADROOM, ServingSetup
 from gpuplan.errors import GpuplanError
 from gpuplan.planner.goals import DEFAULT_MAX_GPUS, ServingCandidate

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Any
 
 from gpuplan.api.common import (
@@ -18,7 +17,7 @@ from gpuplan.api.common import (
     usable_memory,
 )
 from gpuplan.engine.architecture import Architecture
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import field, record
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.serving import (
     DEFAULT_CUDA_CONTEXT_BYTES,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import field, fields, replace
 from typing import Any
 
 from gpuplan.api.common import (
@@ -25,7 +24,7 @@ from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.cost import DEFAULT_MFU, DEFAULT_NETWORK_BYTES_PER_S
 from gpuplan.engine.frameworks.overrides import TrainOverrides
 from gpuplan.engine.frameworks.profile import FrameworkProfile, validate_profile
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import field, fields, record, replace
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.lora import LoraSpec, default_targets
 from gpuplan.engine.loss import parse_loss

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import field, record
 from gpuplan.errors import GpuplanError
 
 MAX_LOG_BYTES = 16 * 2**20

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import fields
 from functools import cache
 from importlib import resources
 
 from gpuplan.catalog.lookup import did_you_mean, normalise
 from gpuplan.engine.frameworks.profile import FrameworkProfile, validate_profile
+from gpuplan.engine.frozen import fields
 
 _FIELDS = {f.name for f in fields(FrameworkProfile)} - {"sources"}
 

@@ -14,10 +14,9 @@ does, for a file the user named on its command line); otherwise it is reported, 
 from __future__ import annotations
 
 import shlex
-from dataclasses import field
 from typing import Any
 
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import field, record
 from gpuplan.engine.profiles import EngineAdapter, all_adapters
 from gpuplan.engine.profiles.flags import MAX_TOKENS, ConfigReader
 from gpuplan.errors import GpuplanError

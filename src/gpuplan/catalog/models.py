@@ -9,7 +9,6 @@ safetensors headers only). catalog/sources/ holds the readers.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,7 @@ from gpuplan.catalog.sources import (
     read_config_file,
 )
 from gpuplan.engine.architecture import Architecture, architecture_from_config
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import record, replace
 from gpuplan.errors import GpuplanError
 
 if TYPE_CHECKING:  # pathlib is imported only when a model is not in the catalog (cold start)

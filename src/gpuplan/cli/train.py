@@ -350,9 +350,8 @@ def phase_table(phases: list[dict[str, Any]], peak: str, units: str) -> Table:
 @click.option("--json", "as_json", is_flag=True, help="Print the profiles as JSON.")
 def frameworks_command(as_json: bool) -> None:
     """The training frameworks' memory profiles, each value with where it was read."""
-    from dataclasses import asdict
-
     from gpuplan.catalog.frameworks import list_frameworks
+    from gpuplan.engine.frozen import asdict
 
     profiles = list_frameworks()
     if as_json:

@@ -49,11 +49,10 @@ GPT layer (fp16, dropout masks, fused kernels), kept to reproduce the paper.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture, LayerSpec
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.mixer_activations import MixerRun, mixer_tensors, mixer_widths
 from gpuplan.errors import GpuplanError
 

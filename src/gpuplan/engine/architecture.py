@@ -18,13 +18,12 @@ one line naming the key, instead of being sized as Llama.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.engine.config_schema import ConfigView
 from gpuplan.engine.families import Family, base_family, family_for
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import field, record, replace
 from gpuplan.engine.vision import multimodal_params
 from gpuplan.errors import GpuplanError
 
@@ -153,7 +152,7 @@ class ShortConvSpec:
     bias: bool = False
 
 
-@record
+@record(cache_hash=True)  # layers are grouped by kind: a dict key per layer, hashed once
 class LayerSpec:
     """What one decoder layer is: its mixer, attention window, FFN, and per-layer overrides."""
 
@@ -459,6 +458,7 @@ class _Reader:
         self.model_type = model_type
         self.notes = notes
         self._layers_cache: tuple[LayerSpec, ...] = ()
+        self._specs: dict[tuple[str, int | None, bool], LayerSpec] = {}
 
     def build(self) -> Architecture:
         v, t = self.v, self.t
@@ -717,6 +717,15 @@ class _Reader:
         return [chars[c] for c in pattern]
 
     def _layer(self, kind: str, window: int | None, moe: bool) -> LayerSpec:
+        """One layer's spec; layers of one kind share one object (grouping them by kind then
+        compares by identity)."""
+        key = (kind, window, moe)
+        spec = self._specs.get(key)
+        if spec is None:
+            spec = self._specs[key] = self._new_layer(kind, window, moe)
+        return spec
+
+    def _new_layer(self, kind: str, window: int | None, moe: bool) -> LayerSpec:
         block_ffn = self.family.name not in ("nemotron_h", "mamba", "mamba2")
         if kind in ("full", "sliding", "chunked"):
             return LayerSpec(window, moe, "attention", ffn=block_ffn)

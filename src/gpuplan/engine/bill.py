@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Any
 
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import field, record
 from gpuplan.units import format_bytes, format_count
 
 CATEGORIES = ("weights", "kv_cache", "gradients", "optimizer", "activations", "overhead", "other")

@@ -21,12 +21,11 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import field, record
 
 if TYPE_CHECKING:
     from gpuplan.engine.architecture import Architecture
@@ -265,7 +264,7 @@ class StagePlacement:
     lm_head_bytes: int
 
 
-@dataclass(frozen=True, eq=False)
+@record(eq=False)
 class Checkpoint:
     """Every tensor a checkpoint stores, read from its headers (never its data).
 

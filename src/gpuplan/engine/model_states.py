@@ -23,11 +23,10 @@ Transient buffers (what makes a run whose states fit go out of memory):
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture, LayerSpec
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.params import count_params, expert_params, layer_params
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.recipes import TrainingRecipe

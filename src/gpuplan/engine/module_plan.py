@@ -32,11 +32,12 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpuplan.engine.architecture import Architecture, AttentionSpec, LayerSpec
+from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.params import LINEAR_KINDS, layer_params
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.quantization import ModuleRule, QuantizationSpec, kinds_of
@@ -67,9 +68,9 @@ def _names_table() -> dict[str, dict[str, Any]]:
     raw = load_data("module_names.toml")
     base = {k: v for k, v in raw["base"].items() if k in NAME_FIELDS}
     table = {"": base}
-    for record in raw.values():
-        for model_type in record.get("model_types", ()):
-            table[model_type] = base | {k: v for k, v in record.items() if k in NAME_FIELDS}
+    for entry in raw.values():
+        for model_type in entry.get("model_types", ()):
+            table[model_type] = base | {k: v for k, v in entry.items() if k in NAME_FIELDS}
     return table
 
 
@@ -335,7 +336,7 @@ class PlanEntry(NamedTuple):
 LayerPlan = tuple[PlanEntry, ...]
 
 
-@dataclass(frozen=True, eq=False)
+@record(eq=False)
 class QuantPlan:
     """The precision of every linear module, layer by layer (distinct layers stored once)."""
 

@@ -62,11 +62,10 @@ four cases stay misses.
 from __future__ import annotations
 
 import math
-from dataclasses import field, replace
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import field, record, replace
 from gpuplan.engine.kv_cache import kv_cache_bytes_per_sequence_per_gpu
 from gpuplan.engine.params import count_params, expert_params
 from gpuplan.engine.serving import ServingSetup

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.precision import Precision
 from gpuplan.errors import GpuplanError
 

@@ -15,13 +15,12 @@ scratch of the forward pass) and 1 GB of CUDA context per GPU. Both are named, o
 
 from __future__ import annotations
 
-from dataclasses import field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.bill import Bill, LineItem
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import field, record
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.kv_cache import (
     kv_cache_bytes_per_sequence,

@@ -9,7 +9,6 @@ optimizer step's temporaries, and the casts and copies of autocast, fp8 and QLoR
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple, cast
 
@@ -29,7 +28,7 @@ from gpuplan.engine.activations import (
 )
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.frameworks.profile import FrameworkProfile
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.gathered import Gathered, Units, fsdp_gathered
 from gpuplan.engine.lora import LoraSpec, linear_shapes
 from gpuplan.engine.loss import loss_memory

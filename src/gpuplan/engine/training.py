@@ -17,7 +17,6 @@ al. 2021 §4; FSDP CPUOffload).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field, replace
 from functools import cached_property, lru_cache
 from typing import NamedTuple, overload
 
@@ -50,7 +49,7 @@ from gpuplan.engine.cost import (
     tp_comm_bytes,
 )
 from gpuplan.engine.frameworks.profile import GENERIC, FrameworkProfile, validate_profile
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import field, record, replace
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.lora import (
     LoraSpec,

@@ -29,12 +29,11 @@ rules applied tensor by tensor. Callers show the architecture math beside it
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from gpuplan.engine.architecture import Architecture, AttentionSpec, LayerSpec
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.params import LINEAR_KINDS, ParamCounts, count_params, layer_params
 from gpuplan.engine.precision import Precision
 

@@ -22,10 +22,9 @@ API (used by the web app and the CLI):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, field
 from typing import Any
 
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import asdict, field, record
 from gpuplan.errors import GpuplanError
 
 SIXTEEN_BIT = ("bf16", "fp16", "fp32")

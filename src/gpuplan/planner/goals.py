@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import field, replace
 
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import field, record, replace
 from gpuplan.engine.perf import (
     PerfKnobs,
     PerfSetup,

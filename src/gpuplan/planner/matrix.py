@@ -8,9 +8,7 @@ stage (engine/training.py, data parallel over N GPUs), the lesson's "memory vs G
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.serving import ServingSetup, serving_bill
 from gpuplan.engine.training import TrainingSetup, training_bill
 from gpuplan.errors import GpuplanError

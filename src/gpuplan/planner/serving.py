@@ -8,10 +8,8 @@ largest valid tp. The first count that fits wins, and every smaller count gets i
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
-
 from gpuplan.engine.architecture import Architecture
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import asdict, record, replace
 from gpuplan.engine.serving import ServingBill, ServingSetup, serving_bill
 from gpuplan.engine.sharding import tp_problem
 from gpuplan.errors import GpuplanError

@@ -14,9 +14,8 @@ given; then the search stops and says so.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import asdict, replace
 
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import asdict, record, replace
 from gpuplan.engine.sharding import tp_problem
 from gpuplan.engine.training import TrainingBill, TrainingSetup, training_bill
 from gpuplan.errors import GpuplanError

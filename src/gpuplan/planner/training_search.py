@@ -48,10 +48,9 @@ import heapq
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import fields, replace
 from typing import NamedTuple
 
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import fields, record, replace
 from gpuplan.engine.sharding import Layout, tp_problem
 from gpuplan.engine.training import (
     TrainingBill,
@@ -216,7 +215,7 @@ class _Walk:
         self._fields = {f.name: getattr(setup, f.name) for f in fields(setup) if f.init}
 
     def candidate(self, cell: _Cell, **changes: object) -> TrainingSetup:
-        """The setup with `cell`'s layout and offload and `changes`: `dataclasses.replace`, but
+        """The setup with `cell`'s layout and offload and `changes`: `replace`, but
         with the setup's fields read once per search instead of once per candidate."""
         given = {**self._fields, "layout": cell.layout, "offload": cell.offload, **changes}
         return TrainingSetup(**given)  # type: ignore[arg-type]

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any
 
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import field, record, replace
 from gpuplan.errors import GpuplanError
 
 if TYPE_CHECKING:

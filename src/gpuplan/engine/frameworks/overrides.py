@@ -9,11 +9,10 @@ GpuplanError naming the setting.
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Any
 
 from gpuplan.engine.architecture import Architecture
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import field, record
 from gpuplan.errors import GpuplanError
 
 

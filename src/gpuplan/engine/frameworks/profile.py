@@ -49,9 +49,7 @@ Each field's value for each framework, and where it was read, is in catalog/data
 
 from __future__ import annotations
 
-from dataclasses import field
-
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import field, record
 from gpuplan.errors import GpuplanError
 
 GRAD_LIFETIMES = ("set_to_none", "persistent")

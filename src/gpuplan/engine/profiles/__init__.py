@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from dataclasses import field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.bill import Bill, LineItem
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import field, record
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.profiles.flags import FlagTable, ParsedFlags

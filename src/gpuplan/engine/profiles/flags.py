@@ -29,11 +29,10 @@ import math
 import re
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import field, record
 from gpuplan.errors import GpuplanError
 from gpuplan.units import MAX_INT, human_int
 

@@ -34,13 +34,13 @@ n_head × n_ctx × n_ubatch f32 attention scores; plus a few hidden-size activat
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.bill import LineItem
 from gpuplan.engine.checkpoint import Checkpoint
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.profiles import EngineBill, EngineLaunch, Range, budget_item, gib
 from gpuplan.engine.profiles.common import refuse_state_layers

@@ -492,8 +492,7 @@ def _state_mode(
 def _with_draft_layers(layout: KvLayout, launch: EngineLaunch) -> KvLayout:
     """A draft model's attention layers share the KV pages (one more layer slot each) when their
     page is the target's; otherwise they are left out (noted)."""
-    from dataclasses import replace
-
+    from gpuplan.engine.frozen import replace
     from gpuplan.engine.profiles.common import kv_bytes_per_token_layer
 
     draft = launch.draft
