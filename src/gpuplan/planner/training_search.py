@@ -211,7 +211,8 @@ class _Walk:
         self.recomputes = _recomputes(setup)
         self.bills = 0
         self.found: list[tuple[tuple[float, ...], TrainingBill]] = []
-        self._known: dict[tuple[int, str, int], TrainingBill | None] = {}
+        # per cell (its order): (recompute, micro-batch) -> the bill, None when it does not fit
+        self._known: dict[int, dict[tuple[str, int], TrainingBill | None]] = {}
         self._fields = {f.name: getattr(setup, f.name) for f in fields(setup) if f.init}
 
     def candidate(self, cell: _Cell, **changes: object) -> TrainingSetup:
@@ -224,14 +225,15 @@ class _Walk:
         """The bill of one candidate when it fits (None when it does not, or the engine
         refuses it: `fitting_training_bill` weighs a bill that does not fit without building
         its lines). Every candidate weighed is counted."""
-        key = (cell.order, recompute, micro)
-        if key not in self._known:
+        known = self._known.setdefault(cell.order, {})
+        key = (recompute, micro)
+        if key not in known:
             candidate = self.candidate(
                 cell, recompute=recompute, micro_batch=micro, grad_accum=cell.per_rank // micro
             )
             self.bills += 1
-            self._known[key] = _bill(candidate)
-        return self._known[key]
+            known[key] = _bill(candidate)
+        return known[key]
 
     def chain(self, cell: _Cell, recompute: str) -> list[TrainingBill]:
         """The candidates of one recompute mode that fit, up the micro-batches: a bill only
@@ -251,7 +253,7 @@ class _Walk:
             self.found += [
                 (_rank_key(bill) + (cell.order, r, m), bill) for m, bill in enumerate(fitted)
             ]
-        self._known = {k: v for k, v in self._known.items() if k[0] != cell.order}
+        self._known.pop(cell.order, None)
 
     def hopeless(self, cell: _Cell) -> bool:
         """The cell cannot fit whatever its micro-batch and recompute: its model states alone
