@@ -278,12 +278,13 @@ HEAVY_SWEEP = {
     "vary": "seq",
     "values": [1024 * (i + 1) for i in range(64)],
 }
-# a request inside the budget that still takes seconds: 16 searches up to 1,024 GPUs
+# a request inside the budget that still takes seconds (~4 s on the 2-core machine): one search
+# for the fewest A10Gs that train DeepSeek-R1
 SLOW_SWEEP = {
-    "mode": "serve",
-    "base": {"model": "llama-3.1-405b", "gpu": "a10g", "users": 1000},
-    "vary": "context",
-    "values": [10_000_000 - i for i in range(16)],
+    "mode": "train",
+    "base": {"model": "deepseek-r1", "gpu": "a10g"},
+    "vary": "seq",
+    "values": [4096],
 }
 
 

@@ -110,13 +110,14 @@ def resolve_source(model: str, revision: str | None = None) -> ModelSource:
         return replace(_path_lookup(str(path.resolve()), _mtime(path), model), tried=("catalog",))
     if model.endswith((".json", ".gguf", ".safetensors")) or model.startswith((".", "/", "~")):
         raise GpuplanError(f"{model}: no such file or directory")
+    from gpuplan.catalog.sources import split_quant
     from gpuplan.catalog.sources.hf_cache import looks_like_repo_id
 
-    repo_id = by_id[key].hf_id if key is not None else model
+    repo_id, quant = split_quant(by_id[key].hf_id if key is not None else model)
     if not looks_like_repo_id(repo_id):
         raise did_you_mean("model", model, names)
     tried.append("local path")
-    return _from_hf(repo_id, revision, tried, model, names)
+    return _from_hf(repo_id, revision, tried, model, names, quant)
 
 
 def _exists(path: Path) -> bool:
@@ -156,12 +157,19 @@ def _env_key() -> tuple[str, ...]:
 
 
 def _from_hf(
-    repo_id: str, revision: str | None, tried: list[str], model: str, names: dict[str, str]
+    repo_id: str,
+    revision: str | None,
+    tried: list[str],
+    model: str,
+    names: dict[str, str],
+    quant: str | None = None,
 ) -> ModelSource:
+    """The local Hugging Face cache, then the Hub; `quant` picks a GGUF file (REPO:QUANT, as
+    llama.cpp's `-hf` takes it)."""
     from gpuplan.catalog.sources import hub
     from gpuplan.catalog.sources.hf_cache import cache_root
 
-    found = _cached_lookup(repo_id, revision, _env_key())
+    found = _cached_lookup(repo_id, revision, quant, _env_key())
     if found is not None:
         return replace(found, tried=tuple(tried))
     at = f" at revision {revision}" if revision else ""
@@ -170,7 +178,7 @@ def _from_hf(
         tried.append("Hub skipped (HF_HUB_OFFLINE is set)")
         raise GpuplanError(_not_found(model, names, tried))
     try:
-        src = _hub_lookup(repo_id, revision, _env_key())
+        src = _hub_lookup(repo_id, revision, quant, _env_key())
     except GpuplanError as err:
         tried.append(f"Hub {hub.endpoint()}: {str(err).removeprefix(repo_id + ': ')}")
         raise GpuplanError(_not_found(model, names, tried)) from None
@@ -183,13 +191,17 @@ def _not_found(model: str, names: dict[str, str], tried: list[str]) -> str:
 
 
 @lru_cache(maxsize=32)
-def _cached_lookup(repo_id: str, revision: str | None, _env: tuple[str, ...]) -> ModelSource | None:
-    return from_cache(repo_id, revision)
+def _cached_lookup(
+    repo_id: str, revision: str | None, quant: str | None, _env: tuple[str, ...]
+) -> ModelSource | None:
+    return from_cache(repo_id, revision, quant)
 
 
 @lru_cache(maxsize=32)
-def _hub_lookup(repo_id: str, revision: str | None, _env: tuple[str, ...]) -> ModelSource:
-    return from_hub(repo_id, revision)
+def _hub_lookup(
+    repo_id: str, revision: str | None, quant: str | None, _env: tuple[str, ...]
+) -> ModelSource:
+    return from_hub(repo_id, revision, quant)
 
 
 def resolve_model(
@@ -220,7 +232,9 @@ def load_architecture(model: str | dict[str, Any], name: str | None = None) -> A
 
 
 def source_architecture(src: ModelSource, name: str | None = None) -> Architecture:
-    """The architecture of a resolved source (catalog ones are cached)."""
+    """The architecture of a resolved source (catalog ones are cached), with the source's own
+    notes (which GGUF file of a repository was read)."""
     if src.kind == "catalog":
         return _catalog_architecture(src.name)
-    return architecture_from_config(src.config, name or src.name)
+    arch = architecture_from_config(src.config, name or src.name)
+    return replace(arch, notes=(*arch.notes, *src.notes)) if src.notes else arch

@@ -23,6 +23,12 @@ if TYPE_CHECKING:
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; refuse anything absurd
 _SPLIT_GGUF = re.compile(r"^(?P<stem>.+)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
 
+# llama.cpp's `-hf <user>/<model>[:quant]` (common/arg.cpp): the quant tag is case-insensitive;
+# without one, Q4_K_M, or the repository's first GGUF file when it has no Q4_K_M. A projector
+# (mmproj) file is not the model.
+DEFAULT_GGUF_QUANT = "Q4_K_M"
+_REPO_QUANT = re.compile(r"^(?P<repo>[^:\s]{1,200}):(?P<quant>[A-Za-z0-9_.-]{1,64})$")
+
 
 @record
 class ModelSource:
@@ -177,17 +183,28 @@ def _repo(path: Path) -> tuple[str, str] | None:
     return repo_of_snapshot(path)
 
 
-def _from_folder(folder: Path, shown: str, name: str, kind: str = "path") -> ModelSource:
+def _from_folder(
+    folder: Path, shown: str, name: str, kind: str = "path", quant: str | None = None
+) -> ModelSource:
+    """A model folder: config.json and safetensors, or GGUF files. A folder the user named must
+    hold one GGUF model; a cached repository (`kind` hf-cache) picks one as llama.cpp's `-hf`
+    does (`pick_gguf`)."""
     config_path = folder / "config.json"
-    if not config_path.is_file():
-        ggufs = sorted(folder.glob("*.gguf"))
+    if quant is not None or not config_path.is_file():
+        ggufs = sorted(g.name for g in folder.glob("*.gguf"))
+        if ggufs and kind == "hf-cache":
+            parts, why = pick_gguf(ggufs, quant, shown)
+            src = from_gguf(folder / parts[0], str(folder / parts[0]))
+            return replace(src, kind=kind, name=name, notes=(*src.notes, why))
         if ggufs:
-            first = [g for g in ggufs if not _SPLIT_GGUF.match(g.name) or "-00001-of-" in g.name]
+            first = [g for g in ggufs if not _SPLIT_GGUF.match(g) or "-00001-of-" in g]
             if len(first) == 1:
-                src = from_gguf(first[0], str(first[0]))
+                src = from_gguf(folder / first[0], str(folder / first[0]))
                 return replace(src, kind=kind, name=name)
-            listed = ", ".join(g.name for g in first[:6])
+            listed = ", ".join(first[:6])
             raise GpuplanError(f"{shown}: several GGUF files ({listed}); name one of them")
+        if quant is not None:
+            raise GpuplanError(f"{shown}: no GGUF files for the quant :{quant}")
         raise GpuplanError(f"{shown}: directory has no config.json")
     from gpuplan.catalog.sources import safetensors_header as st
     from gpuplan.catalog.sources.modelopt import read_modelopt, with_modelopt
@@ -209,10 +226,76 @@ def _from_folder(folder: Path, shown: str, name: str, kind: str = "path") -> Mod
     return _source(kind, name, config, folder, ckpt)
 
 
+def split_quant(model: str) -> tuple[str, str | None]:
+    """`user/repo:Q4_K_M` → ("user/repo", "Q4_K_M"); anything else → (model, None)."""
+    m = _REPO_QUANT.match(model)
+    return (m["repo"], m["quant"]) if m else (model, None)
+
+
+def pick_gguf(names: list[str], quant: str | None, where: str) -> tuple[list[str], str]:
+    """The GGUF file (all its parts, when split) that llama.cpp's `-hf REPO[:QUANT]` would run,
+    and why it was chosen (a note for the bill)."""
+    firsts = sorted(
+        n
+        for n in names
+        if n.endswith(".gguf")
+        and "mmproj" not in n.rsplit("/", 1)[-1].lower()
+        and (not _SPLIT_GGUF.match(n.rsplit("/", 1)[-1]) or "-00001-of-" in n)
+    )
+    if not firsts:
+        raise GpuplanError(f"{where}: no GGUF model file")
+    wanted = quant or DEFAULT_GGUF_QUANT
+    tag = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(wanted)}(?![A-Za-z0-9_])", re.IGNORECASE)
+    hits = [n for n in firsts if tag.search(n)]
+    if quant and not hits:
+        listed = ", ".join(f.rsplit("/", 1)[-1] for f in firsts[:8])
+        raise GpuplanError(f"{where}: no GGUF file for quant {quant!r} (files: {listed})")
+    chosen = (hits or firsts)[0]
+    if quant:
+        why = f"the file for :{quant}"
+    elif hits:
+        why = f"llama.cpp's default quant {DEFAULT_GGUF_QUANT}"
+    elif len(firsts) == 1:
+        why = "the repository's only GGUF file"
+    else:
+        why = (
+            f"the first of {len(firsts)} GGUF files, as llama.cpp picks without a"
+            f" {DEFAULT_GGUF_QUANT}; name another as REPO:QUANT"
+        )
+    return _gguf_parts(chosen, names, where), f"GGUF file {chosen}: {why}"
+
+
+def _gguf_parts(first: str, names: list[str], where: str) -> list[str]:
+    """A GGUF file, or every part of a split one (model-00001-of-00003.gguf …)."""
+    folder, _, base = first.rpartition("/")
+    split = _SPLIT_GGUF.match(base)
+    if not split:
+        return [first]
+    n, prefix = int(split["n"]), f"{folder}/" if folder else ""
+    parts = [f"{prefix}{split['stem']}-{i:05d}-of-{n:05d}.gguf" for i in range(1, n + 1)]
+    missing = [p for p in parts if p not in names]
+    if missing:
+        raise GpuplanError(f"{where}: split GGUF part {missing[0]} is missing")
+    return parts
+
+
+def _gguf_source(
+    meta: dict[str, Any], tensors: list[StoredTensor], files: int, shown: str, location: str
+) -> tuple[dict[str, Any], Checkpoint]:
+    """The config.json a GGUF's metadata stands for, and its stored tensors."""
+    from gpuplan.catalog.sources.gguf_header import config_from_gguf
+    from gpuplan.engine.checkpoint import Checkpoint
+
+    config = config_from_gguf(meta, tensors, shown)
+    ckpt = Checkpoint(
+        "gguf", tuple(tensors), files, None, location, {"file_type": meta.get("general.file_type")}
+    )
+    return config, ckpt
+
+
 def from_gguf(path: Path, shown: str) -> ModelSource:
     """A GGUF file (all parts of a split GGUF: model-00001-of-00003.gguf …)."""
-    from gpuplan.catalog.sources.gguf_header import config_from_gguf, read_gguf
-    from gpuplan.engine.checkpoint import Checkpoint
+    from gpuplan.catalog.sources.gguf_header import read_gguf
 
     meta, tensors = read_gguf(path)
     files = [path]
@@ -227,16 +310,8 @@ def from_gguf(path: Path, shown: str) -> ModelSource:
                 raise GpuplanError(f"{shown}: split GGUF part {part.name} is missing")
             tensors = tensors + read_gguf(part)[1]
             files.append(part)
-    config = config_from_gguf(meta, tensors, shown)
+    config, ckpt = _gguf_source(meta, tensors, len(files), shown, str(path))
     name = str(meta.get("general.name") or "") or display_name(path)
-    ckpt = Checkpoint(
-        "gguf",
-        tuple(tensors),
-        len(files),
-        None,
-        str(path),
-        {"file_type": meta.get("general.file_type")},
-    )
     found = _repo(path)
     return ModelSource(
         "path",
@@ -255,29 +330,30 @@ def from_gguf(path: Path, shown: str) -> ModelSource:
 # --------------------------------------------------------------------------------------
 
 
-def from_cache(repo_id: str, revision: str | None) -> ModelSource | None:
+def from_cache(repo_id: str, revision: str | None, quant: str | None = None) -> ModelSource | None:
+    """A repository in the local Hugging Face cache (`quant`: which GGUF file, as `-hf` takes it)."""
     from gpuplan.catalog.sources.hf_cache import snapshot
 
     folder = snapshot(repo_id, revision)
     if folder is None:
         return None
-    src = _from_folder(folder, repo_id, repo_id, kind="hf-cache")
+    src = _from_folder(folder, repo_id, repo_id, kind="hf-cache", quant=quant)
     return replace(src, repo_id=repo_id, revision=folder.name)
 
 
-def from_hub(repo_id: str, revision: str | None) -> ModelSource:
+def from_hub(repo_id: str, revision: str | None, quant: str | None = None) -> ModelSource:
+    """A Hub repository: config.json and safetensors headers, or (a GGUF repository, or a
+    `:QUANT` asked) one GGUF file's header, chosen as llama.cpp's `-hf` chooses it."""
     from gpuplan.catalog.sources import hub
     from gpuplan.catalog.sources.modelopt import quantization_config_from_modelopt, with_modelopt
     from gpuplan.engine.checkpoint import Checkpoint
 
     repo = hub.repo_listing(repo_id, revision)
-    if "config.json" not in repo.files:
-        ggufs = [f for f in repo.files if f.endswith(".gguf")]
-        if ggufs:
-            raise GpuplanError(
-                f"{repo_id}: a GGUF repository on the Hub ({len(ggufs)} .gguf files);"
-                " download the file you will run and pass its path"
-            )
+    if quant is not None or "config.json" not in repo.files:
+        if any(f.endswith(".gguf") for f in repo.files):
+            return _hub_gguf(repo, quant)
+        if quant is not None:
+            raise GpuplanError(f"{repo_id}: no GGUF files for the quant :{quant}")
         raise GpuplanError(f"{repo_id}: the Hub repository has no config.json")
     config = hub.read_json(repo, "config.json")
     if "hf_quant_config.json" in repo.files:
@@ -302,4 +378,27 @@ def from_hub(repo_id: str, revision: str | None) -> ModelSource:
         repo_id=repo_id,
         revision=repo.revision,
         checkpoint=ckpt,
+    )
+
+
+def _hub_gguf(repo: Any, quant: str | None) -> ModelSource:
+    """The GGUF file `-hf REPO[:QUANT]` would run, from its header's range reads."""
+    from gpuplan.catalog.sources import hub
+
+    parts, why = pick_gguf(list(repo.files), quant, repo.repo_id)
+    meta, tensors = hub.gguf_header(repo, parts[0])
+    for part in parts[1:]:
+        tensors = tensors + hub.gguf_header(repo, part)[1]
+    location = f"{hub.endpoint()}/{repo.repo_id}/{parts[0]}"
+    config, ckpt = _gguf_source(meta, tensors, len(parts), f"{repo.repo_id}/{parts[0]}", location)
+    return ModelSource(
+        "hub",
+        repo.repo_id,
+        config,
+        location,
+        repo_id=repo.repo_id,
+        revision=repo.revision,
+        checkpoint=ckpt,
+        gguf=meta,
+        notes=(why,),
     )

@@ -1,7 +1,9 @@
-"""The Hugging Face Hub: a repository's config.json and safetensors headers, by range reads.
+"""The Hugging Face Hub: a repository's config.json and safetensors headers (or one GGUF file's
+header), by range reads.
 
 Nothing is downloaded whole but small JSON files (config.json, hf_quant_config.json, the
-safetensors index); each weight file gives only its first 8 + N bytes (HTTP Range requests
+safetensors index); each weight file gives only its first 8 + N bytes, and a GGUF file its
+metadata and tensor infos read from the front in growing blocks (HTTP Range requests
 on `{endpoint}/{repo}/resolve/{revision}/{file}`, as huggingface_hub's
 get_safetensors_metadata does), read as a bounded stream so a server that ignores Range still
 costs no more. Nothing is written to disk. `HF_ENDPOINT`, `HF_TOKEN` and `HF_HUB_OFFLINE` are
@@ -139,6 +141,39 @@ def read_json(repo: HubRepo, filename: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise GpuplanError(f"{repo.repo_id}/{filename}: must be a JSON object")
     return data
+
+
+class RangeStream:
+    """A Hub file read front to back by range requests of growing size (1 MiB, doubling up to
+    16 MiB): a GGUF header (metadata, then tensor infos) takes a few requests and little more
+    than its own bytes, never the tensor data behind it."""
+
+    FIRST, LARGEST = 2**20, 16 * 2**20
+
+    def __init__(self, repo: HubRepo, filename: str) -> None:
+        self.repo, self.filename = repo, filename
+        self.buffer, self.at, self.next_start = b"", 0, 0
+        self.block, self.ended = self.FIRST, False
+
+    def read(self, n: int) -> bytes:
+        while len(self.buffer) - self.at < n and not self.ended:
+            chunk = read_range(
+                self.repo.repo_id, self.repo.revision, self.filename, self.next_start, self.block
+            )
+            self.ended = len(chunk) < self.block
+            self.next_start += len(chunk)
+            self.buffer, self.at = self.buffer[self.at :] + chunk, 0
+            self.block = min(self.block * 2, self.LARGEST)
+        out = self.buffer[self.at : self.at + n]
+        self.at += len(out)
+        return out
+
+
+def gguf_header(repo: HubRepo, filename: str) -> tuple[dict[str, Any], list[StoredTensor]]:
+    """One GGUF file's metadata and tensor infos, read from the front of the file."""
+    from gpuplan.catalog.sources.gguf_header import parse_gguf
+
+    return parse_gguf(RangeStream(repo, filename), f"{repo.repo_id}/{filename}")  # type: ignore[arg-type]
 
 
 def shard_header(repo: HubRepo, filename: str) -> list[StoredTensor]:
