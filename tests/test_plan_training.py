@@ -256,3 +256,17 @@ def test_pruned_search_ranks_the_same_top_plans_as_brute_force(model, gpus, kern
     assert [_plan_signature(b) for b in pruned.options[:5]] == [
         _plan_signature(b) for b in brute[:5]
     ]
+
+
+def test_search_restores_the_garbage_collector_as_it_was():
+    import gc
+
+    setup = train("llama-3.1-8b", "h100", gpus=8, zero=3).bill.setup
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            rank_training_layouts(setup, 8, 8 * 8 * setup.seq, top=3)
+            assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()

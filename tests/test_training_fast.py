@@ -45,7 +45,7 @@ def test_peak_phase_is_the_first_largest_phase_total(kw):
         bill = training_bill(s)
         assert bill.allocated_bytes == max(phase_totals(bill.amounts).values())
         lo = s.layout
-        stages = _distinct_stages(s.arch, stage_param_list(s.arch, lo.tp, lo.pp, lo.ep))
+        stages = _distinct_stages(s.arch, lo.tp, lo.pp, lo.ep)
         spec = gpuplan.engine.training._activation_spec(s)
         for stage_params in stages:
             one = _stage(bill.setup, spec, stage_params, 0.0 if s.lora is None else _frac(bill))
@@ -105,3 +105,31 @@ def test_records_built_per_call_keep_their_defaults_and_repr():
         repr(Layout(dp=2))
         == "Layout(dp=2, tp=1, pp=1, cp=1, ep=1, sp=False, zero=0, fsdp=None, hybrid=False, gpus_per_node=8, vpp=1)"
     )
+
+
+@pytest.mark.parametrize("kw", CASES, ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
+def test_fitting_bill_is_the_bill_when_it_fits_and_none_when_not(kw):
+    from gpuplan.engine.training import fitting_training_bill
+
+    kw = dict(kw)
+    setup = gpuplan.train(kw.pop("model"), **kw).bill.setup
+    full = training_bill(setup).per_gpu_total_bytes
+    budgets = (full - 1, full, full + 1)  # just over, exactly at, just under the budget
+    for memory, mb in itertools.product(budgets, (1, 2)):
+        s = replace(setup, gpu=setup.gpu.with_memory(memory), headroom=1.0, micro_batch=mb)
+        bill = training_bill(s)
+        assert fitting_training_bill(s) == (bill if bill.fits else None)
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "deepseek-v3", "mixtral-8x7b", "gemma-2-9b-it"])
+def test_stage_parameters_add_up_to_the_model(model):
+    from gpuplan.engine.params import count_params
+
+    arch = gpuplan.train(model, gpus=1).bill.setup.arch
+    total = count_params(arch).total
+    for pp in (1, 3, 7):
+        stages = stage_param_list(arch, 1, pp)
+        tied_copy = arch.vocab_size * arch.hidden_size if arch.tie_word_embeddings and pp > 1 else 0
+        assert sum(st.dense + st.experts for st in stages) == total + tied_copy
+        assert [st.layers for st in stages] == [s.layers for s in stages]
+        assert sum(len(st.layers) for st in stages) == arch.num_layers

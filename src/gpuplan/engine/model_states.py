@@ -59,10 +59,17 @@ class StageParams:
         return self.dense + self.experts
 
 
-@lru_cache(maxsize=4096)
 def layer_params_per_rank(arch: Architecture, index: int, tp: int, ep: int = 1) -> tuple[int, int]:
     """(all parameters, those of the MLP's last linear) of layer `index` on one GPU after tp
     and ep: the unit whose gradients a layer's backward builds, and the first it builds."""
+    return _kind_params_per_rank(arch, layer_kind_index(arch)[1][index], tp, ep)
+
+
+@lru_cache(maxsize=4096)
+def _kind_params_per_rank(arch: Architecture, kind: int, tp: int, ep: int) -> tuple[int, int]:
+    """`layer_params_per_rank` by the layer's kind (`layer_kind_index`): layers of one kind
+    weigh the same."""
+    index = layer_kind_index(arch)[1].index(kind)  # the first layer of that kind
     layer = arch.layers[index]
     total = layer_bytes_per_rank(arch, index, COUNT, tp)
     h = arch.hidden_size
@@ -74,6 +81,16 @@ def layer_params_per_rank(arch: Architecture, index: int, tp: int, ep: int = 1) 
         return total, down
     down = arch.mlp.intermediate_size * h // tp if arch.mlp is not None else 0
     return total, down
+
+
+@lru_cache(maxsize=256)
+def layer_kind_index(arch: Architecture) -> tuple[tuple[LayerSpec, ...], tuple[int, ...]]:
+    """The distinct layer kinds of `arch` in order of first appearance, and each layer's place
+    among them: a stage's sums then index a list instead of hashing and comparing a LayerSpec
+    (a wide dataclass) once per layer per layout."""
+    kinds: dict[LayerSpec, int] = {}
+    index = tuple(kinds.setdefault(layer, len(kinds)) for layer in arch.layers)
+    return tuple(kinds), index
 
 
 @lru_cache(maxsize=4096)
@@ -91,20 +108,21 @@ def stage_param_list(arch: Architecture, tp: int, pp: int, ep: int = 1) -> tuple
     experts_tp = (
         round(arch.moe.num_experts * expert_params(arch) / tp) if arch.moe is not None else 0
     )
-    per_kind: dict[LayerSpec, tuple[int, int]] = {}  # layer kind -> (dense part, expert part)
-    for i, layer in enumerate(arch.layers):
-        if layer not in per_kind:
-            total = layer_bytes_per_rank(arch, i, COUNT, tp)
-            e = experts_tp if layer.moe and layer.ffn else 0
-            per_kind[layer] = (total - e, _ceil_div(e, ep))
+    kinds, index = layer_kind_index(arch)
+    dense_of, experts_of = [], []  # per layer kind: (dense part, expert part) on one GPU
+    for k, layer in enumerate(kinds):
+        total = layer_bytes_per_rank(arch, index.index(k), COUNT, tp)
+        e = experts_tp if layer.moe and layer.ffn else 0
+        dense_of.append(total - e)
+        experts_of.append(_ceil_div(e, ep))
     out = []
     for s, layers in enumerate(stage_layers(arch.num_layers, pp)):
-        dense = sum(per_kind[arch.layers[i]][0] for i in layers)
-        experts = sum(per_kind[arch.layers[i]][1] for i in layers)
+        in_stage = index[layers.start : layers.stop]
+        dense = sum(dense_of[k] for k in in_stage)
+        experts = sum(experts_of[k] for k in in_stage)
         e = emb if s == 0 else 0
         lm = head if s == pp - 1 else 0
-        kinds = {arch.layers[i] for i in layers}
-        unit = max([e, lm] + [sum(per_kind[k]) for k in kinds])
+        unit = max([e, lm] + [dense_of[k] + experts_of[k] for k in set(in_stage)])
         out.append(StageParams(s, layers, dense + e + lm, experts, unit, e, lm))
     return tuple(out)
 

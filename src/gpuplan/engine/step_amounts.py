@@ -59,25 +59,13 @@ def amounts(
     setup: TrainingSetup,
     spec: ActivationSpec,
     st: StageParams,
-    states: ModelStates,
+    held_part: StateAmounts,
     in_flight: int,
-    base_fraction: float,
 ) -> tuple[Amounts, int]:
-    """The bytes the phases are made of, for one stage (engine/phases.py `Amounts`)."""
+    """The bytes the phases are made of, for one stage (engine/phases.py `Amounts`), from the
+    part its layout fixes (`state_amounts`)."""
     arch, lo, fw = setup.arch, setup.layout, setup.framework
     first, last = st.stage == 0, st.stage == lo.pp - 1
-    held_part = _state_amounts(
-        arch,
-        fw,
-        lo,
-        setup.recipe,
-        setup.lora,
-        min(setup.micro_batches, 2),  # its helpers ask only whether it is over 1
-        setup.offload,
-        st,
-        states,
-        base_fraction,
-    )
     saved = _activations(setup, spec, st, in_flight, first, last)
     casts, casts_first = _autocast_casts(setup, st, in_flight)
     a = spec.act_bytes
@@ -103,7 +91,7 @@ def amounts(
         loss=loss_peak,
         recompute_last=saved.rebuilt_last,
         recompute_first=saved.rebuilt_first,
-        act_grads=_backward_transient(arch, spec, st.layers),
+        act_grads=saved.act_grads,
         new_grad=held_part.new_grad,
         casts=casts,
         casts_first=casts_first,
@@ -124,12 +112,7 @@ def amounts(
     return amounts, saved.host
 
 
-@lru_cache(maxsize=8192)
-def _backward_transient(arch: Architecture, spec: ActivationSpec, layers: range) -> int:
-    return backward_transient_bytes(arch, spec, layers)
-
-
-class _StateAmounts(NamedTuple):
+class StateAmounts(NamedTuple):
     """`Amounts` fields fixed by the layout (a tuple: a cached value stays immutable)."""
 
     weights: int
@@ -153,8 +136,7 @@ class _StateAmounts(NamedTuple):
     step_temp: int
 
 
-@lru_cache(maxsize=8192, typed=True)
-def _state_amounts(
+def state_amounts(
     arch: Architecture,
     fw: FrameworkProfile,
     lo: Layout,
@@ -165,10 +147,12 @@ def _state_amounts(
     st: StageParams,
     states: ModelStates,
     base_fraction: float,
-) -> _StateAmounts:
+) -> StateAmounts:
     """The amounts that do not depend on the sequence, micro-batch or recompute (the model
     states, gradients' lifetime, gathered units, buffers, step temporaries), by what they depend
-    on: a planner's search and a sweep over batch shapes bill one layout many times."""
+    on (engine/training.py caches them with the states, per layout and stage: a planner's
+    search and a sweep over batch shapes bill one layout many times). Of the micro-batches
+    per step its helpers ask only whether there are more than one."""
     setup = cast("TrainingSetup", _Keys(arch, fw, lo, recipe, lora, micro_batches, offload))
     offloaded_states = offload in ("optimizer", "params")
     weights = 0 if offload == "params" else states.weights
@@ -177,7 +161,7 @@ def _state_amounts(
     optimizer = 0 if offloaded_states else states.optimizer
     g_before, g_last, g_first = _gradient_lifetime(setup, st, states, grads)
     gather = _gathered(setup, st, base_fraction)
-    return _StateAmounts(
+    return StateAmounts(
         weights,
         grads,
         master,
@@ -202,7 +186,7 @@ def _state_amounts(
 
 @record
 class _Keys:
-    """What `_state_amounts`'s helpers read of a setup (they take a TrainingSetup's names)."""
+    """What `state_amounts`'s helpers read of a setup (they take a TrainingSetup's names)."""
 
     arch: Architecture
     framework: FrameworkProfile
@@ -224,6 +208,7 @@ class _Saved:
     rebuilt_last: int  # the last layer rebuilt by recompute, at its peak
     rebuilt_first: int
     host: int  # offloaded to the host
+    act_grads: int  # the activation gradients of a layer's backward (not saved: transient)
 
 
 def _activations(
@@ -264,42 +249,30 @@ def _saved(
     """`_activations` by what it depends on: not the data-parallel degree or the ZeRO stage, so a
     planner's search works it out once for the layouts that differ only in those."""
     n = len(st.layers)
-    one = stage_bytes(arch, spec, st.layers, first, last)
-    loss_side = edge_bytes(arch, spec, first, last) - edge_bytes(arch, spec, first, False)
-    act = (one - loss_side) * in_flight // vpp + loss_side * last_chunk_forwards(vpp, in_flight)
-    rebuilt = recompute_buffer_bytes(arch, spec, st.layers)
-    freed = backward_released_bytes(arch, spec, st.layers)
-    ck_last, ck_first = is_checkpointed(spec, n - 1), is_checkpointed(spec, 0)
-    plain = with_recompute(spec, "none") if parse_recompute(spec.recompute)[0] in COUNTED else spec
-    first_spec = with_recompute(spec, "full") if ck_first and plain is not spec else plain
-    first_layer = layer_bytes(arch, arch.layers[st.layers[0]], first_spec) if st.layers else 0
-    act_last = act - loss_side - (0 if ck_last else freed)
-    this = one if vpp == 1 else (one - loss_side) // vpp  # the forward being backpropagated
-    act_first = act - this + first_layer + edge_bytes(arch, spec, first, False)
-    act_first = max(0, min(act_last, act_first - (0 if ck_first else freed)))
+    one = _one_micro_batch(arch, spec, st.layers, first, last)
+    act = (one.saved - one.loss_side) * in_flight // vpp + one.loss_side * last_chunk_forwards(
+        vpp, in_flight
+    )
+    act_last = act - one.loss_side - (0 if one.ck_last else one.freed)
+    this = one.saved if vpp == 1 else (one.saved - one.loss_side) // vpp  # being backpropagated
+    act_first = act - this + one.first_layer + one.input_side
+    act_first = max(0, min(act_last, act_first - (0 if one.ck_first else one.freed)))
     forward_peak = act
-    if ck_last:
-        working = forward_working_set_bytes(arch, spec, st.layers)
-        forward_peak = max(act, act - loss_side + working)
-
-    def rebuilt_at(checkpointed: bool) -> int:
-        if checkpointed:
-            return max(0, rebuilt - freed)
-        return rebuilt if parse_recompute(spec.recompute)[0] == "selective" else 0
-
+    if one.ck_last:
+        forward_peak = max(act, act - one.loss_side + one.working)
     saved = _Saved(
         end=act,
         forward_peak=forward_peak,
         last=act_last,
         first=act_first,
-        rebuilt_last=rebuilt_at(ck_last),
-        rebuilt_first=rebuilt_at(ck_first),
+        rebuilt_last=one.rebuilt_last,
+        rebuilt_first=one.rebuilt_first,
         host=0,
+        act_grads=one.act_grads,
     )
     if not offload_activations or n <= 2:
         return saved
-    edge = edge_bytes(arch, spec, first, last)
-    kept = 2 * ((one - edge) // n) + edge
+    kept = 2 * ((one.saved - one.edge) // n) + one.edge
     return replace(
         saved,
         end=kept,
@@ -307,6 +280,64 @@ def _saved(
         last=min(kept, act_last),
         first=min(kept, act_first),
         host=act - kept,
+    )
+
+
+class _OneMicroBatch(NamedTuple):
+    """What one micro-batch saves and rebuilds on a stage, whatever the number in flight."""
+
+    saved: int  # its layers plus the edge tensors (`stage_bytes`)
+    edge: int  # the edge tensors
+    loss_side: int  # the edge tensors of the loss side (final norm, labels)
+    input_side: int  # the edge tensors without the loss side (ids, RoPE tables)
+    freed: int  # what a layer's backward frees before its MLP peak
+    first_layer: int  # the first layer's saved bytes, as its backward holds them
+    working: int  # the forward working set of a checkpointed last layer
+    ck_last: bool
+    ck_first: bool
+    rebuilt_last: int  # the last layer rebuilt by recompute, at its peak
+    rebuilt_first: int
+    act_grads: int  # `backward_transient_bytes`
+
+
+@lru_cache(maxsize=4096)
+def _one_micro_batch(
+    arch: Architecture, spec: ActivationSpec, layers: range, first: bool, last: bool
+) -> _OneMicroBatch:
+    """`_saved`'s per-micro-batch part, by what it depends on: a search's layouts share it
+    across the micro-batch counts (and so the numbers in flight) their data-parallel degrees
+    give."""
+    n = len(layers)
+    one = stage_bytes(arch, spec, layers, first, last)
+    edge = edge_bytes(arch, spec, first, last)
+    input_side = edge_bytes(arch, spec, first, False)
+    rebuilt = recompute_buffer_bytes(arch, spec, layers)
+    freed = backward_released_bytes(arch, spec, layers)
+    ck_last, ck_first = is_checkpointed(spec, n - 1), is_checkpointed(spec, 0)
+    plain = with_recompute(spec, "none") if parse_recompute(spec.recompute)[0] in COUNTED else spec
+    first_spec = with_recompute(spec, "full") if ck_first and plain is not spec else plain
+    first_layer = layer_bytes(arch, arch.layers[layers[0]], first_spec) if layers else 0
+    working = forward_working_set_bytes(arch, spec, layers) if ck_last else 0
+    selective = parse_recompute(spec.recompute)[0] == "selective"
+
+    def rebuilt_at(checkpointed: bool) -> int:
+        if checkpointed:
+            return max(0, rebuilt - freed)
+        return rebuilt if selective else 0
+
+    return _OneMicroBatch(
+        saved=one,
+        edge=edge,
+        loss_side=edge - input_side,
+        input_side=input_side,
+        freed=freed,
+        first_layer=first_layer,
+        working=working,
+        ck_last=ck_last,
+        ck_first=ck_first,
+        rebuilt_last=rebuilt_at(ck_last),
+        rebuilt_first=rebuilt_at(ck_first),
+        act_grads=backward_transient_bytes(arch, spec, layers),
     )
 
 

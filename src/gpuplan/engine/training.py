@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cached_property, lru_cache
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 from gpuplan.engine.activations import (
     COUNTED,
@@ -63,6 +63,7 @@ from gpuplan.engine.model_states import (
     ModelStates,
     StageParams,
     factored_moment_params,
+    held_recipe,
     model_states,
     stage_param_list,
 )
@@ -81,8 +82,8 @@ from gpuplan.engine.pipeline import forwards_in_flight
 from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.serving import DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_HEADROOM
 from gpuplan.engine.sharding import Layout, validate_layout
+from gpuplan.engine.step_amounts import StateAmounts, bpp, held, state_amounts
 from gpuplan.engine.step_amounts import amounts as step_amounts
-from gpuplan.engine.step_amounts import bpp, held
 from gpuplan.engine.training_lines import state_lines_and_makers, step_lines
 from gpuplan.engine.weights import WeightFormat, weights_bytes
 from gpuplan.errors import GpuplanError
@@ -385,6 +386,38 @@ def _stage_states(
     )
 
 
+class _LayoutPart(NamedTuple):
+    """What a layout fixes of one stage, whatever the micro-batch or recompute."""
+
+    states: ModelStates
+    trainable: int
+    amounts: StateAmounts  # the amounts built from the states (step_amounts.state_amounts)
+
+
+@lru_cache(maxsize=8192, typed=True)
+def _layout_part(
+    arch: Architecture,
+    recipe: TrainingRecipe,
+    fw: FrameworkProfile,
+    lora: LoraSpec | None,
+    lo: Layout,
+    offload: str,
+    micro_batches: int,
+    st: StageParams,
+    base_fraction: float,
+) -> _LayoutPart:
+    """One stage's model states and the amounts they fix, by what they depend on (`micro_batches`
+    only as 1 or 2: whether gradients accumulate): one lookup per stage weighed, a planner's
+    search weighing each layout's stages at every micro-batch size and recompute mode."""
+    buckets = (fw.reduce_bucket_elems, fw.allgather_bucket_elems)
+    held_states = held_recipe(recipe, fw.fsdp_fp32_params, fw.reduce_fp32, lo.zero)
+    states, trainable = _layout_states(arch, held_states, lo, buckets, lora, st, base_fraction)
+    fixed = state_amounts(
+        arch, fw, lo, recipe, lora, micro_batches, offload, st, states, base_fraction
+    )
+    return _LayoutPart(states, trainable, fixed)
+
+
 @lru_cache(maxsize=8192)
 def _layout_states(
     arch: Architecture,
@@ -428,7 +461,7 @@ def model_states_floor(setup: TrainingSetup) -> int:
         return 0
     validate_training(setup)
     lo = setup.layout
-    stages = _distinct_stages(setup.arch, stage_param_list(setup.arch, lo.tp, lo.pp, lo.ep))
+    stages = _distinct_stages(setup.arch, lo.tp, lo.pp, lo.ep)
     held_states = (_stage_states(setup, st, 0.0)[0] for st in stages)
     return max(s.weights + s.master + s.optimizer for s in held_states)
 
@@ -448,6 +481,40 @@ class _Stage(NamedTuple):
 
 def training_bill(setup: TrainingSetup) -> TrainingBill:
     """Build the per-GPU training bill for `setup`: every phase of the step, its peak."""
+    return _bill_of(_heaviest(setup))
+
+
+def fitting_training_bill(setup: TrainingSetup) -> TrainingBill | None:
+    """`training_bill(setup)` when it fits its budget, else None, and the lines, cost and notes
+    of a bill that does not fit are never built: a planner's search keeps only the bills that
+    fit and weighs many that do not (its walk up the micro-batches stops at the first). Raises
+    GpuplanError as `training_bill` does for a setup it refuses."""
+    heaviest = _heaviest(setup, _budget(setup))
+    return None if heaviest is None else _bill_of(heaviest)
+
+
+class _Heaviest(NamedTuple):
+    """What a bill is built from: the setup as billed, its activation spec, the model's
+    parameter counts, the frozen base's bytes per parameter (LoRA), and the heaviest stage."""
+
+    setup: TrainingSetup
+    spec: ActivationSpec
+    counts: ParamCounts
+    base_fraction: float
+    stage: _Stage
+
+
+@overload
+def _heaviest(setup: TrainingSetup, budget: None = None) -> _Heaviest: ...
+@overload
+def _heaviest(setup: TrainingSetup, budget: int) -> _Heaviest | None: ...
+
+
+def _heaviest(setup: TrainingSetup, budget: int | None = None) -> _Heaviest | None:
+    """Validate `setup` and weigh its pipeline stages (each as its peak phase's total), the
+    first of the heaviest kept. With a `budget`: None as soon as one stage's bill is over it,
+    the others not weighed (the heaviest is over it too: the per-GPU total grows with the
+    peak, `_per_gpu_total`)."""
     validate_training(setup)
     arch, lo = setup.arch, setup.layout
     spec = _activation_spec(setup)
@@ -458,9 +525,39 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
         setup = replace(setup, lora=lora)
         assert setup.base is not None
         base_fraction = _base_bytes(arch, setup.base) / counts.total
-    stages = stage_param_list(arch, lo.tp, lo.pp, lo.ep)
-    chosen = [stages[setup.stage]] if setup.stage is not None else _distinct_stages(arch, stages)
-    best = max((_stage(setup, spec, st, base_fraction) for st in chosen), key=lambda s: s.peak)
+    if setup.stage is not None:
+        chosen: tuple[StageParams, ...] = (
+            stage_param_list(arch, lo.tp, lo.pp, lo.ep)[setup.stage],
+        )
+    else:
+        chosen = _distinct_stages(arch, lo.tp, lo.pp, lo.ep)
+    best: _Stage | None = None
+    for st in chosen:
+        stage = _stage(setup, spec, st, base_fraction)
+        if budget is not None and _per_gpu_total(setup, stage.peak) > budget:
+            return None
+        if best is None or stage.peak > best.peak:
+            best = stage
+    assert best is not None  # a layout has at least one stage
+    return _Heaviest(setup, spec, counts, base_fraction, best)
+
+
+def _budget(setup: TrainingSetup) -> int:
+    return int(setup.gpu.memory_bytes * setup.headroom)
+
+
+def _per_gpu_total(setup: TrainingSetup, peak: int) -> int:
+    """The per-GPU total of a bill whose peak phase holds `peak` bytes, without its lines: the
+    peak, the allocator reserve (non-generic profiles) and the CUDA context, as `_bill_items`
+    lists them."""
+    reserve = reserve_bytes(peak) if setup.framework.id != "generic" else 0
+    return peak + reserve + setup.cuda_context_bytes
+
+
+def _bill_of(heaviest: _Heaviest) -> TrainingBill:
+    """The bill of the heaviest stage: its peak phase as lines, the host bill, the cost."""
+    setup, spec, counts, base_fraction, best = heaviest
+    arch = setup.arch
     states_lines, makers = state_lines_and_makers(
         setup, held(setup), best.params, best.states, base_fraction
     )
@@ -481,7 +578,7 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
         stage=st,
         states=best.states,
         trainable_params=trainable_total,
-        budget_bytes=int(setup.gpu.memory_bytes * setup.headroom),
+        budget_bytes=_budget(setup),
         activations_bytes=best.amounts.activations,
         activation_bytes_per_layer=per_layer,
         in_flight=best.in_flight,
@@ -497,14 +594,12 @@ def training_bill(setup: TrainingSetup) -> TrainingBill:
 
 
 @lru_cache(maxsize=1024)
-def _distinct_stages(
-    arch: Architecture, stages: tuple[StageParams, ...]
-) -> tuple[StageParams, ...]:
+def _distinct_stages(arch: Architecture, tp: int, pp: int, ep: int) -> tuple[StageParams, ...]:
     """The stages that can be the heaviest: of stages with the same layers (by kind), embedding
     and LM head, the earliest holds the most micro-batches in flight under 1F1B (pp − s), so
     only it is billed."""
     seen: dict[object, StageParams] = {}
-    for st in stages:
+    for st in stage_param_list(arch, tp, pp, ep):
         key = (layer_kinds(arch, st.layers.start, st.layers.stop), st.embedding, st.lm_head)
         seen.setdefault(key, st)
     return tuple(seen.values())
@@ -517,12 +612,22 @@ def _on_gpu_states(a: Amounts) -> int:
 def _stage(
     setup: TrainingSetup, spec: ActivationSpec, st: StageParams, base_fraction: float
 ) -> _Stage:
-    lo = setup.layout
-    states, trainable = _stage_states(setup, st, base_fraction)
-    in_flight = forwards_in_flight(lo.pp, lo.vpp, st.stage, setup.micro_batches)
-    amounts, host_act = step_amounts(setup, spec, st, states, in_flight, base_fraction)
+    lo, m = setup.layout, setup.micro_batches
+    part = _layout_part(
+        setup.arch,
+        setup.recipe,
+        setup.framework,
+        setup.lora,
+        lo,
+        setup.offload,
+        min(m, 2),
+        st,
+        base_fraction,
+    )
+    in_flight = forwards_in_flight(lo.pp, lo.vpp, st.stage, m)
+    amounts, host_act = step_amounts(setup, spec, st, part.amounts, in_flight)
     name, peak = peak_phase(amounts)
-    return _Stage(st, states, trainable, in_flight, amounts, host_act, peak, name)
+    return _Stage(st, part.states, part.trainable, in_flight, amounts, host_act, peak, name)
 
 
 def _bill_items(setup: TrainingSetup, peak: Phase) -> tuple[LineItem, ...]:

@@ -23,8 +23,10 @@ and keeps the layouts whose heaviest GPU fits its budget. What keeps the bills f
     than selective or none on a one-layer stage or with eager attention's s² scores);
   - a bill only grows with the micro-batch, so the walk up the micro-batches stops at the first
     that does not fit;
-  - what a layout fixes (each stage's model states) is computed once per layout by the engine,
-    not once per bill;
+  - a bill that does not fit is only weighed (`fitting_training_bill`: its stages' peaks, up to
+    the first over the budget), never built into lines, cost and notes;
+  - what a layout fixes (each stage's model states and the amounts they fix) and what one
+    micro-batch saves on a stage are computed once by the engine, not once per bill;
   - asked for the `top` plans only (the CLI, the API and the goal planner are), the search is a
     branch and bound: each layout gets a speed ceiling from its fastest bill that fits at
     micro-batch 1 (`_Walk.ceiling`: compute + TP/CP/EP/PP time, no overlap), layouts
@@ -41,18 +43,20 @@ lower per-GPU memory, then by the simpler layout, then by the order of the walk.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
-from gpuplan.engine.frozen import record, replace
+from gpuplan.engine.frozen import fields, record, replace
 from gpuplan.engine.sharding import Layout, tp_problem
 from gpuplan.engine.training import (
     TrainingBill,
     TrainingSetup,
+    fitting_training_bill,
     model_states_floor,
-    training_bill,
 )
 from gpuplan.errors import GpuplanError
 
@@ -154,8 +158,9 @@ def _micro_batches(per_rank: int) -> list[int]:
 
 
 def _bill(setup: TrainingSetup) -> TrainingBill | None:
+    """The bill of `setup` when it fits (None when it does not, or the engine refuses it)."""
     try:
-        return training_bill(setup)
+        return fitting_training_bill(setup)
     except GpuplanError:
         return None
 
@@ -206,23 +211,29 @@ class _Walk:
         self.recomputes = _recomputes(setup)
         self.bills = 0
         self.found: list[tuple[tuple[float, ...], TrainingBill]] = []
-        self._known: dict[tuple[int, str, int], TrainingBill | None] = {}
+        # per cell (its order): (recompute, micro-batch) -> the bill, None when it does not fit
+        self._known: dict[int, dict[tuple[str, int], TrainingBill | None]] = {}
+        self._fields = {f.name: getattr(setup, f.name) for f in fields(setup) if f.init}
+
+    def candidate(self, cell: _Cell, **changes: object) -> TrainingSetup:
+        """The setup with `cell`'s layout and offload and `changes`: `replace`, but
+        with the setup's fields read once per search instead of once per candidate."""
+        given = {**self._fields, "layout": cell.layout, "offload": cell.offload, **changes}
+        return TrainingSetup(**given)  # type: ignore[arg-type]
 
     def bill(self, cell: _Cell, recompute: str, micro: int) -> TrainingBill | None:
-        """The bill of one candidate (None when the engine refuses it)."""
-        key = (cell.order, recompute, micro)
-        if key not in self._known:
-            candidate = replace(
-                self.setup,
-                layout=cell.layout,
-                offload=cell.offload,
-                recompute=recompute,
-                micro_batch=micro,
-                grad_accum=cell.per_rank // micro,
+        """The bill of one candidate when it fits (None when it does not, or the engine
+        refuses it: `fitting_training_bill` weighs a bill that does not fit without building
+        its lines). Every candidate weighed is counted."""
+        known = self._known.setdefault(cell.order, {})
+        key = (recompute, micro)
+        if key not in known:
+            candidate = self.candidate(
+                cell, recompute=recompute, micro_batch=micro, grad_accum=cell.per_rank // micro
             )
             self.bills += 1
-            self._known[key] = _bill(candidate)
-        return self._known[key]
+            known[key] = _bill(candidate)
+        return known[key]
 
     def chain(self, cell: _Cell, recompute: str) -> list[TrainingBill]:
         """The candidates of one recompute mode that fit, up the micro-batches: a bill only
@@ -230,7 +241,7 @@ class _Walk:
         out = []
         for micro in _micro_batches(cell.per_rank):
             bill = self.bill(cell, recompute, micro)
-            if bill is None or not bill.fits:
+            if bill is None:
                 break
             out.append(bill)
         return out
@@ -242,7 +253,7 @@ class _Walk:
             self.found += [
                 (_rank_key(bill) + (cell.order, r, m), bill) for m, bill in enumerate(fitted)
             ]
-        self._known = {k: v for k, v in self._known.items() if k[0] != cell.order}
+        self._known.pop(cell.order, None)
 
     def hopeless(self, cell: _Cell) -> bool:
         """The cell cannot fit whatever its micro-batch and recompute: its model states alone
@@ -251,9 +262,8 @@ class _Walk:
         mode is smallest depends on the model: full recompute keeps every layer's input plus
         one layer rebuilt, which on a one-layer stage, or with eager attention's s² scores,
         can be more than selective or none keep."""
-        candidate = replace(self.setup, layout=cell.layout, offload=cell.offload)
         try:
-            floor = model_states_floor(candidate)
+            floor = model_states_floor(self.candidate(cell))
         except GpuplanError:
             return True
         if floor > int(self.setup.gpu.memory_bytes * self.setup.headroom):
@@ -265,7 +275,7 @@ class _Walk:
         selective, then full: the fewer FLOPs executed, the faster)."""
         for recompute in reversed(self.recomputes):
             bill = self.bill(cell, recompute, 1)
-            if bill is not None and bill.fits:
+            if bill is not None:
                 return bill
         return None
 
@@ -333,6 +343,21 @@ def _rank_key(bill: TrainingBill) -> tuple[float, int, int, int, int, int]:
     return (-speed, bill.per_gpu_total_bytes, lo.tp * lo.pp, lo.zero, int(lo.hybrid), lo.pp)
 
 
+@contextmanager
+def _cycle_collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused (and restored as it was): a search builds some
+    10^5 objects, bills and their lines, kept or dropped whole, and the collector's passes over
+    them, triggered by the allocations alone, found nothing to free and cost 5-10 % of the
+    search. Reference counting frees what is dropped as before."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def rank_training_layouts(
     setup: TrainingSetup,
     gpus: int,
@@ -355,7 +380,8 @@ def rank_training_layouts(
         )
     total = 0
     for offloads in (("none",), ("optimizer", "params")):
-        found, bills = _search(setup, gpus, global_batch_tokens, offloads, allowed, top)
+        with _cycle_collector_paused():
+            found, bills = _search(setup, gpus, global_batch_tokens, offloads, allowed, top)
         total += bills
         if found:
             return TrainingSearch(tuple(found), total, found[0].setup.offload)
