@@ -648,13 +648,16 @@ def test_kimi_variants_gpuplan_does_not_model_are_refused() -> None:
         architecture_from_config(cfg, "kimi")
 
 
-def test_lfm3_without_layer_types_is_refused() -> None:
+@pytest.mark.parametrize(
+    ("model_type", "key"), [("lfm3", "layer_types"), ("gpt_neo", "attention_layers")]
+)
+def test_a_schedule_only_its_list_tells_is_refused_without_it(model_type: str, key: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cfg = AutoConfig.for_model("lfm3").to_dict()
-    cfg.pop("layer_types")
-    with pytest.raises(GpuplanError, match="no 'layer_types'"):
-        architecture_from_config(cfg, "lfm3")
+        cfg = AutoConfig.for_model(model_type).to_dict()
+    cfg.pop(key)
+    with pytest.raises(GpuplanError, match=f"no '{key}'"):
+        architecture_from_config(cfg, model_type)
 
 
 # unknown families whose configs declare what a Llama-style reading would miss

@@ -677,8 +677,8 @@ class _Reader:
             return ["sliding" if slide and not r else "full" for r in rope]
         if rule == "listed":  # a family whose layers only its layer_types can tell apart
             raise GpuplanError(
-                f"{v.name}: config.json has no 'layer_types' (model_type {self.model_type!r});"
-                " cannot tell its layers apart"
+                f"{v.name}: config.json has no {v.spelling('layer_types')!r} (model_type"
+                f" {self.model_type!r}); cannot tell its layers apart"
             )
         if rule == "kimi_linear":  # KimiLinearConfig: linear_attn_config.full_attn_layers
             full = v.get("full_attn_layers")  # 1-indexed in the checkpoint
