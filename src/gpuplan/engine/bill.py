@@ -69,7 +69,7 @@ def total_bytes(items: tuple[LineItem, ...] | list[LineItem]) -> int:
 class Bill:
     """What serving, engine and training bills share: itemised lines against a budget.
 
-    Subclasses are frozen dataclasses with `items` (the lines on the GPU, summing to the
+    Subclasses are frozen records with `items` (the lines on the GPU, summing to the
     per-GPU total), `budget_bytes` and `notes`; `extra_lines` names further lines that are
     listed but not on the GPU budget (host memory, allocations made after KV sizing).
     """
