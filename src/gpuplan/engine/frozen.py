@@ -98,40 +98,18 @@ class Field:
         return f"Field(name={self.name!r}, default={self.default!r})"
 
 
-@overload
 def field(
     *,
-    default: T,
+    default: Any = MISSING,
+    default_factory: Callable[[], Any] | Any = MISSING,
     init: bool = True,
     repr: bool = True,
     hash: bool | None = None,
     compare: bool = True,
     kw_only: bool = False,
-) -> T: ...
-@overload
-def field(
-    *,
-    default_factory: Callable[[], T],
-    init: bool = True,
-    repr: bool = True,
-    hash: bool | None = None,
-    compare: bool = True,
-    kw_only: bool = False,
-) -> T: ...
-@overload
-def field(
-    *,
-    init: bool = True,
-    repr: bool = True,
-    hash: bool | None = None,
-    compare: bool = True,
-    kw_only: bool = False,
-) -> Any: ...
-
-
-def field(**options: Any) -> Any:
+) -> Any:
     """A field's default, default factory and flags, as `dataclasses.field` takes them."""
-    return Field(**options)
+    return Field(default, default_factory, init, repr, hash, compare, kw_only)
 
 
 @overload
