@@ -489,7 +489,7 @@ def fitting_training_bill(setup: TrainingSetup) -> TrainingBill | None:
     of a bill that does not fit are never built: a planner's search keeps only the bills that
     fit and weighs many that do not (its walk up the micro-batches stops at the first). Raises
     GpuplanError as `training_bill` does for a setup it refuses."""
-    heaviest = _heaviest(setup, _budget(setup))
+    heaviest = _heaviest(setup, budget_bytes(setup))
     return None if heaviest is None else _bill_of(heaviest)
 
 
@@ -542,16 +542,21 @@ def _heaviest(setup: TrainingSetup, budget: int | None = None) -> _Heaviest | No
     return _Heaviest(setup, spec, counts, base_fraction, best)
 
 
-def _budget(setup: TrainingSetup) -> int:
+def budget_bytes(setup: TrainingSetup) -> int:
+    """The memory a training plan may use on one GPU: its memory × the headroom."""
     return int(setup.gpu.memory_bytes * setup.headroom)
+
+
+def _allocator_reserve(setup: TrainingSetup, allocated: int) -> int | None:
+    """The caching allocator's reserve over `allocated` bytes, or None for the generic profile
+    (the lesson's bill has no reserve line)."""
+    return reserve_bytes(allocated) if setup.framework.id != "generic" else None
 
 
 def _per_gpu_total(setup: TrainingSetup, peak: int) -> int:
     """The per-GPU total of a bill whose peak phase holds `peak` bytes, without its lines: the
-    peak, the allocator reserve (non-generic profiles) and the CUDA context, as `_bill_items`
-    lists them."""
-    reserve = reserve_bytes(peak) if setup.framework.id != "generic" else 0
-    return peak + reserve + setup.cuda_context_bytes
+    peak, the allocator reserve and the CUDA context, as `_bill_items` lists them."""
+    return peak + (_allocator_reserve(setup, peak) or 0) + setup.cuda_context_bytes
 
 
 def _bill_of(heaviest: _Heaviest) -> TrainingBill:
@@ -578,7 +583,7 @@ def _bill_of(heaviest: _Heaviest) -> TrainingBill:
         stage=st,
         states=best.states,
         trainable_params=trainable_total,
-        budget_bytes=_budget(setup),
+        budget_bytes=budget_bytes(setup),
         activations_bytes=best.amounts.activations,
         activation_bytes_per_layer=per_layer,
         in_flight=best.in_flight,
@@ -632,10 +637,9 @@ def _stage(
 
 def _bill_items(setup: TrainingSetup, peak: Phase) -> tuple[LineItem, ...]:
     """The peak phase's lines, then what the GPU shows beyond the tensors."""
-    fw = setup.framework
     items = list(peak.lines)
-    if fw.id != "generic":
-        reserve = reserve_bytes(peak.total)
+    reserve = _allocator_reserve(setup, peak.total)
+    if reserve is not None:
         items.append(
             LineItem(
                 "allocator_reserve",

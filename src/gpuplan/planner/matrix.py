@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.serving import ServingSetup, serving_bill
-from gpuplan.engine.training import TrainingSetup, training_bill
+from gpuplan.engine.training import TrainingSetup, budget_bytes, training_bill
 from gpuplan.errors import GpuplanError
 
 DEFAULT_CONTEXTS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
@@ -83,8 +83,7 @@ def training_matrix(setup: TrainingSetup, gpu_counts: tuple[int, ...]) -> list[C
             try:
                 bill = training_bill(replace(setup, layout=layout, grad_accum=0))
             except GpuplanError as err:
-                budget = int(setup.gpu.memory_bytes * setup.headroom)
-                cells.append(Cell(n, zero, None, budget, False, str(err)))
+                cells.append(Cell(n, zero, None, budget_bytes(setup), False, str(err)))
                 continue
             cells.append(Cell(n, zero, bill.per_gpu_total_bytes, bill.budget_bytes, bill.fits))
     return cells

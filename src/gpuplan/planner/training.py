@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 from gpuplan.engine.frozen import asdict, record, replace
 from gpuplan.engine.sharding import tp_problem
-from gpuplan.engine.training import TrainingBill, TrainingSetup, training_bill
+from gpuplan.engine.training import TrainingBill, TrainingSetup, budget_bytes, training_bill
 from gpuplan.errors import GpuplanError
 from gpuplan.units import format_bytes
 
@@ -44,8 +44,7 @@ def lower_bound(setup: TrainingSetup) -> int:
     single = replace(setup.layout, dp=1, tp=1, pp=1, vpp=1, cp=1, ep=1, sp=False, zero=zero)
     one = training_bill(replace(setup, layout=single))
     total = one.model_states_bytes
-    budget = int(setup.gpu.memory_bytes * setup.headroom)
-    return max(1, -(-total // budget))
+    return max(1, -(-total // budget_bytes(setup)))
 
 
 def _valid_tp(setup: TrainingSetup, n: int) -> list[int]:

@@ -55,6 +55,7 @@ from gpuplan.engine.sharding import Layout, tp_problem
 from gpuplan.engine.training import (
     TrainingBill,
     TrainingSetup,
+    budget_bytes,
     fitting_training_bill,
     model_states_floor,
 )
@@ -266,7 +267,7 @@ class _Walk:
             floor = model_states_floor(self.candidate(cell))
         except GpuplanError:
             return True
-        if floor > int(self.setup.gpu.memory_bytes * self.setup.headroom):
+        if floor > budget_bytes(self.setup):
             return True
         return self.fastest(cell) is None
 
