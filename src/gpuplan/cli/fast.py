@@ -80,9 +80,8 @@ def parse(args: list[str], table: dict[str, specs.Opt]) -> tuple[list[str], dict
 def _read(opt: specs.Opt, text: str) -> Any:
     """The option's value from its text, or None where click would refuse it."""
     try:
-        if opt.choices:
-            return specs.read_units(text)
-        return opt.kind(text)
+        value = opt.kind(text)
+        return opt.reader(value) if opt.reader is not None else value
     except ValueError:
         return None
 

@@ -33,10 +33,9 @@ def click_option(opt: Opt) -> Callable[[Any], Any]:
     if opt.kind is bool:
         return click.option(*opt.names, opt.dest, is_flag=True, default=False, help=opt.help)
     kind: Any = opt.kind if opt.kind is not str else None
-    callback = None
     if opt.choices:
         kind = click.Choice(list(opt.choices), case_sensitive=False)
-        callback = _read_with(specs.read_units) if opt is specs.UNITS else None
+    callback = _read_with(opt.reader) if opt.reader is not None else None
     return click.option(
         *opt.names,
         opt.dest,

@@ -1,20 +1,34 @@
-"""Options as data: each knob's spellings, destination, type, default and help, defined once.
+"""Options as data: each knob's spellings, destination, type, default, help and reader, defined
+once; and the request and answer of serve's own bill built from their values.
 
 click reads this table through `cli/options.py` (`click_option`), and the fast path
 (`cli/fast.py`) reads it directly to answer `serve MODEL … --json` without importing click
-(cold start, issue 14). The readers below turn an option's text into its value or raise
-ValueError with the message both paths show. Nothing here imports click.
+(cold start, issue 14); both build serve's request with `serve_ask` and its answer with
+`serve_data`. A reader turns an option's text into its value or raises BadValue with the
+message both paths show. Nothing here imports click.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
 class Opt:
-    """One command-line option: `kind` is str, int, float, or bool for a flag."""
+    """One command-line option: `kind` is str, int, float, or bool for a flag; `reader` turns
+    its text into its value (raising ValueError) after click's own type check."""
 
-    __slots__ = ("names", "dest", "kind", "default", "help", "show_default", "choices", "metavar")
+    __slots__ = (
+        "names",
+        "dest",
+        "kind",
+        "default",
+        "help",
+        "show_default",
+        "choices",
+        "metavar",
+        "reader",
+    )
 
     def __init__(
         self,
@@ -26,6 +40,7 @@ class Opt:
         show_default: bool = False,
         choices: tuple[str, ...] = (),
         metavar: str | None = None,
+        reader: Callable[[str], Any] | None = None,
     ) -> None:
         self.names = names
         self.dest = dest
@@ -35,6 +50,23 @@ class Opt:
         self.show_default = show_default
         self.choices = choices
         self.metavar = metavar
+        self.reader = reader
+
+
+class BadValue(ValueError):
+    """An option's text that its reader cannot take; `hint` names the option for click."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def read_units(text: str) -> str:
+    """--units: GB or GiB, in any case."""
+    for choice in UNITS.choices:
+        if text.lower() == choice.lower():
+            return choice
+    raise BadValue(f"{text!r} is not one of 'GB', 'GiB'", "--units")
 
 
 # shared by several commands
@@ -44,6 +76,7 @@ UNITS = Opt(
     default="GB",
     show_default=True,
     choices=("GB", "GiB"),
+    reader=read_units,
     help="Display units: GB (10^9, as in the lesson) or GiB (2^30).",
 )
 GPUS = Opt(("--gpus",), "gpus", help="GPU count or 'auto' (fewest that fit). [default: auto]")
@@ -122,22 +155,6 @@ SERVE_OWN_BILL = (
 )
 
 DEFAULT_CONTEXT = 4096  # tokens per sequence of the lesson's bill when --context is not given
-
-
-class BadValue(ValueError):
-    """An option's text that its reader cannot take; `hint` names the option for click."""
-
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.hint = hint
-
-
-def read_units(text: str) -> str:
-    """--units: GB or GiB, in any case."""
-    for choice in UNITS.choices:
-        if text.lower() == choice.lower():
-            return choice
-    raise BadValue(f"{text!r} is not one of 'GB', 'GiB'", "--units")
 
 
 def read_gpus(text: str | None) -> int | str | None:
