@@ -334,3 +334,17 @@ def test_op_level_recompute_of_state_layers_is_refused() -> None:
     spec = ActivationSpec(seq=4096, micro_batch=1, recompute="op")
     with pytest.raises(GpuplanError, match="op-level selective recompute of mamba"):
         layer_bytes(arch, arch.layers[0], spec)
+
+
+@pytest.mark.reference
+def test_kimi_delta_attention_activations_say_they_are_estimated() -> None:
+    transformers = pytest.importorskip("transformers")
+    import gpuplan
+
+    config = transformers.AutoConfig.for_model("kimi_linear").to_dict()
+    notes = gpuplan.train(config, "h100", gpus=64, zero=3).bill.notes
+    assert any("Kimi Delta Attention's activations are estimated" in n for n in notes)
+    from family_configs import BUILT
+
+    plain = gpuplan.train(BUILT["qwen3-next-80b-a3b"], "h100", gpus=64, zero=3).bill.notes
+    assert any("gated_delta" in n for n in plain) and not any("Kimi" in n for n in plain)

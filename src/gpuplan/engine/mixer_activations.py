@@ -112,12 +112,24 @@ def state_kernel_note(arch: Architecture, kernel: str) -> str:
         return (
             f"state layers ({listed}): activations of the transformers torch fallbacks (fp32 scan"
             " intermediates); the fused CUDA kernels keep far less (--attention flash)"
-        )
+        ) + _approximated(arch)
     used = ", ".join(sorted({_KERNELS[k] for k in kinds if k in _KERNELS}))
-    return (
+    text = (
         f"state layers ({listed}): activations of the fused kernels ({used});"
         " --attention eager bills the transformers torch fallback"
     )
+    return text + _approximated(arch)
+
+
+def _approximated(arch: Architecture) -> str:
+    """What the state layers' activations only approximate, said in the note."""
+    la = arch.linear_attention
+    if la is not None and la.per_channel_decay:
+        return (
+            "; Kimi Delta Attention's activations are estimated as gated DeltaNet's (the same"
+            " state shapes; its per-channel decay and low-rank gates are not modelled apart)"
+        )
+    return ""
 
 
 def mixer_widths(arch: Architecture, layer: LayerSpec, tp: int) -> tuple[int, int]:
