@@ -9,10 +9,12 @@ from typing import Any
 from gpuplan.api.planning import (
     PLAN_TRAIN_GOAL_SCHEMA_VERSION,
     PLAN_TRAIN_SCHEMA_VERSION,
+    PlanOption,
     TrainGoalOption,
     TrainOption,
 )
 from gpuplan.engine.serving import DEFAULT_HEADROOM
+from gpuplan.errors import GpuplanError
 
 PLAN_SCHEMA_VERSION = "gpuplan.plan/1"
 
@@ -36,6 +38,7 @@ def serving_plan_data(
     top: int = 10,
     units: str = "GB",
     engine: str | None = None,
+    deploy: str | None = None,
 ) -> dict[str, Any]:
     """`gpuplan.plan/1`: the `top` plans of `planning.plan` (gpus default: DEFAULT_PLAN_GPUS;
     max_gpus None: the planner's cap), each with its launch command when `engine` is named; when
@@ -74,11 +77,28 @@ def serving_plan_data(
         "options": rows,
         "fixes": [],
     }
+    if deploy and options:
+        data["manifest"] = _serving_manifest(options[0], deploy, engine or "vllm")
     if not rows:
         data["fixes"] = _serving_fixes(
             model, gpus, dtypes, kv_dtype, context, users, headroom, max_gpus
         )
     return data
+
+
+def _serving_manifest(option: PlanOption, target: str, engine: str) -> dict[str, Any]:
+    """The top plan as a `target` deployment manifest (planner/deploy)."""
+    from gpuplan.planner.deploy import serving_manifest
+
+    c = option.candidate
+    return serving_manifest(
+        option.plan.bill,
+        option.plan.hf_id or option.plan.model_id,
+        target,
+        engine=engine,
+        replicas=c.replicas,
+        expert_parallel=c.expert_parallel,
+    ).to_dict()
 
 
 def _serving_fixes(
@@ -108,7 +128,11 @@ def _serving_fixes(
 
 
 def training_plan_data(
-    ranked: list[TrainOption], *, engine: str | None = None, units: str = "GB"
+    ranked: list[TrainOption],
+    *,
+    engine: str | None = None,
+    units: str = "GB",
+    deploy: str | None = None,
 ) -> dict[str, Any]:
     """`gpuplan.plan-train/1` for `plan_training`'s ranked layouts (at least one): the ask they
     share (GPU, count, sequence, batch, recipe, LoRA, headroom) and one row per layout, with the
@@ -117,7 +141,7 @@ def training_plan_data(
 
     first = ranked[0].plan
     s = first.bill.setup
-    return {
+    data: dict[str, Any] = {
         "schema": PLAN_TRAIN_SCHEMA_VERSION,
         "model": first.model_id,
         "gpu": gpu_dict(s.gpu),
@@ -132,6 +156,16 @@ def training_plan_data(
         "engine": engine,
         "options": [o.to_dict(units, engine) for o in ranked],
     }
+    if deploy:
+        from gpuplan.planner.deploy import training_manifest
+
+        if engine is None:
+            raise GpuplanError(
+                f"--export {deploy} with --train needs --engine deepspeed, fsdp or megatron"
+            )
+        model = first.hf_id or first.model_id
+        data["manifest"] = training_manifest(first.bill, engine, deploy, model).to_dict()
+    return data
 
 
 def training_goal_data(

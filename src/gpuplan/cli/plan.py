@@ -16,6 +16,7 @@ from gpuplan.errors import GpuplanError
 
 SERVING_ENGINES = ("vllm", "sglang")
 TRAINING_ENGINES = ("deepspeed", "fsdp", "megatron")
+DEPLOY_TARGETS = ("k8s", "kserve", "skypilot", "ray")  # planner/deploy: manifests
 
 
 @click.command("plan")
@@ -75,10 +76,18 @@ TRAINING_ENGINES = ("deepspeed", "fsdp", "megatron")
 @click.option(
     "--export",
     "engine",
-    type=click.Choice([*SERVING_ENGINES, *TRAINING_ENGINES]),
+    type=click.Choice([*SERVING_ENGINES, *TRAINING_ENGINES, *DEPLOY_TARGETS]),
     default=None,
     help="Print the launch command (serving: vllm, sglang) or config (--train: deepspeed,"
-    " fsdp, megatron) for the top option.",
+    " fsdp, megatron) for the top option; or a deployment manifest for it (k8s, kserve,"
+    " skypilot, ray; --train: k8s, skypilot) running --engine, alone on stdout.",
+)
+@click.option(
+    "--engine",
+    "run_engine",
+    type=click.Choice([*SERVING_ENGINES, *TRAINING_ENGINES]),
+    default=None,
+    help="With a manifest --export: the engine it runs. [default: vllm; --train: required]",
 )
 @click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True)
 @click.option(
@@ -123,6 +132,7 @@ def plan_command(
     as_csv: bool,
     headroom: float,
     engine: str | None,
+    run_engine: str | None,
     top: int,
     train: bool,
     units: str,
@@ -137,6 +147,12 @@ def plan_command(
     """
     given = {k: v for k, v in training.items() if v is not None}
     goal: dict[str, Any] = {"objective": objective, "prices": prices, "max_gpus": max_gpus}
+    deploy = engine if engine in DEPLOY_TARGETS else None
+    if run_engine is not None and deploy is None:
+        raise GpuplanError("--engine: with --export k8s|kserve|skypilot|ray (what it runs)")
+    if deploy:
+        engine = run_engine
+        given["deploy"] = deploy
     if train:
         _refuse_serving_asks(tpot, ttft, prompt_tokens, output_tokens)
         _plan_training(
@@ -156,8 +172,12 @@ def plan_command(
         )
         return
     if engine in TRAINING_ENGINES:
-        raise GpuplanError(f"--export {engine} is a training engine; add --train")
+        flag = "engine" if deploy else "export"
+        raise GpuplanError(f"--{flag} {engine} is a training engine; add --train")
+    given.pop("deploy", None)
     gpu_memory = _serving_gpu_memory(given)
+    if deploy and matrix:
+        raise GpuplanError(f"--export {deploy}: a manifest is for one plan, not a --matrix")
     if matrix:
         _serving_matrix(model, gpus, dtypes, kv_dtype, headroom, gpu_memory, units, as_json, as_csv)
         return
@@ -180,11 +200,15 @@ def plan_command(
         output_tokens=output_tokens,
         top=top,
         units=units,
-        engine=engine,
+        engine=engine or ("vllm" if deploy else None),
+        deploy=deploy,
         **goal,
     )
     if as_json:
         print_json(data)
+        return
+    if "manifest" in data:
+        click.echo(data["manifest"]["text"], nl=False)
         return
     render_serving_plans(data, units, as_csv)
 
@@ -264,11 +288,14 @@ def _plan_training(
 ) -> None:
     from gpuplan.cli.plan_train import run_plan_training, run_training_goal, run_training_matrix
 
+    deploy = given.pop("deploy", None)
     if engine in SERVING_ENGINES:
         raise GpuplanError(
-            f"--export {engine} is a serving engine; with --train export to"
-            f" {', '.join(TRAINING_ENGINES)}"
+            f"--{'engine' if deploy else 'export'} {engine} is a serving engine; with --train"
+            f" use {', '.join(TRAINING_ENGINES)}"
         )
+    if deploy and matrix:
+        raise GpuplanError(f"--export {deploy}: a manifest is for one plan, not a --matrix")
     if len(gpus) > 1 and "tokens" not in given:
         raise GpuplanError("--train plans one GPU type: give a single --gpu (or plan to --tokens)")
     if dtypes or kv_dtype:
@@ -280,9 +307,16 @@ def _plan_training(
         run_training_matrix(model, gpus[0] if gpus else "h100", options, units, as_json, as_csv)
         return
     if "tokens" in options or "days" in options:
+        if deploy:
+            raise GpuplanError(
+                f"--export {deploy}: give the plan's --gpus (a manifest is for one GPU count),"
+                " not --tokens/--days"
+            )
         if "tokens" not in options:
             raise GpuplanError("--days needs --tokens: how many tokens to train")
         run_training_goal(model, gpus or ("h100",), options, goal, top, units, as_json, as_csv)
         return
     options.pop("mfu", None) if options.get("mfu") is None else None
-    run_plan_training(model, gpus[0] if gpus else "h100", options, engine, top, units, as_json)
+    run_plan_training(
+        model, gpus[0] if gpus else "h100", options, engine, top, units, as_json, deploy
+    )

@@ -26,8 +26,10 @@ def run_plan_training(
     top: int,
     units: str,
     as_json: bool,
+    deploy: str | None = None,
 ) -> None:
-    """Search, then print the table (or `gpuplan.plan-train/1` JSON) and the export."""
+    """Search, then print the table (or `gpuplan.plan-train/1` JSON) and the export; with
+    `deploy`, the top layout's manifest alone."""
     from gpuplan.api import plan_training
     from gpuplan.api.plan_data import training_plan_data
 
@@ -37,9 +39,12 @@ def run_plan_training(
         if not as_json:
             _print_answers(model, gpu, options, units)
         raise
-    data = training_plan_data(ranked, engine=engine, units=units)
+    data = training_plan_data(ranked, engine=engine, units=units, deploy=deploy)
     if as_json:
         print_json(data)
+        return
+    if "manifest" in data:
+        click.echo(data["manifest"]["text"], nl=False)
         return
     render_plan_training(data, units)
 
