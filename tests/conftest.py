@@ -1,6 +1,13 @@
 """Shared fixtures: the lesson's GPU (an H100 counted as 80 GB, as the lesson does)."""
 
+import os
+
 import pytest
+
+# One thread per test process: the suite runs on both cores through pytest-xdist, and torch's
+# default (a thread per core in every worker) oversubscribes them. Set before torch is imported.
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 LESSON_GPU_MEMORY = "80GB"  # the lesson: "eight H100s with 80 GB of HBM each"
 

@@ -1,8 +1,8 @@
-"""catalog/compiled.py: data files parsed once and then read from a marshal cache."""
+"""gpuplan/datafiles.py: data files parsed once and then read from a marshal cache."""
 
 import os
 
-from gpuplan.catalog import compiled
+from gpuplan import datafiles as compiled
 
 
 def test_a_data_file_is_parsed_once_then_read_from_the_cache(tmp_path, monkeypatch):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import time
 from importlib import resources
 from typing import Any
 
@@ -109,10 +108,8 @@ def _error(config: dict[str, Any]) -> str:
 )
 def test_bad_fields_are_refused_naming_the_field(base, field, value, named):
     config = {**copy.deepcopy(base), field: value}
-    started = time.perf_counter()
     message = _error(config)
     assert named in message
-    assert time.perf_counter() - started < 0.5
 
 
 def test_nested_fields_are_named_with_their_path():
@@ -243,7 +240,6 @@ def test_mutated_configs_answer_or_refuse_in_one_line(index: int, data: st.DataO
     keys = sorted(target)
     key = data.draw(st.sampled_from(keys + ["num_experts", "layer_types", "head_dim"]))
     target[key] = data.draw(JUNK)
-    started = time.perf_counter()
     try:
         arch = architecture_from_config(config, "m")
     except GpuplanError as err:
@@ -254,4 +250,3 @@ def test_mutated_configs_answer_or_refuse_in_one_line(index: int, data: st.DataO
         assert kv_cache_bytes_per_token(arch, FP16) >= 0
         assert all(isinstance(n, int) for n in counts.by_kind.values())
         assert arch.rope is None or math.isfinite(arch.rope.factor)
-    assert time.perf_counter() - started < 1.0

@@ -28,13 +28,13 @@ MARKETED = "marketed"
 def _serving(**kw):
     kw.setdefault("gpu_memory", MARKETED)
     plan = gpuplan.serve(**kw)
-    return kw, plan, serving_fixes(kw, plan)
+    return kw, plan, serving_fixes(kw, plan, gpuplan.serve)
 
 
 def _training(**kw):
     kw.setdefault("gpu_memory", MARKETED)
     plan = gpuplan.train(**kw)
-    return kw, plan, training_fixes(kw, plan)
+    return kw, plan, training_fixes(kw, plan, gpuplan.train)
 
 
 def _applied(kind, kwargs, fix: Fix):

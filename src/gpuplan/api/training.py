@@ -17,7 +17,7 @@ from gpuplan.api.common import (
     size_bytes,
     usable_memory,
 )
-from gpuplan.catalog import get_precision
+from gpuplan.catalog import get_precision, load_architecture
 from gpuplan.engine.activations import parse_recompute
 from gpuplan.engine.allocator import predicts
 from gpuplan.engine.architecture import Architecture
@@ -693,7 +693,7 @@ def read_framework_config(
 
     fmt = (format or detect_format(text, name)).lower().replace("_", "-")
     if fmt == "torchtitan":
-        return torchtitan.read(text, gpus)
+        return torchtitan.read(text, gpus, lambda model: load_architecture(model).num_layers)
     if fmt == "torchtune":
         return torchtune.read(text, overrides)
     if fmt in ("megatron", "megatron-lm"):

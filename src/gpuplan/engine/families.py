@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from gpuplan.datafiles import load_data  # parsed once, cached compiled (marshal)
 from gpuplan.engine.config_schema import FIELDS, ConfigView
 from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
@@ -178,8 +179,6 @@ def _trait_value(view: ConfigView, trait: str, value: Any) -> Any:
 
 @cache
 def _table() -> dict[str, Family]:
-    from gpuplan.catalog.compiled import load_data  # parsed once, cached compiled (marshal)
-
     return _build(load_data("families.toml"))
 
 

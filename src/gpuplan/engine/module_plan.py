@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from gpuplan.datafiles import load_data  # parsed once, cached compiled (marshal)
 from gpuplan.engine.architecture import Architecture, AttentionSpec, LayerSpec
 from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.params import LINEAR_KINDS, layer_params
@@ -63,8 +64,6 @@ NAME_FIELDS = (
 
 @cache
 def _names_table() -> dict[str, dict[str, Any]]:
-    from gpuplan.catalog.compiled import load_data  # parsed once, cached compiled
-
     raw = load_data("module_names.toml")
     base = {k: v for k, v in raw["base"].items() if k in NAME_FIELDS}
     table = {"": base}

@@ -10,8 +10,8 @@ bigger GPU, then more GPUs), one per distinct resulting plan.
 
 API (used by the web app and the CLI):
 
-    serving_fixes(kwargs, plan, ask=gpuplan.api.serve)  -> list[Fix]
-    training_fixes(kwargs, plan, ask=gpuplan.api.train) -> list[Fix]
+    serving_fixes(kwargs, plan, ask)  -> list[Fix]   (ask: gpuplan.api.serve, passed by the api)
+    training_fixes(kwargs, plan, ask) -> list[Fix]   (ask: gpuplan.api.train)
     overflow(items, memory, budget)                     -> where a stack crosses its limits
 
 `kwargs` are the keyword arguments the plan was made with (`model` included); `plan` is what
@@ -262,19 +262,13 @@ def _serving_candidates(kwargs: dict[str, Any], plan: Any) -> Iterator[Candidate
         yield "smaller_ask", f"Serve {n} users instead of {setup.users}", {"users": n}
 
 
-def serving_fixes(
-    kwargs: dict[str, Any], plan: Any, ask: Callable[..., Any] | None = None
-) -> list[Fix]:
+def serving_fixes(kwargs: dict[str, Any], plan: Any, ask: Callable[..., Any]) -> list[Fix]:
     """The ways out of a serving plan that does not fit, at most one per answer, in order:
     fewer bytes (the first that fits of KV fp8, weights fp8, both, int4), the smallest bigger
     GPU of the same vendor at the same GPU count, the fewest GPUs of this type (as an explicit
     count), fewer users. Empty when the plan fits."""
     if plan.fits:
         return []
-    if ask is None:
-        from gpuplan.api import serve
-
-        ask = serve
     return _collect(_serving_candidates(kwargs, plan), kwargs, ask, plan.gpus)
 
 
@@ -337,9 +331,7 @@ def _training_candidates(kwargs: dict[str, Any], plan: Any) -> Iterator[Candidat
         )
 
 
-def training_fixes(
-    kwargs: dict[str, Any], plan: Any, ask: Callable[..., Any] | None = None
-) -> list[Fix]:
+def training_fixes(kwargs: dict[str, Any], plan: Any, ask: Callable[..., Any]) -> list[Fix]:
     """The ways out of a training plan that does not fit, at most one per answer, in order: the
     lowest ZeRO stage that fits on the same GPUs (the least communication), full recompute
     (alone, else with the lowest ZeRO stage that then fits), LoRA else QLoRA, the smallest
@@ -349,8 +341,4 @@ def training_fixes(
     the plan fits."""
     if plan.fits:
         return []
-    if ask is None:
-        from gpuplan.api import train
-
-        ask = train
     return _collect(_training_candidates(kwargs, plan), kwargs, ask, plan.gpus)

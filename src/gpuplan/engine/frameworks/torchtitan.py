@@ -19,6 +19,7 @@ Sections read (torchtitan/config/job_config.py, or config_manager.py in 2024 rel
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from typing import Any
 
 from gpuplan.engine.frameworks.overrides import TrainOverrides, boolean, positive_int
@@ -57,10 +58,13 @@ def _model(doc: dict[str, Any]) -> str | None:
 SCHEDULES = {"1f1b": "1F1B", "interleaved1f1b": "Interleaved1F1B"}
 
 
-def _virtual_stages(par: dict[str, Any], pp: int, model: str | None) -> int:
+def _virtual_stages(
+    par: dict[str, Any], pp: int, model: str | None, num_layers: Callable[[str], int] | None
+) -> int:
     """Stages per pipeline rank: 1 for 1F1B; for Interleaved1F1B ⌈(layers + first_stage_less +
     last_stage_less) ÷ layers_per_stage⌉ ÷ pp, or 2 when layers_per_stage is not set
-    (torchtitan distributed/pipeline_parallel.py; 2024: pipelining_utils.generate_split_points)."""
+    (torchtitan distributed/pipeline_parallel.py; 2024: pipelining_utils.generate_split_points).
+    `num_layers` gives a named model's layer count (the caller resolves models)."""
     name = str(par.get("pipeline_parallel_schedule", "1F1B"))
     schedule = SCHEDULES.get(name.lower())
     if pp == 1:
@@ -76,13 +80,11 @@ def _virtual_stages(par: dict[str, Any], pp: int, model: str | None) -> int:
     if per_stage is None:
         return 2
     per_stage = positive_int("pipeline_parallel_layers_per_stage", per_stage)
-    if model is None:
+    if model is None or num_layers is None:
         raise GpuplanError(
             "pipeline_parallel_layers_per_stage needs the model's layer count: name the model in"
             " [model], or give --virtual-stages"
         )
-    from gpuplan.catalog.models import load_architecture
-
     extra = sum(
         positive_int(k, par.get(k, 1)) if par.get(k, 1) else 0
         for k in (
@@ -90,7 +92,7 @@ def _virtual_stages(par: dict[str, Any], pp: int, model: str | None) -> int:
             "pipeline_parallel_last_stage_less_layers",
         )
     )
-    stages = -(-(load_architecture(model).num_layers + extra) // per_stage)
+    stages = -(-(num_layers(model) + extra) // per_stage)
     if stages % pp:
         raise GpuplanError(
             f"pipeline_parallel_layers_per_stage {per_stage} makes {stages} stages, not a"
@@ -135,8 +137,11 @@ def _float8(doc: dict[str, Any]) -> tuple[bool, bool]:
     return on, on and all_gather
 
 
-def read(text: str, gpus: int | None = None) -> TrainOverrides:
-    """A torchtitan TOML → train() arguments; `gpus` resolves data_parallel_shard_degree = -1."""
+def read(
+    text: str, gpus: int | None = None, num_layers: Callable[[str], int] | None = None
+) -> TrainOverrides:
+    """A torchtitan TOML → train() arguments; `gpus` resolves data_parallel_shard_degree = -1;
+    `num_layers(model)` counts a named model's layers (for layers-per-stage schedules)."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -161,7 +166,7 @@ def read(text: str, gpus: int | None = None) -> TrainOverrides:
         "pp": pp,
         "cp": cp,
         "ep": ep,
-        "vpp": _virtual_stages(par, pp, _model(doc)),
+        "vpp": _virtual_stages(par, pp, _model(doc), num_layers),
         "sp": tp > 1,
         "seq": positive_int("training.seq_len", training.get("seq_len", 2048)),
         "micro_batch": micro if pp > 1 else local,

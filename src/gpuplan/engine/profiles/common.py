@@ -218,9 +218,8 @@ def engine_weight_format(
     gptq, compressed-tensors, ...) named for a config without a quantization_config is sized
     as the method's standard layout, with a note (engine/quantization.py). `stored` (the
     checkpoint's headers) gives the exact bytes when nothing converts them."""
-    from gpuplan.catalog import get_precision
-    from gpuplan.catalog.precisions import torch_dtype_precision
     from gpuplan.engine.module_plan import planned_format
+    from gpuplan.engine.precision import get_precision, torch_dtype_precision
     from gpuplan.engine.quantization import standard_layout
     from gpuplan.engine.weights import as_stored
 
@@ -256,7 +255,7 @@ def engine_weight_format(
 def engine_kv_precision(weights: WeightFormat, kv_cache_dtype: str | None) -> Precision:
     """KV dtype: 'auto' is the model's activation dtype (fp32 for --dtype float32); fp8 names
     (fp8, fp8_e4m3, fp8_e5m2, fp8_ds_mla) are one byte."""
-    from gpuplan.catalog import get_precision
+    from gpuplan.engine.precision import get_precision
 
     key = (kv_cache_dtype or "auto").lower()
     if key == "auto":

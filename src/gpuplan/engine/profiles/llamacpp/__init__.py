@@ -48,7 +48,7 @@ class LlamaCppAdapter(EngineAdapter):
         self, arch: Architecture, args: Mapping[str, Any], stored: Any = None
     ) -> WeightFormat:
         """A GGUF's weights are its stored blocks, loaded as they are."""
-        from gpuplan.catalog import get_precision
+        from gpuplan.engine.precision import get_precision
 
         base = get_precision("fp16")
         return WeightFormat(base, base, stored=stored)
@@ -57,7 +57,7 @@ class LlamaCppAdapter(EngineAdapter):
         return self.cache_types(args)[0]
 
     def cache_types(self, args: Mapping[str, Any]) -> tuple[Precision, Precision]:
-        from gpuplan.catalog import get_precision
+        from gpuplan.engine.precision import get_precision
 
         k = str(args.get("cache_type_k") or "f16")
         v = str(args.get("cache_type_v") or "f16")
