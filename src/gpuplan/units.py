@@ -125,3 +125,8 @@ def human_int(text: str) -> int:
     if abs(value) > MAX_INT:
         raise ValueError(f"{text!r} is too large")
     return value
+
+
+def ceil_div(a: int, b: int) -> int:
+    """⌈a ÷ b⌉ in integers (b > 0)."""
+    return -(-a // b)

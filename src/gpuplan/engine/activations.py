@@ -55,9 +55,10 @@ from gpuplan.engine.architecture import Architecture, LayerSpec
 from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.mixer_activations import MixerRun, mixer_tensors, mixer_widths
 from gpuplan.errors import GpuplanError
+from gpuplan.units import ceil_div
 
 KERNELS = ("flash", "sdpa", "eager")
-RECOMPUTE = ("none", "selective", "op", "full", "every:k")
+PLAIN_RECOMPUTE = ("none", "selective", "op", "full")  # with no count; COUNTED take one
 FUSED = ("none", "te", "compile")
 UNFUSED_GELU = ("gelu_new", "gelu_fast", "gelu_python", "quick_gelu")
 
@@ -96,10 +97,6 @@ class Saved:
     bytes: int
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def validate_activations(spec: ActivationSpec) -> None:
     for name in ("seq", "micro_batch", "tp", "cp"):
         value = getattr(spec, name)
@@ -130,7 +127,7 @@ def parse_recompute(text: str) -> tuple[str, int]:
     mode, _, arg = text.partition(":")
     if mode in COUNTED and arg.isdigit() and int(arg) >= 1:
         return mode, int(arg)
-    if mode in ("none", "selective", "op", "full") and not arg:
+    if mode in PLAIN_RECOMPUTE and not arg:
         return mode, 1
     raise GpuplanError(
         f"unknown checkpointing {text!r}; use none, selective, op, full, every:K (each K-th"
@@ -195,8 +192,8 @@ def _attention(arch: Architecture, spec: ActivationSpec, t: int) -> list[Saved]:
     eager keeps k, v repeated to the query heads and the s² probabilities (transformers'
     eager_attention_forward); MLA adds the q_a / kv_a norms (DeepseekV3Attention)."""
     at, a, tp = arch.attention, spec.act_bytes, spec.tp
-    nq = _ceil_div(at.num_heads, tp)
-    nkv = max(1, _ceil_div(at.num_kv_heads, tp))
+    nq = ceil_div(at.num_heads, tp)
+    nkv = max(1, ceil_div(at.num_kv_heads, tp))
     d, dv = at.head_dim, at.v_head_dim
     out: list[Saved] = []
     if at.is_mla:
@@ -270,7 +267,7 @@ def _mlp(arch: Architecture, spec: ActivationSpec, t: int, width: int, gated: bo
     activation and the product are one fused kernel whose output the down projection saves) —
     torchtune's published compile saving on Llama 3.2 3B (9 GiB over 28 layers at 2 × 4096
     tokens) is exactly this set and the fused norms'."""
-    a, w = spec.act_bytes, _ceil_div(width, spec.tp)
+    a, w = spec.act_bytes, ceil_div(width, spec.tp)
     if gated:
         if spec.fused != "none":
             return [Saved("mlp.gate+up", 2 * a * t * w), Saved("mlp.act(gate)*up", a * t * w)]
@@ -297,7 +294,7 @@ def _moe(arch: Architecture, spec: ActivationSpec, t: int) -> list[Saved]:
     m, a, h = arch.moe, spec.act_bytes, arch.hidden_size
     k, e = m.experts_per_token, m.num_experts
     assignments = int(t * k * spec.capacity_factor)
-    i_e = _ceil_div(m.expert_intermediate_size, spec.tp)
+    i_e = ceil_div(m.expert_intermediate_size, spec.tp)
     out = [
         Saved("router.softmax (fp32)", 4 * t * e),
         Saved("router.top-k values and sum (fp32)", 4 * t * k + 4 * t),
@@ -395,7 +392,7 @@ def layer_input_bytes(arch: Architecture, spec: ActivationSpec) -> int:
 
 def _edge_tokens(spec: ActivationSpec) -> int:
     """Tokens of a layer-boundary tensor on one GPU: ÷ tp with sequence parallelism."""
-    return _ceil_div(spec.tokens, spec.tp) if spec.sp else spec.tokens
+    return ceil_div(spec.tokens, spec.tp) if spec.sp else spec.tokens
 
 
 @lru_cache(maxsize=8192)
@@ -405,8 +402,8 @@ def mm_outputs(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) -> tu
     sequence parallelism the o and down projections end in a reduce-scatter whose
     sequence-sharded output is what is kept."""
     at, a, t, h, tp = arch.attention, spec.act_bytes, spec.tokens, arch.hidden_size, spec.tp
-    nq = _ceil_div(at.num_heads, tp)
-    nkv = nq if at.is_mla else max(1, _ceil_div(at.num_kv_heads, tp))
+    nq = ceil_div(at.num_heads, tp)
+    nkv = nq if at.is_mla else max(1, ceil_div(at.num_kv_heads, tp))
     edge = _edge_tokens(spec)
     out = [
         Saved("q_proj", a * t * nq * at.head_dim),
@@ -417,10 +414,10 @@ def mm_outputs(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) -> tu
     if layer.moe and arch.moe is not None:
         m = arch.moe
         slots = t * m.experts_per_token
-        i_e = _ceil_div(m.expert_intermediate_size, tp)
+        i_e = ceil_div(m.expert_intermediate_size, tp)
         out += [Saved("experts.gate_up", 2 * a * slots * i_e), Saved("experts.down", a * slots * h)]
         if m.shared_intermediate_size:
-            w = _ceil_div(m.shared_intermediate_size, tp)
+            w = ceil_div(m.shared_intermediate_size, tp)
             out += [
                 Saved("shared.gate", a * t * w),
                 Saved("shared.up", a * t * w),
@@ -428,7 +425,7 @@ def mm_outputs(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) -> tu
             ]
         return tuple(out)
     if arch.mlp is not None:
-        w = _ceil_div(arch.mlp.intermediate_size, tp)
+        w = ceil_div(arch.mlp.intermediate_size, tp)
         if arch.mlp.gated:
             out += [Saved("gate_proj", a * t * w), Saved("up_proj", a * t * w)]
         else:
@@ -444,7 +441,7 @@ def op_sac_tensors(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) -
     (the 1st, 3rd, 5th, ... in forward order), and everything else is recomputed in backward."""
     _attention_mixer(arch, layer)
     at, a, t, tp = arch.attention, spec.act_bytes, spec.tokens, spec.tp
-    nq = _ceil_div(at.num_heads, tp)
+    nq = ceil_div(at.num_heads, tp)
     out = [
         Saved("block input", a * _edge_tokens(spec) * arch.hidden_size),
         Saved("attention output", a * t * nq * at.v_head_dim),
@@ -508,7 +505,7 @@ def edge_tensors(
             out.append(Saved("final_norm.output", a * (t if spec.sp_gathered else edge) * h))
         if arch.final_softcap:  # tanh(logits / cap) × cap keeps the tanh output
             out.append(
-                Saved("softcapped logits (tanh)", a * t * _ceil_div(arch.vocab_size, spec.tp))
+                Saved("softcapped logits (tanh)", a * t * ceil_div(arch.vocab_size, spec.tp))
             )
         out.append(Saved("labels (int64)", 8 * t))
     return tuple(out)
@@ -558,10 +555,10 @@ def _ffn_bytes(
             (gated if m.expert_gated else plain)
             * a
             * slots
-            * _ceil_div(m.expert_intermediate_size, tp)
+            * ceil_div(m.expert_intermediate_size, tp)
         )
     if arch.mlp is not None:
-        width = _ceil_div(kind.mlp_width or arch.mlp.intermediate_size, tp)
+        width = ceil_div(kind.mlp_width or arch.mlp.intermediate_size, tp)
         return (gated if arch.mlp.gated else plain) * a * t * width
     return 0
 
@@ -623,7 +620,7 @@ def saved_activation_bytes(arch: Architecture, spec: ActivationSpec) -> int:
     (pp = 1): what `saved_tensors_hooks` counts for the same forward + loss — the layers, the
     edge tensors and the standard loss's fp32 log-softmax (4·T·V, engine/loss.py)."""
     validate_activations(spec)
-    log_softmax = 4 * spec.tokens * _ceil_div(arch.vocab_size, spec.tp)
+    log_softmax = 4 * spec.tokens * ceil_div(arch.vocab_size, spec.tp)
     return stage_bytes(arch, spec, range(arch.num_layers), True, True) + log_softmax
 
 
@@ -672,8 +669,8 @@ def backward_transient_bytes(arch: Architecture, spec: ActivationSpec, layers: r
     if not layers:
         return 0
     at, a, t, tp = arch.attention, spec.act_bytes, spec.tokens, spec.tp
-    nq = _ceil_div(at.num_heads, tp)
-    nkv = nq if at.is_mla else max(1, _ceil_div(at.num_kv_heads, tp))
+    nq = ceil_div(at.num_heads, tp)
+    nkv = nq if at.is_mla else max(1, ceil_div(at.num_kv_heads, tp))
     attn = a * t * (2 * nq * at.head_dim + nkv * (at.head_dim + at.v_head_dim))
     widest = 0
     for kind, _ in layer_kinds(arch, layers.start, layers.stop):

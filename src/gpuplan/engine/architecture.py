@@ -169,6 +169,10 @@ class LayerSpec:
     mlp_width: int | None = None  # this layer's dense FFN width when not the model's
     v_from_k: bool = False  # no v_proj: V is K (Gemma 4's attention_k_eq_v global layers)
 
+    def __post_init__(self) -> None:
+        if self.mixer not in MIXERS:
+            raise GpuplanError(f"layer mixer {self.mixer!r} is not modelled ({', '.join(MIXERS)})")
+
     @property
     def has_attention(self) -> bool:
         return self.mixer in ("attention", "hybrid")

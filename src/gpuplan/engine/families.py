@@ -314,7 +314,3 @@ def _checked(name: str) -> Family:
     family = _table()[name]
     _check(family)
     return family
-
-
-def known_model_types() -> tuple[str, ...]:
-    return tuple(sorted(_by_model_type()))

@@ -42,8 +42,6 @@ from gpuplan.engine.architecture import Architecture, AttentionSpec, LayerSpec
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.weights import stage_layers
 
-LAYOUTS = ("engine", "expanded")
-
 
 def layer_kv_elements(arch: Architecture, layer: LayerSpec, layout: str = "engine") -> int:
     """Elements one token adds to `layer`'s KV cache, all KV heads (0 if it keeps none)."""
@@ -86,11 +84,6 @@ def indexer_key_bytes(a: AttentionSpec, kv: Precision, layout: str = "engine") -
     if layout == "engine":
         return d + 4 * -(-d // INDEXER_QUANT_BLOCK)
     return kv.bytes_for(d)
-
-
-def kv_elements_per_token_per_layer(arch: Architecture, layout: str = "engine") -> int:
-    """Elements cached per token by one attention layer of the model's main attention shape."""
-    return attention_kv_elements(arch.attention, layout)
 
 
 def kv_heads_per_rank(arch: Architecture, tp: int, spec: AttentionSpec | None = None) -> float:

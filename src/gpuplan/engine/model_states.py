@@ -32,14 +32,11 @@ from gpuplan.engine.precision import Precision
 from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.sharding import Layout
 from gpuplan.engine.weights import WeightFormat, layer_bytes_per_rank, stage_layers
+from gpuplan.units import ceil_div
 
 ONE_BYTE = Precision(id="count", bits=8)  # a format whose bytes are the element count
 COUNT = WeightFormat(ONE_BYTE, ONE_BYTE)
 DEEPSPEED_BUCKET_ELEMENTS = 500_000_000  # reduce_bucket_size / allgather_bucket_size defaults
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @record(cache_hash=True)
@@ -76,8 +73,8 @@ def _kind_params_per_rank(arch: Architecture, kind: int, tp: int, ep: int) -> tu
     if layer.moe and arch.moe is not None:
         m = arch.moe
         experts = round(m.num_experts * expert_params(arch) / tp)
-        total -= experts - _ceil_div(experts, ep)
-        down = _ceil_div(m.num_experts, ep) * m.expert_intermediate_size * h // tp
+        total -= experts - ceil_div(experts, ep)
+        down = ceil_div(m.num_experts, ep) * m.expert_intermediate_size * h // tp
         return total, down
     down = arch.mlp.intermediate_size * h // tp if arch.mlp is not None else 0
     return total, down
@@ -114,7 +111,7 @@ def stage_param_list(arch: Architecture, tp: int, pp: int, ep: int = 1) -> tuple
         total = layer_bytes_per_rank(arch, index.index(k), COUNT, tp)
         e = experts_tp if layer.moe and layer.ffn else 0
         dense_of.append(total - e)
-        experts_of.append(_ceil_div(e, ep))
+        experts_of.append(ceil_div(e, ep))
     out = []
     for s, layers in enumerate(stage_layers(arch.num_layers, pp)):
         in_stage = index[layers.start : layers.stop]
@@ -150,7 +147,7 @@ def factored_moment_params(arch: Architecture, layers: range, tp: int) -> int:
         elif arch.mlp is not None:
             total += (3 if arch.mlp.gated else 2) * (h + arch.mlp.intermediate_size)
     total += 2 * (arch.vocab_size + h)
-    return _ceil_div(total, tp)
+    return ceil_div(total, tp)
 
 
 @record(cache_hash=True)
@@ -199,16 +196,16 @@ def model_states(
 
     def held(fmt: Precision, stage: int) -> int:
         if layout.zero >= stage:
-            return fmt.bytes_for(_ceil_div(dense, d)) + fmt.bytes_for(_ceil_div(experts, de))
+            return fmt.bytes_for(ceil_div(dense, d)) + fmt.bytes_for(ceil_div(experts, de))
         return fmt.bytes_for(dense) + fmt.bytes_for(experts)
 
     weights = held(recipe.weights, 3)
-    base = _ceil_div(frozen_bytes, d) if layout.zero >= 3 else frozen_bytes
+    base = ceil_div(frozen_bytes, d) if layout.zero >= 3 else frozen_bytes
     grads = held(recipe.grads, 2)
     master = held(recipe.master, 1) if recipe.master else 0
     states = sum(held(s.format, 1) for s in recipe.states)
     if recipe.factored and factored:
-        states += 4 * (_ceil_div(factored, d) if layout.zero >= 1 else factored)
+        states += 4 * (ceil_div(factored, d) if layout.zero >= 1 else factored)
     trainable = dense + experts
     gather = grad_buffer = allgather = 0
     if layout.dp * layout.cp == 1:

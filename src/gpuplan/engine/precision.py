@@ -21,13 +21,10 @@ from typing import TYPE_CHECKING
 from gpuplan.datafiles import load_data
 from gpuplan.engine.frozen import record
 from gpuplan.lookup import did_you_mean, normalise
+from gpuplan.units import ceil_div
 
 if TYPE_CHECKING:
     from fractions import Fraction
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @record(cache_hash=True)  # bills are cached by it: a deep hash of every field, once per object
@@ -70,14 +67,14 @@ class Precision:
         if n <= 0:
             return 0
         if self.block_size:
-            return _ceil_div(n, self.block_size) * self.block_bytes
+            return ceil_div(n, self.block_size) * self.block_bytes
         bits = n * self.bits
         if self.group_size:
-            groups = _ceil_div(n, self.group_size)
+            groups = ceil_div(n, self.group_size)
             bits += groups * (self.scale_bits + self.zero_bits)
             if self.scale_group:
-                bits += _ceil_div(groups, self.scale_group) * self.scale_scale_bits
-        return _ceil_div(bits, 8)
+                bits += ceil_div(groups, self.scale_group) * self.scale_scale_bits
+        return ceil_div(bits, 8)
 
     @cached_property
     def bytes_per_element(self) -> float:
