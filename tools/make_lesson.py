@@ -539,7 +539,7 @@ def steps() -> list[dict[str, Any]]:
             question="Predict which way out costs least. Then try one: the weight precision, the GPU type or the GPU count.",
             reveal=[
                 f"In bf16 it needs {gb(s20.per_gpu_total_bytes)} per GPU. Fewer bytes per parameter (fp8: {gb(s20f.per_gpu_total_bytes)}, a quantisation), more memory per GPU (8 × H200: {gb(s20h.per_gpu_total_bytes)} of {gb0(h200.marketed_bytes)}, a different server), or more GPUs (two servers with pipeline stages: network and cost).",
-                "Each way out is under the picture, checked by the engine: apply one.",
+                "The engine checks each way out and lists it under “Ways out”: apply one, and compare what each costs.",
             ],
             scenario=serve_body(model="llama-3.1-405b", gpus=8, context=8192),
             controls=["dtype", "gpu", "gpus"],

@@ -38,7 +38,7 @@ export function chart(svg, { series, hlines = [], vlines = [], xlog = true, xlab
   const ticks = [...new Set(xs)].sort((a, b) => a - b);
   ticks.forEach((t, i) => {
     if (ticks.length > 8 && i % 2) return;
-    svg.append(el("text", { x: px(t), y: py(0) + 16, "text-anchor": "middle", class: "tick" }, t >= 1024 ? `${t / 1024}k` : String(t)));
+    svg.append(el("text", { x: px(t), y: py(0) + 19, "text-anchor": "middle", class: "tick" }, t >= 1024 ? `${t / 1024}k` : String(t)));
   });
   svg.append(el("text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle", class: "axis-label" }, xlabel));
   const right = []; // labels in the right margin: spread apart below, never overlapping
