@@ -392,7 +392,7 @@ def steps() -> list[dict[str, Any]]:
             ],
             question="Predict: which block crosses the HBM line first? Then halve the micro-batch or the sequence and watch the green block.",
             reveal=[
-                f"{gb(t12.activations_bytes)} of saved activations and {gb(item(t12, 'logits'))} of logits per GPU: the activations, not the states, blow the budget, and they halve with the tokens of a micro-batch.",
+                f"The static states cross first: {gb(t12.model_states_bytes)} of weights, gradients and optimizer state per GPU is over {gb0(h100.marketed_bytes)} before one activation is saved (the early OOM). On top come {gb(t12.activations_bytes)} of saved activations and {gb(item(t12, 'logits'))} of logits (the late one): they halve with the tokens of a micro-batch, the states do not move.",
                 "Among the ways out, a layout may read “tp 2 sp”: sp is sequence parallelism, which with tensor parallelism also splits the norms' and dropout's activations along the sequence.",
             ],
             scenario=train_body(gpus=8, zero=0, seq=8192, micro_batch=4, checkpointing="none"),
@@ -500,7 +500,7 @@ def steps() -> list[dict[str, Any]]:
             ],
             question="Predict the fewest H100s. Then switch the GPU type to H200 and to B200.",
             reveal=[
-                f"The model states alone need at least {bound} H100s (step 21 asks you for their size): {bound} × {gb0(budget)} is the least memory that holds them under the 90 % line.",
+                f"The lower bound: the model states alone need at least {bound} H100s at {gb0(budget)} each (step 21's drill works out their size).",
                 f"The planner needs {t18['h100-sxm'].gpus}: at 16 GPUs the activations come on top ({at16.reason}), and beyond one server it adds whole servers of 8. It needs {t18['h200'].gpus} H200s, {t18['b200'].gpus} B200s: only the memory per GPU changes the count.",
             ],
             scenario=train_body(model="llama-3.1-70b", gpus="auto", zero=3),

@@ -66,7 +66,7 @@ export function renderHeadline(node, kinds, data, cmp, explore, body, { masked =
       const w = byCategory(data, "weights");
       const split = data.pp > 1 ? ` split ${data.tp} × ${data.pp} ways` : data.tp > 1 ? ` split ${data.tp} ways` : "";
       const sub = data.mode === "serve"
-        ? (masked ? data.dtype : `${fmt(data.weights_bytes, units)} in all${split}, ${data.dtype}`)
+        ? (masked ? data.dtype : split ? `${fmt(data.weights_bytes, units)} in all${split}, ${data.dtype}` : `the whole model on one GPU, ${data.dtype}`)
         : data.layout.describe;
       node.append(chip(kind, "Weights per GPU", masked ? hidden : fmt(w.length ? w[0].bytes : 0, units), sub));
     } else if (kind === "capacity" && data.mode === "serve") {
