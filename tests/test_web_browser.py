@@ -494,7 +494,11 @@ def test_blocks_animate_unless_reduced_motion(page: Any, phone: Any) -> None:
 def test_headline_numbers_are_the_engines(page: Any) -> None:
     n8 = train(model="llama-3.1-8b", gpus=1).params_total
     to_step(page, 1)  # "8.03 B × 2 = 16 GB of weights ... the plan comes to 19 GB of 80"
-    reveal(page)
+    assert headline(page, "weights").split("\n")[1] == "?"  # predict first
+    page.fill("#prediction", "about 20 GB")
+    page.press("#prediction", "Enter")  # the learner's guess, then the engine's figures
+    page.wait_for_function("document.body.dataset.masked !== '1'")
+    assert "You predicted: about 20 GB" in page.inner_text("#step-reveal")
     first = serve(model="llama-3.1-8b", gpus=1)
     assert first.weights_bytes == 2 * n8 and gb(2 * n8) in headline(page, "weights")
     assert round(first.per_gpu_total_bytes / 1e9) == 19

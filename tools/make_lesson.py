@@ -359,7 +359,7 @@ def steps() -> list[dict[str, Any]]:
             question=f"Predict: how many GB of model states for {billions(t10.params_total)} parameters, and does one 80 GB GPU hold them? Then show the plan.",
             reveal=[
                 f"That is 16 bytes per parameter: {billions(t10.params_total)} × 16 = {gb(t10.model_states_bytes)} of model states, eight times the {gb(2 * t10.params_total)} of bf16 weights a server holds, before one activation is saved.",
-                f"One H100 cannot hold them: with {gb(t10.activations_bytes)} of activations on top, the plan needs {gb(t10.per_gpu_total_bytes)}.",
+                f"One H100 cannot hold them: with {gb(t10.activations_bytes)} of activations and the step's temporaries on top, the plan needs {gb(t10.per_gpu_total_bytes)} at its peak.",
             ],
             scenario=train_body(gpus=1),
             controls=[],
@@ -539,7 +539,7 @@ def steps() -> list[dict[str, Any]]:
             question="Predict which way out costs least. Then try one: the weight precision, the GPU type or the GPU count.",
             reveal=[
                 f"In bf16 it needs {gb(s20.per_gpu_total_bytes)} per GPU. Fewer bytes per parameter (fp8: {gb(s20f.per_gpu_total_bytes)}, a quantisation), more memory per GPU (8 × H200: {gb(s20h.per_gpu_total_bytes)} of {gb0(h200.marketed_bytes)}, a different server), or more GPUs (two servers with pipeline stages: network and cost).",
-                "The engine checks each way out and lists it under “Ways out”: apply one, and compare what each costs.",
+                "fp8 keeps this server, at some cost in quality; H200s are a different server; 16 GPUs are a second server and the network between the two. The engine checks each and lists it under “Ways out”: apply one.",
             ],
             scenario=serve_body(model="llama-3.1-405b", gpus=8, context=8192),
             controls=["dtype", "gpu", "gpus"],

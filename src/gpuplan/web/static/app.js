@@ -371,6 +371,7 @@ function planWords(data) {
     if (data.gpus === 1) return `1 GPU (${data.gpu.name})`;
     return `${data.gpus} × ${data.gpu.name}, each layer split ${data.tp} ways (tensor parallel)${data.pp > 1 ? ` in ${data.pp} pipeline stages` : ""}`;
   }
+  if (data.gpus === 1) return `1 GPU (${data.gpu.name}, ${data.layout.describe})`;
   return `${data.gpus} × ${data.gpu.name} (${data.layout.describe})`;
 }
 

@@ -45,6 +45,9 @@ export class Lesson {
     $("#step-reset").addEventListener("click", () => this.open(this.id, null));
     $("#drill").addEventListener("submit", (e) => { e.preventDefault(); this.check(); });
     $("#reveal-btn").addEventListener("click", () => { this.reveal(); this.rerender(); });
+    $("#prediction").addEventListener("keydown", (e) => {
+      if (e.key === "Enter") { e.preventDefault(); this.reveal(); this.rerender(); }
+    });
     $("#more-controls").addEventListener("click", () => {
       const form = $("#controls");
       const all = form.classList.toggle("show-all");
@@ -134,6 +137,13 @@ export class Lesson {
     const step = this.step();
     if (!step || !step.reveal) return;
     this.revealed = true;
+    const guess = $("#prediction").value.trim();
+    if (guess) {
+      const p = document.createElement("p");
+      p.className = "guess";
+      p.textContent = `You predicted: ${guess}. The engine:`;
+      $("#step-reveal").prepend(p);
+    }
     $("#step-reveal").hidden = false;
     $("#reveal-row").hidden = true;
   }
@@ -204,6 +214,7 @@ export class Lesson {
     }
     reveal.hidden = true;
     $("#reveal-row").hidden = !step.reveal;
+    $("#prediction").value = "";
     $("#reveal-how").textContent = step.controls.length ? "or change the highlighted control" : "";
     // only the controls this step uses, highlighted; the rest one click away
     const used = new Set(step.controls || []);
