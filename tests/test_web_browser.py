@@ -417,6 +417,8 @@ def _walk(pg: Any, shared: Shared, name: str, size: dict[str, int]) -> None:
                 posted[:1],
             )
         box = pg.evaluate(CONTROL_BOX)
+        if phone:  # where Next lands, before the learner acts
+            pg.screenshot(path=str(ARTIFACTS / "lesson" / f"step-{n:02d}-phone-landed.png"))
         assert intersects(box["picture"], box["vh"]), (n, box)
         if box["control"]:
             assert intersects(box["control"], box["vh"]), (n, box)

@@ -214,7 +214,7 @@ def steps() -> list[dict[str, Any]]:
                 "Bytes per parameter is the first dial: fp32 4, bf16 2, fp8 1, a 4-bit format about half a byte (plus a little for its scales).",
                 "Here the 70B model is in fp8 (1 byte per parameter) on one H100.",
             ],
-            question="Predict: does it fit under the 90 % line in fp8? Then switch the weights to int4: how many 4,096-token users fit?",
+            question="Predict: how many GB of weights in fp8, and how many 4,096-token users fit once the weights are int4? Then switch the weights to int4.",
             reveal=[
                 f"In fp8 the weights are {gb(item(s3, 'weights'))}, half the bf16 size, yet with the workspace and context they pass the 90 % line ({gb(s3.budget_bytes)}).",
                 f"In int4 they are {gb(item(s3b, 'weights'))}: the plan fits, with room for {count(s3b.max_concurrent_sequences)} conversations of 4,096 tokens. The KV cache stays in {s3b.to_dict()['kv_dtype']}: the weights' precision does not set the cache's (the KV-cache precision does).",

@@ -64,7 +64,7 @@ export function renderHeadline(node, kinds, data, cmp, explore, body, { masked =
         `of ${fmt(data.gpu.memory_bytes, units, data.gpu.memory_bytes % 1e9 ? 2 : 0)} (${basis})${masked ? "" : ` ${onGpus(data)}`}`));
     } else if (kind === "weights") {
       const w = byCategory(data, "weights");
-      const split = data.pp > 1 ? ` split ${data.tp} × ${data.pp} ways` : data.tp > 1 ? ` split ${data.tp} ways` : "";
+      const split = data.pp > 1 ? `, split ${data.tp} × ${data.pp} ways` : data.tp > 1 ? `, split ${data.tp} ways` : "";
       const sub = data.mode === "serve"
         ? (masked ? data.dtype : split ? `${fmt(data.weights_bytes, units)} in all${split}, ${data.dtype}` : `the whole model on one GPU, ${data.dtype}`)
         : data.layout.describe;

@@ -107,9 +107,9 @@ export class Lesson {
   land() {
     if (!window.matchMedia(PHONE).matches) return;
     const picture = document.querySelector(".server");
-    // the panel follows the picture; once scrolled there the picture sticks above it
-    const panel = $("#lesson-panel").getBoundingClientRect().top + window.scrollY;
-    window.scrollTo(0, Math.max(0, panel - picture.offsetHeight - 6));
+    // the verdict follows the picture; once scrolled there the picture sticks above it
+    const verdict = $("#verdict").getBoundingClientRect().top + window.scrollY;
+    window.scrollTo(0, Math.max(0, verdict - picture.offsetHeight - 6));
     const control = this.control();
     if (!control) return;
     const below = control.getBoundingClientRect().bottom - window.innerHeight + 8;
