@@ -231,7 +231,7 @@ def steps() -> list[dict[str, Any]]:
             text=[
                 "Llama 3.1 405B in bf16, on all eight GPUs. Tensor parallelism splits every layer across them, so each holds an eighth of the weights.",
             ],
-            question="Predict: does an eighth fit in 80 GB? Then switch the weights to fp8.",
+            question="Predict: how many GB of weights does each GPU hold, in bf16 and in fp8? Then switch the weights to fp8.",
             reveal=[
                 f"Splitting divides the bill but never shrinks it: {gb0(s4.weights_bytes)} ÷ 8 = {gb(item(s4, 'weights'))} per GPU, more than an H100 has.",
                 f"In fp8 it is {gb(item(s4b, 'weights'))} per GPU and the server holds it: the weights of all the GPUs together must fit, with room left over.",

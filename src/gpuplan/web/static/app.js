@@ -434,7 +434,7 @@ function paint() {
   verdict(data, masked);
   renderHeadline($("#headline"), step ? step.headlines : ["total"], data, cmp, explore, body, { masked });
   const kinds = drawServer($("#gpus"), data, { scale, masked });
-  legend($("#legend"), data.per_gpu.items, kinds);
+  legend($("#legend"), data.per_gpu.items, kinds, { masked });
   $("#change-caption").textContent = change && change.caption && !masked ? `What changed: ${change.caption}` : "";
   drawTimeline($("#timeline"), data, { scale, masked });
   renderFixes(data, units, masked);

@@ -91,7 +91,8 @@ export function drawServer(svg, data, { scale, masked = false } = {}) {
   const linesW = x(drawn - 1) + colW - left + 6;
   const kinds = new Set();
   for (let i = 0; i < drawn; i++) {
-    const kind = columnKind(i, data, view);
+    // before a reveal, copies look like the plan: the columns do not count the GPUs for the learner
+    const kind = masked && columnKind(i, data, view) === "copy" ? "plan" : columnKind(i, data, view);
     const outside = i >= server ? " extra" : "";
     kinds.add(kind);
     if (outside) kinds.add("extra");
@@ -109,7 +110,8 @@ export function drawServer(svg, data, { scale, masked = false } = {}) {
   // blocks: persistent per (column, line) so their size changes animate
   const keep = new Set();
   for (let i = 0; i < drawn; i++) {
-    const kind = columnKind(i, data, view);
+    // before a reveal, copies look like the plan: the columns do not count the GPUs for the learner
+    const kind = masked && columnKind(i, data, view) === "copy" ? "plan" : columnKind(i, data, view);
     let g = cols.querySelector(`g[data-gpu="${i}"]`);
     if (!g) {
       g = el("g", { "data-gpu": i });
@@ -191,7 +193,7 @@ function labelY(bottom, top, lines) {
   return y;
 }
 
-export function legend(node, items, kinds) {
+export function legend(node, items, kinds, { masked = false } = {}) {
   node.replaceChildren();
   const seen = new Set();
   for (const item of items) {
@@ -205,6 +207,7 @@ export function legend(node, items, kinds) {
     span.append(sw, CATEGORY_NAMES[item.category] || item.category);
     node.append(span);
   }
+  if (masked) return;
   if (kinds && kinds.notDrawn > 0) {
     const span = document.createElement("span");
     span.className = "legend-item column-note more-gpus";
