@@ -21,11 +21,12 @@ function chip(kind, label, value, sub, extra = "") {
   return span;
 }
 
-// "2 × tp 1's", "−33 % vs tp 1", "same as tp 1": a ratio to the step's reference, in words.
+// "2 × tp 1's", "−33 % vs tp 1": a ratio to the step's reference, in words ("" when equal:
+// the chip then says what the figure is made of).
 function versus(r, label) {
   if (!r) return "";
   const x = r.ratio;
-  if (Math.abs(x - 1) < 0.005) return `same as ${label}`;
+  if (Math.abs(x - 1) < 0.005) return "";
   return x >= 1 ? `${x.toLocaleString("en-US", { maximumFractionDigits: 2 })} × ${label}'s` : `${r.change_pct > 0 ? "+" : "−"}${Math.abs(r.change_pct)} % vs ${label}`;
 }
 
@@ -79,19 +80,19 @@ export function renderHeadline(node, kinds, data, cmp, explore, body, { masked =
     } else if (kind === "model_states" && data.mode === "train") {
       const r = now?.vs_reference?.model_states_bytes;
       node.append(chip(kind, "Model states per GPU", masked ? hidden : fmt(data.model_states_bytes, units),
-        masked ? "" : `${data.recipe?.bytes_per_param ?? "?"} bytes × ${count(data.params_total)} parameters, ${data.layout.describe}${r && refLabel && at !== cmp?.reference ? `; ${versus(r, refLabel)}` : ""}`));
+        masked ? "" : `${data.recipe?.bytes_per_param ?? "?"} bytes × ${count(data.params_total)} parameters, ${data.layout.describe}${r && refLabel && at !== cmp?.reference && versus(r, refLabel) ? `; ${versus(r, refLabel)}` : ""}`));
     } else if (kind === "activations" && data.mode === "train") {
       const r = now?.vs_reference?.activations_bytes;
       node.append(chip(kind, "Activations per GPU", masked ? hidden : fmt(data.activations_bytes, units),
-        masked ? "" : r && refLabel && at !== cmp?.reference ? versus(r, refLabel) : `seq ${count(data.seq)} × micro-batch ${count(data.micro_batch)}${data.checkpointing && data.checkpointing !== "none" ? `, ${data.checkpointing} recompute` : ""}`));
+        masked ? "" : r && refLabel && at !== cmp?.reference && versus(r, refLabel) ? versus(r, refLabel) : `seq ${count(data.seq)} × micro-batch ${count(data.micro_batch)}${data.checkpointing && data.checkpointing !== "none" ? `, ${data.checkpointing} recompute` : ""}`));
     } else if (kind === "tokens" && data.mode === "train") {
       const r = now?.vs_reference?.tokens_per_second;
       node.append(chip(kind, "Tokens per second", masked ? hidden : count(data.tokens_per_second),
-        masked ? "" : r && refLabel && at !== cmp?.reference ? `${pct(r)} vs ${refLabel}` : `at ${Math.round(data.mfu * 100)} % MFU, ${data.gpus} GPU${data.gpus > 1 ? "s" : ""}`));
+        masked ? "" : r && refLabel && at !== cmp?.reference && r.change_pct !== 0 ? `${pct(r)} vs ${refLabel}` : `at ${Math.round(data.mfu * 100)} % MFU, ${data.gpus} GPU${data.gpus > 1 ? "s" : ""}`));
     } else if (kind === "traffic" && data.mode === "train") {
       const r = now?.vs_reference?.comm_bytes_per_step;
       node.append(chip(kind, "Traffic per step per GPU", masked ? hidden : fmt(data.comm_bytes_per_step, units),
-        masked ? "" : r && refLabel && at !== cmp?.reference ? `${versus(r, refLabel)} ${fmt(cmp.points[cmp.reference]?.comm_bytes_per_step, units)}` : "data-parallel all-reduce / gathers"));
+        masked ? "" : r && refLabel && at !== cmp?.reference && versus(r, refLabel) ? `${versus(r, refLabel)} ${fmt(cmp.points[cmp.reference]?.comm_bytes_per_step, units)}` : "data-parallel all-reduce / gathers"));
     } else if (kind === "zero_stages" && masked) {
       node.append(chip(kind, "Model states per GPU, by ZeRO stage", hidden, "", "wide"));
     } else if (kind === "zero_stages" && cmp) {
