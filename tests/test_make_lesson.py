@@ -74,7 +74,10 @@ def test_every_step_runs_with_its_controls_and_headlines(lesson):
 
 
 def _text(step: dict) -> str:
-    return " ".join([*step["text"], step["question"], step.get("aside", "")])
+    """All a step's words: before the reveal and after it."""
+    return " ".join(
+        [*step["text"], step["question"], step.get("aside", ""), *step.get("reveal", [])]
+    )
 
 
 def _gb(n: float) -> str:
@@ -94,9 +97,14 @@ def test_the_text_carries_the_mission_numbers(lesson):
     assert round(total / 1e9) == 19 and f"{_gb(total)} of 80 GB" in first
     # 16 bytes per parameter: 2 weights + 2 gradients + 12 optimizer
     assert f"{_gb(16 * n8)} of model states" in _text(steps[10])
-    assert f"{_gb(16 * n70)} of model states" in _text(steps[18])  # "about 1.1 TB"
+    # "about 1.1 TB": the drill of step 21 asks it (16 × the parameters), so step 18 never says it
+    assert (
+        steps[21]["drill"]["answer_from"] == "model_states_bytes"
+        and steps[21]["drill"]["unit"] == "TB"
+    )
+    assert _gb(16 * n70).split()[0] not in _text(steps[18])
     bound = -(-16 * n70 // (72 * 10**9))  # ⌈states ÷ 90 % of 80 GB⌉
-    assert bound == 16 and f"= {bound} H100s" in _text(steps[18])
+    assert bound == 16 and f"at least {bound} H100s" in _text(steps[18])
     assert "16 H200s, 8 B200s" in _text(steps[18])  # the issue's acceptance figures
     assert "1.5 times" in _text(steps[14])
     assert "−25 % tokens per second" in _text(steps[17])
@@ -125,3 +133,37 @@ def test_step_17_names_the_peak_phase_of_the_api(lesson):
         data = client.post("/api/train", json={**body, "checkpointing": checkpointing}).json()
         peak = next(p for p in data["phases"] if p["name"] == data["peak_phase"])
         assert peak["label"] in text and _gb(peak["total_bytes"]) in text, (peak, text)
+
+
+def test_every_figure_in_the_text_is_on_the_page():
+    """make_lesson.py --check: each figure of a step's words is in an answer to the very request
+    the page sends for that step (its scenario, the ways out, its variants). Step 18's text once
+    said 72.72 GB while the page, sending checkpointing off, showed 87.92 GB: that fails here."""
+    tool = _tool()
+    assert tool.check_numbers() == []
+    step = next(s for s in tool.steps() if s["title"].startswith("Fine-tuning 70B"))
+    path, body = tool.page_request(step["scenario"])
+    assert body["checkpointing"] is None and body["zero"] == 3  # the planner's choice, as the text
+
+
+def test_predict_then_reveal(lesson):
+    """Each explaining step asks first and says its figures after the learner acts: its taught
+    figures are in its reveal, never in what the page shows before (text, question, aside)."""
+    for step in lesson["steps"]:
+        if step["kind"] == "recap":
+            continue
+        assert step["question"].startswith(("Predict", "Work", "Compute", "The 70B")), step["id"]
+        assert step["taught"], step["id"]
+        before = " ".join([*step["text"], step["question"], step.get("aside", "")])
+        assert not [f for f in step["taught"] if f in before], step["id"]
+        assert step.get("reveal") or step.get("drill"), step["id"]
+
+
+def test_no_step_gives_a_later_drill_away(lesson):
+    """Step 5 teaches the cache at 32k, not at 128k: step 9's drill asks for that (17.18 GB)."""
+    for drill in (s for s in lesson["steps"] if s.get("drill")):
+        for earlier in lesson["steps"][: drill["id"] - 1]:
+            text = _text(earlier)
+            leaked = [f for f in drill["taught"] if f.split()[0] in text]
+            assert not leaked, (drill["id"], earlier["id"], leaked)
+    assert "17.18" not in _text(lesson["steps"][4]) and "17.2" not in _text(lesson["steps"][4])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import socket
 import statistics
 import threading
@@ -53,8 +54,17 @@ playwright_sync = pytest.importorskip(
 )
 uvicorn = pytest.importorskip("uvicorn")
 
+import importlib.util  # noqa: E402
+
 import gpuplan  # noqa: E402
 from gpuplan.web.app import create_app  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location(
+    "make_lesson", Path(__file__).resolve().parent.parent / "tools/make_lesson.py"
+)
+assert _spec and _spec.loader
+make_lesson = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make_lesson)
 
 LESSON = json.loads(
     (Path(__file__).resolve().parent.parent / "src/gpuplan/web/static/lesson.json").read_text()
@@ -63,7 +73,7 @@ STEPS = LESSON["steps"]
 LESSON_MEMORY = "marketed"
 README_SHOTS = {
     "desktop": 13,
-    "phone": 20,
+    "phone": 3,
 }  # copied to docs/ for the README  # the lesson counts an H100 at its marketed 80 GB
 
 
@@ -120,9 +130,15 @@ class Shared:
         self.base = base
         self.errors: list[str] = []
         self.requests: list[str] = []
+        self.posts: list[tuple[str, Any]] = []  # (path, body) of each engine request
         self.pg.on("pageerror", lambda e: self.errors.append(str(e)))
         self.pg.on("console", self._console)
-        self.pg.on("request", lambda r: self.requests.append(r.url))
+        self.pg.on("request", self._request)
+
+    def _request(self, r: Any) -> None:
+        self.requests.append(r.url)
+        if r.method == "POST":
+            self.posts.append((r.url.split(self.base, 1)[-1], json.loads(r.post_data or "null")))
 
     def _console(self, message: Any) -> None:
         # an API refusal (4xx) is a state the page shows; any other console error is a bug
@@ -209,11 +225,20 @@ def change(pg: Any, action: str, selector: str, value: str) -> None:
     before = rendered(pg)
     if action == "select":
         pg.select_option(selector, value)
-    elif action == "check":
-        pg.check(selector)
     else:
         pg.fill(selector, value)
     wait_render(pg, before)
+
+
+def reveal(pg: Any) -> None:
+    """Show me: the step's numbers, as after the learner's action (a no-op once shown)."""
+    if pg.locator("#reveal-btn").is_visible():
+        pg.evaluate("document.querySelector('#reveal-btn').click()")
+        pg.wait_for_function("document.body.dataset.masked !== '1' && !document.body.dataset.busy")
+
+
+def page_text(pg: Any) -> str:
+    return str(pg.evaluate("document.body.innerText"))
 
 
 def serve(**kw: Any) -> Any:
@@ -295,67 +320,161 @@ CONTROLS = """() => [...document.querySelectorAll('#controls .ctl')]
   .filter(c => c.getBoundingClientRect().height > 0).map(c => c.dataset.control)"""
 
 
-def test_every_step_in_view_at_1280x800(page: Any, shared_desktop: Shared) -> None:
-    """Picture and step text both in the viewport without scrolling; only the step's controls,
-    highlighted; one selected tab; a screenshot per step; nothing requested off the machine."""
-    open_page(page, "#/lesson/1")
-    page.evaluate("window.scrollTo(0, 0)")
+CONTROL_BOX = """() => {
+  const step = document.querySelector('#step-title');
+  const pick = document.querySelector('#drill:not([hidden])') || document.querySelector('#controls .ctl.used')
+    || document.querySelector('#reveal-row:not([hidden])');
+  const r = (e) => { const b = e.getBoundingClientRect(); return [b.top, b.bottom, b.height]; };
+  return {picture: r(document.querySelector('#gpus')), control: pick ? r(pick) : null,
+          scrollY: window.scrollY, vh: window.innerHeight};
+}"""
+
+# the page's labels: no two overlap (a block label never under the HBM or headroom line either)
+OVERLAPS = """(sel) => {
+  const boxes = [...document.querySelectorAll(sel + ' text')].filter(t => t.getBBox().width > 0)
+    .map(t => [t.textContent, t.getBoundingClientRect()]);
+  const bad = [];
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const [a, p] = boxes[i], [b, q] = boxes[j];
+    if (p.left < q.right - 0.5 && q.left < p.right - 0.5 && p.top < q.bottom - 0.5 && q.top < p.bottom - 0.5) bad.push([a, b]);
+  }
+  for (const line of document.querySelectorAll(sel + ' line.hbm-line, ' + sel + ' line.headroom-line')) {
+    const y = line.getBoundingClientRect().top + line.getBoundingClientRect().height / 2;
+    for (const t of document.querySelectorAll(sel + ' text.block-label, ' + sel + ' text.overflow-label')) {
+      const r = t.getBoundingClientRect();
+      if (r.top + 1 < y && y < r.bottom - 1) bad.push([t.textContent, line.getAttribute('class')]);
+    }
+  }
+  return bad;
+}"""
+
+
+def intersects(box: list[float], vh: float) -> bool:
+    top, bottom, height = box
+    return height > 0 and bottom > 0 and top < vh
+
+
+def _taught_hidden_then_shown(pg: Any, step: dict[str, Any]) -> None:
+    """Predict → act → reveal: none of the step's taught figures is in the page's text before
+    the reveal; after it (Show me; a drill's answer is the drill test's) each one is."""
+    text = page_text(pg)
+    early = [f for f in step["taught"] if f in text]
+    assert not early, (step["id"], early)
+    if step.get("reveal"):
+        reveal(pg)
+        text = page_text(pg)
+        missing = [f for f in step["taught"] if f not in text]
+        assert not missing, (step["id"], missing)
+
+
+def _drill_leaks_nothing(pg: Any, step: dict[str, Any]) -> None:
+    """No placeholder, label or unreadable-answer message holds an answer the drill accepts."""
+    path, body = make_lesson.page_request(step["scenario"])
+    data = pg.evaluate(
+        "([p, b]) => fetch(p, {method: 'POST', headers: {'content-type': 'application/json'}, body: JSON.stringify(b)}).then(r => r.json())",
+        [path, body],
+    )
+    drill = step["drill"]
+    truth = data[drill["answer_from"]] / {"GB": 1e9, "TB": 1e12}.get(drill["unit"], 1)
+    accepted = set(step["taught"])
+    for digits in (2, 3, 4):  # what the check accepts: the figure as rounded, or within 1-2 %
+        accepted |= {f"{float(f'{truth:.{digits}g}'):g}", f"{float(f'{truth:.{digits}g}'):,g}"}
+    said = [
+        str(pg.get_attribute("#drill-answer", "placeholder")),
+        pg.inner_text("#drill-label"),
+        pg.inner_text("#step"),
+    ]
+    submit(pg, "lots")
+    said.append(pg.inner_text("#drill-feedback"))
+    for text in said:
+        numbers = set(re.findall(r"\d[\d,]*(?:\.\d+)?", text))
+        assert not numbers & accepted, (step["id"], text, numbers & accepted)
+
+
+def _walk(pg: Any, shared: Shared, name: str, size: dict[str, int]) -> None:
+    """Every step reached by Next, as a learner does: where it lands, what it hides before the
+    reveal, the request it sends (make_lesson's), a screenshot after the reveal."""
+    open_page(pg, "#/lesson/1")
+    pg.evaluate("window.scrollTo(0, 0)")
     (ARTIFACTS / "lesson").mkdir(parents=True, exist_ok=True)
+    phone = size["width"] < 860
     for step in STEPS:
         n = step["id"]
-        to_step(page, n)
-        box = page.evaluate(IN_VIEW)
-        assert box["scrollY"] == 0, (n, box)
-        for part in ("title", "text", "question", "picture"):
-            top, bottom, height = box[part]
-            assert height > 0 and top >= 0 and bottom <= box["vh"], (n, part, box[part])
-        shown = page.evaluate(CONTROLS)
-        mode_controls = {c for c in step["controls"]}
-        assert set(shown) == mode_controls, (n, shown, step["controls"])
-        highlighted = page.evaluate(
-            "[...document.querySelectorAll('#controls .ctl.used')].map(c => getComputedStyle(c).outlineStyle)"
-        )
-        assert all(style == "solid" for style in highlighted), (n, highlighted)
-        assert page.locator("header nav [aria-current='page']").count() == 1
-        assert page.get_attribute("header nav [aria-current='page']", "data-tab") == "lesson"
+        if n > 1:
+            shared.posts.clear()
+            before = rendered(pg)
+            if phone:  # the learner scrolls down to Next and taps it
+                pg.click("#step-next")
+            else:  # a click where the button is, without the test scrolling the page
+                pg.evaluate("document.querySelector('#step-next').click()")
+            wait_render(pg, before)
+            pg.wait_for_function(
+                f"document.querySelector('#step-title').textContent === {json.dumps(step['title'])}"
+            )
+            posted = [b for path, b in shared.posts if path == f"/api/{step['scenario']['mode']}"]
+            assert posted and posted[0] == make_lesson.page_request(step["scenario"])[1], (
+                n,
+                posted[:1],
+            )
+        box = pg.evaluate(CONTROL_BOX)
+        if phone:  # where Next lands, before the learner acts
+            pg.screenshot(path=str(ARTIFACTS / "lesson" / f"step-{n:02d}-phone-landed.png"))
+        assert intersects(box["picture"], box["vh"]), (n, box)
+        if box["control"]:
+            assert intersects(box["control"], box["vh"]), (n, box)
+        if not phone:
+            assert box["scrollY"] == 0, (n, box)  # on a desktop nothing jumps
+            inview = pg.evaluate(IN_VIEW)
+            for part in ("title", "text", "question", "picture"):
+                top, bottom, height = inview[part]
+                assert height > 0 and top >= 0 and bottom <= inview["vh"], (n, part, inview)
+            shown = pg.evaluate(CONTROLS)
+            assert set(shown) == set(step["controls"]), (n, shown, step["controls"])
+        else:
+            small = pg.evaluate(SMALL_TEXT)
+            assert not small, (n, small[:5])
+            assert pg.evaluate("document.documentElement.scrollWidth") <= size["width"] + 1, n
+        if step.get("drill"):
+            _drill_leaks_nothing(pg, step)
+        _taught_hidden_then_shown(pg, step)
+        assert not pg.evaluate(OVERLAPS, "#gpus"), (n, pg.evaluate(OVERLAPS, "#gpus"))
+        assert " × vs " not in pg.inner_text("#headline"), (n, pg.inner_text("#headline"))
+        if n == 5:  # the drill of step 9 asks for the 128k cache: step 5 never states it
+            assert "17.18" not in page_text(pg) and "17.2 " not in page_text(pg)
         # animations="disabled": the blocks drawn where they settle, not mid-transition
-        page.screenshot(
-            path=str(ARTIFACTS / "lesson" / f"step-{n:02d}-desktop.png"), animations="disabled"
+        pg.screenshot(
+            path=str(ARTIFACTS / "lesson" / f"step-{n:02d}-{name}.png"), animations="disabled"
         )
-        if n == README_SHOTS["desktop"]:  # the README's picture (docs/lesson-desktop.jpg)
-            page.screenshot(
-                path=str(ARTIFACTS / "lesson-desktop.jpg"),
+        if n == README_SHOTS[name]:  # the README's pictures (docs/lesson-*.jpg)
+            pg.screenshot(
+                path=str(ARTIFACTS / f"lesson-{name}.jpg"),
                 type="jpeg",
                 quality=60,
                 animations="disabled",
             )
+        if not phone:
+            pg.evaluate("window.scrollTo(0, 0)")
+    outside = [u for u in shared.requests if not u.startswith(pg.base)]
+    assert not outside, outside
+
+
+def test_every_step_at_1280x800(page: Any, shared_desktop: Shared) -> None:
+    """Each step by Next: picture, text and control in view without scrolling (nothing jumps);
+    only the step's controls; its taught figures absent until the reveal; the page's request is
+    make_lesson's; drills leak no answer; labels never overlap; a screenshot each."""
+    _walk(page, shared_desktop, "desktop", DESKTOP)
     # the rest of the controls are one click away
     to_step(page, 13)
     page.click("#more-controls")
     assert len(page.evaluate(CONTROLS)) > 10
     page.click("#more-controls")
     assert page.evaluate(CONTROLS) == ["zero"]
-    outside = [u for u in shared_desktop.requests if not u.startswith(page.base)]
-    assert not outside, outside
 
 
-def test_every_step_legible_on_a_phone(phone: Any, shared_phone: Shared) -> None:
-    """390×844: the picture first, no text under 11 px, no sideways scroll; a screenshot each."""
-    open_page(phone, "#/lesson/1")
-    for step in STEPS:
-        n = step["id"]
-        to_step(phone, n)
-        small = phone.evaluate(SMALL_TEXT)
-        assert not small, (n, small[:5])
-        picture = phone.locator("#gpus").bounding_box()
-        title = phone.locator("#step-title").bounding_box()
-        assert picture["y"] < title["y"], n
-        assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"] + 1, n
-        phone.screenshot(path=str(ARTIFACTS / "lesson" / f"step-{n:02d}-phone.png"))
-        if n == README_SHOTS["phone"]:  # the README's picture (docs/lesson-phone.jpg)
-            phone.screenshot(path=str(ARTIFACTS / "lesson-phone.jpg"), type="jpeg", quality=60)
-    outside = [u for u in shared_phone.requests if not u.startswith(phone.base)]
-    assert not outside, outside
+def test_every_step_on_a_phone(phone: Any, shared_phone: Shared) -> None:
+    """390×844, each step by Next: the picture and the step's control on screen together, no
+    text under 11 px, no sideways scroll, the same reveal as on a desktop; a screenshot each."""
+    _walk(phone, shared_phone, "phone", PHONE)
 
 
 def test_blocks_animate_unless_reduced_motion(page: Any, phone: Any) -> None:
@@ -377,50 +496,63 @@ def test_blocks_animate_unless_reduced_motion(page: Any, phone: Any) -> None:
 def test_headline_numbers_are_the_engines(page: Any) -> None:
     n8 = train(model="llama-3.1-8b", gpus=1).params_total
     to_step(page, 1)  # "8.03 B × 2 = 16 GB of weights ... the plan comes to 19 GB of 80"
+    assert headline(page, "weights").split("\n")[1] == "?"  # predict first
+    page.fill("#prediction", "about 20 GB")
+    page.press("#prediction", "Enter")  # the learner's guess, then the engine's figures
+    page.wait_for_function("document.body.dataset.masked !== '1'")
+    assert "You predicted: about 20 GB" in page.inner_text("#step-reveal")
     first = serve(model="llama-3.1-8b", gpus=1)
     assert first.weights_bytes == 2 * n8 and gb(2 * n8) in headline(page, "weights")
     assert round(first.per_gpu_total_bytes / 1e9) == 19
     assert f"{gb(first.per_gpu_total_bytes)}" in headline(page, "total")
     assert "of 80 GB" in headline(page, "total")
 
-    to_step(page, 5)  # 2 × 32 layers × 8 KV heads × 128 × 2 bytes per token; 17 GB at 128k
+    to_step(page, 5)  # 2 × 32 layers × 8 KV heads × 128 × 2 bytes per token, × the context
     per_token = 2 * 32 * 8 * 128 * 2
+    reveal(page)
     assert f"{per_token:,} bytes per token" in headline(page, "kv")
     assert gb(per_token * 4096) in headline(page, "kv")
-    change(page, "fill", "#c-context", "131072")
-    assert gb(per_token * 131072) in headline(page, "kv")
-    assert round(per_token * 131072 / 1e9) == 17
+    change(page, "fill", "#c-context", "32768")
+    assert gb(per_token * 32768) in headline(page, "kv")
 
     to_step(page, 10)
+    reveal(page)
     # 16 bytes per parameter: 2 weights + 2 gradients + 12 optimizer
     assert gb(16 * n8) in headline(page, "model_states")
 
     to_step(page, 13)  # ZeRO on 8 GPUs: 16N, 4N + 12N/8, 2N + 14N/8, 16N/8
+    reveal(page)
     text = headline(page, "zero_stages")
     for stage, expected in enumerate((16 * n8, 4 * n8 + 12 * n8 / 8, 2 * n8 + 14 * n8 / 8, 2 * n8)):
         assert f"ZeRO-{stage} {gb(expected)}" in text, (stage, text)
 
     to_step(page, 14)  # ZeRO-3 moves 1.5 × the traffic of plain data parallelism
+    reveal(page)
     plan = train(model="llama-3.1-8b", gpus=8, zero=3)
     text = headline(page, "traffic")
     assert gb(plan.comm_bytes_per_step) in text and "1.5 ×" in text, text
 
     to_step(page, 17)  # full recompute: a third more compute, 25 % fewer tokens per second
-    change(page, "check", "#c-ckpt", "")
+    change(page, "select", "#c-ckpt", "full")
     text = headline(page, "tokens")
     plan = train(model="llama-3.1-8b", gpus=8, zero=3, seq=16384, checkpointing="full")
     assert f"{plan.tokens_per_second:,.0f}" in text and "−25 %" in text, text
     assert gb(plan.activations_bytes) in headline(page, "activations")
 
     to_step(page, 18)  # lower bound vs chosen, and why
-    # the page's recompute checkbox is off: the search keeps it off (as checkpointing=False)
-    plan = train(model="llama-3.1-70b", gpus="auto", zero=3, checkpointing=False)
+    reveal(page)
+    # checkpointing is the planner's choice on the page as in the lesson's text
+    plan = train(model="llama-3.1-70b", gpus="auto", zero=3)
     states = train(model="llama-3.1-70b", gpus=1, zero=0).model_states_bytes
     bound = math.ceil(states / (0.9 * 80e9))
     assert plan.lower_bound_gpus == bound == 16
     text = headline(page, "gpu_count")
     assert f"{plan.gpus} × H100" in text and f"lower bound {bound}" in text, text
     assert plan.why_this_many()[-1].split(": ", 1)[1] in text
+    # the text and the chip agree: the 16-GPU attempt's figure in the words is the chip's
+    words = page.inner_text("#step-reveal")
+    at16 = re.search(r"best layout needs ([\d.,]+ GB)", words)
+    assert at16 and f"not 16: best layout needs {at16.group(1)}" in text, (words, text)
     shot(page, "headline-step-18", full=False)
 
 
@@ -450,6 +582,7 @@ def test_steps_18_and_20_follow_the_gpu_type(page: Any) -> None:
         assert f"{count} × {plan.bill.setup.gpu.name}" in page.inner_text("#verdict")
         assert f"{count} × {name}" in headline(page, "gpu_count")
     to_step(page, 20)
+    reveal(page)
     assert "Out of memory" in page.inner_text("#verdict")
     for gpu in ("h200", "b200"):
         change(page, "select", "#c-gpu", gpu)
@@ -529,6 +662,8 @@ def test_drills_hide_the_answer_and_read_units(page: Any) -> None:
 
 def test_three_answers_for_serving_and_fixes_for_training(page: Any) -> None:
     to_step(page, 20)
+    reveal(page)
+    page.wait_for_selector("#fixes button")
     answers = page.eval_on_selector_all("#fixes button", "bs => bs.map(b => b.dataset.answer)")
     assert answers[:3] == ["fewer_bytes", "bigger_gpu", "more_gpus"], answers
     labels = page.eval_on_selector_all("#fixes button", "bs => bs.map(b => b.innerText)")
@@ -540,6 +675,8 @@ def test_three_answers_for_serving_and_fixes_for_training(page: Any) -> None:
     assert page.input_value("#c-gpu") == "h200"
 
     to_step(page, 13)  # 8 GPUs, ZeRO-0: does not fit
+    reveal(page)
+    page.wait_for_selector("#fixes button")
     answers = page.eval_on_selector_all("#fixes button", "bs => bs.map(b => b.dataset.answer)")
     assert {"shard_states", "recompute", "lora"} <= set(answers), answers
     assert {"more_gpus", "relayout"} & set(answers), answers
@@ -552,7 +689,7 @@ def test_three_answers_for_serving_and_fixes_for_training(page: Any) -> None:
 
 def test_break_a_plan_outline_not_tint(page: Any) -> None:
     open_page(page, "#/playground?gpu_memory=marketed&gpus=1")
-    change(page, "select", "#c-model", "llama-3.1-70b")
+    change(page, "fill", "#c-model", "llama-3.1-70b")
     page.wait_for_selector("#oom-marker")
     plan = serve(model="llama-3.1-70b", gpus=1)
     assert f"OOM: +{gb(plan.per_gpu_total_bytes - 80_000_000_000)}" in page.text_content(
@@ -578,8 +715,8 @@ def test_error_state_is_clear(page: Any) -> None:
     page.wait_for_selector(".verdict.error")
     text = page.inner_text("#verdict")
     assert "Cannot size this" in text and "--" not in text, text
-    assert "stale" in (page.get_attribute("#gpus", "class") or "")
-    assert "stale" in (page.get_attribute("#details", "class") or "")
+    assert "Reset step" not in text, text  # the playground has no such button
+    assert page.locator(".error-ways button").count() >= 1  # a way out, one click
     change(page, "fill", "#c-gpus", "4")
     assert "stale" not in (page.get_attribute("#gpus", "class") or "")
 
@@ -645,19 +782,21 @@ def test_training_timeline_is_the_engines_phases(page: Any) -> None:
     """Steps 12 and 17: the step's phases drawn from the real API answer (`phases`,
     `peak_phase`, `memory_figures`), with and without activation recompute."""
     to_step(page, 12)  # the late OOM: the activations peak before the backward frees them
+    reveal(page)
     _timeline_is(
         page, train(model="llama-3.1-8b", gpus=8, zero=0, seq=8192, micro_batch=4).to_dict()
     )
     to_step(page, 17)
-    for checkpointing in (False, "full"):
-        if checkpointing:
-            change(page, "check", "#c-ckpt", "")
+    reveal(page)
+    for checkpointing in ("none", "full"):
+        if checkpointing == "full":
+            change(page, "select", "#c-ckpt", "full")
         data = train(
             model="llama-3.1-8b", gpus=8, zero=3, seq=16384, checkpointing=checkpointing
         ).to_dict()
         _timeline_is(page, data)
         peak = next(p for p in data["phases"] if p["name"] == data["peak_phase"])
-        text = page.inner_text("#step-text")  # the step's words name the same peak
+        text = page.inner_text("#step")  # the step's words name the same peak
         assert peak["label"] in text and gb(peak["total_bytes"]) in text, text
     shot(page, "timeline-step-17", full=False)
     # every training category has its own colour and name in the legend
@@ -724,7 +863,8 @@ def test_hover_and_keyboard_focus_show_the_formula_inside_the_window(page: Any) 
 
 def test_shared_url_restores_the_same_state(page: Any, browser: Any) -> None:
     open_page(page, "#/playground")
-    for select, value in (("#c-model", "qwen3-8b"), ("#c-kvdtype", "fp8"), ("#c-gpu", "h200")):
+    change(page, "fill", "#c-model", "qwen3-8b")
+    for select, value in (("#c-kvdtype", "fp8"), ("#c-gpu", "h200")):
         change(page, "select", select, value)
     for field, value in (("#c-context", "32768"), ("#c-users", "12"), ("#c-gpus", "2")):
         change(page, "fill", field, value)
@@ -746,9 +886,14 @@ def test_shared_url_restores_the_same_state(page: Any, browser: Any) -> None:
 
 
 def test_plots_and_cheat_sheet(page: Any) -> None:
+    """The sweeps drawn; no two of a plot's labels overlap (HBM, budget and the curves' names
+    meet at the right edge)."""
     open_page(page, "#/plots?gpu_memory=80GB&gpus=1")
     page.wait_for_selector("#plot-context path.series.kv")
     page.wait_for_selector("#plot-users path.series.total")
+    page.wait_for_selector("#plot-zero path.series")
+    for plot in ("#plot-context", "#plot-users", "#plot-zero"):
+        assert not page.evaluate(OVERLAPS, plot), (plot, page.evaluate(OVERLAPS, plot))
     shot(page, "plots")
     page.click("a[data-tab='cheatsheet']")
     assert "16 bytes per parameter" in page.inner_text("#cheatsheet-panel")
@@ -769,3 +914,95 @@ def test_keyboard_navigation(page: Any) -> None:
         .map(e => e.id)"""
     )
     assert unlabelled == []
+
+
+# --- the third edition's items ---------------------------------------------------------------
+
+
+def _headroom_changes_the_count(pg: Any) -> None:
+    to_step(pg, 19)
+    reveal(pg)
+    plans = {
+        h: serve(model="llama-3.1-70b", gpus="auto", context=8192, users=4, headroom=h)
+        for h in (0.9, 1.0)
+    }
+    assert plans[0.9].gpus != plans[1.0].gpus  # the setup shows the rule, not states it
+    for h, plan in plans.items():
+        if h == 1.0:
+            change(pg, "fill", "#c-headroom", "1")
+        assert f"{plan.gpus} × H100" in headline(pg, "gpu_count"), headline(pg, "gpu_count")
+        assert gb(plan.per_gpu_total_bytes) in headline(pg, "total")
+        assert not pg.evaluate(OVERLAPS, "#gpus"), pg.evaluate(OVERLAPS, "#gpus")
+
+
+def test_step_19_headroom_changes_the_gpu_count(page: Any, phone: Any) -> None:
+    """90 % → 100 %: the fewest GPUs and the bill per GPU change on screen, at both sizes; the
+    HBM and the 100 % line's labels do not collide."""
+    _headroom_changes_the_count(page)
+    _headroom_changes_the_count(phone)
+
+
+def _deepseek_training(pg: Any) -> None:
+    # served first, then Train with ZeRO-0 and no recompute: the engine refuses that run
+    open_page(pg, "#/playground?model=deepseek-v3&zero=0&checkpointing=none")
+    assert pg.locator("#gpus rect.block").count() > 0  # the serving picture
+    before = rendered(pg)
+    pg.check("input[name=mode][value=train]")
+    wait_render(pg, before)
+    verdict = pg.inner_text("#verdict")
+    assert "Cannot size this" in verdict, verdict
+    assert "Reset step" not in verdict, verdict  # the playground has no such button
+    assert pg.locator("#gpus rect.block").count() == 0  # no serving picture under Train
+    assert pg.locator(".error-ways button").count() >= 3, verdict
+    shot(pg, f"playground-deepseek-refused-{pg.viewport_size['width']}")
+    before = rendered(pg)
+    pg.click(".error-ways button >> nth=0")  # the planner's choice: the playground's defaults
+    wait_render(pg, before)
+    assert pg.input_value("#c-zero") == "auto" and pg.input_value("#c-ckpt") == "auto"
+    verdict = pg.inner_text("#verdict")
+    assert "Cannot size this" not in verdict, verdict
+    plan = gpuplan.train("deepseek-v3")  # the defaults: ZeRO and checkpointing the planner's
+    assert gb(plan.per_gpu_total_bytes) in verdict and f"{plan.gpus} ×" in verdict, verdict
+    assert pg.locator("#c-lora-rank").is_hidden()  # a full fine-tune has no rank
+    shot(pg, f"playground-deepseek-train-{pg.viewport_size['width']}")
+
+
+def test_playground_never_dead_ends(page: Any, phone: Any) -> None:
+    """DeepSeek-V3 training from the playground's defaults: a plan (ZeRO and checkpointing are
+    the planner's choice), or the ways out; no hint names a button the playground lacks."""
+    _deepseek_training(page)
+    _deepseek_training(phone)
+
+
+def test_playground_model_field_and_menus(page: Any) -> None:
+    """A catalog name, a Hugging Face id or a pasted config.json; the precision menu grouped;
+    int4 weights say what the KV cache is held in; LoRA's rank only for LoRA."""
+    open_page(page, "#/playground?gpus=1")
+    change(page, "fill", "#c-model", "meta-llama/Llama-3.1-70B")
+    page.press("#c-model", "Enter")
+    page.wait_for_function("document.querySelector('#verdict').innerText.includes('H100')")
+    plan = gpuplan.serve("llama-3.1-70b", gpus=1)
+    page.wait_for_function(
+        f"document.querySelector('#total-bytes')?.textContent === {json.dumps(gb(plan.per_gpu_total_bytes))}"
+    )
+    page.click("#paste-toggle")
+    from gpuplan.catalog.models import _catalog_config
+
+    config = _catalog_config("llama-3.1-8b")
+    change(page, "fill", "#c-config", json.dumps(config))
+    eight = gpuplan.serve("llama-3.1-8b", gpus=1)
+    assert page.text_content("#total-bytes") == gb(eight.per_gpu_total_bytes)
+    page.click("#paste-toggle")
+    page.wait_for_selector("#c-model:visible")
+    groups = page.eval_on_selector_all("#c-dtype optgroup", "gs => gs.map(g => g.label)")
+    assert len(groups) >= 3 and groups[0] == "Common", groups
+    change(page, "select", "#c-dtype", "int4")
+    kv = gpuplan.serve("llama-3.1-8b", gpus=1, dtype="int4").to_dict()["kv_dtype"]
+    assert f"held in {kv}" in page.inner_text("#kv-note")
+    page.check("input[name=mode][value=train]")
+    page.wait_for_function("document.body.dataset.mode === 'train'")
+    assert page.locator("#c-lora-rank").is_hidden()
+    change(page, "select", "#c-method", "lora")
+    assert page.locator("#c-lora-rank").is_visible()
+    for knob in ("#c-zero", "#c-ckpt"):
+        assert "the planner's choice" in page.inner_text(knob)

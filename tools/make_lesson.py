@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -120,11 +121,12 @@ def steps() -> list[dict[str, Any]]:
 
     s1 = S(gpus=1)
     s2 = S(model="llama-3.1-70b", gpus=1)
+    s2b = S(model="llama-3.1-70b", gpus=2)
     s3 = S(model="llama-3.1-70b", gpus=1, dtype="fp8")
     s3b = S(model="llama-3.1-70b", gpus=1, dtype="int4")
     s4 = S(model="llama-3.1-405b", gpus=8)
     s4b = S(model="llama-3.1-405b", gpus=8, dtype="fp8")
-    s5 = S(gpus=1, context=131072)
+    s5 = S(gpus=1, context=32768)
     s6 = S(model="llama-3.1-70b", gpus=4, context=8192, users=16)
     s6x = S(
         model="llama-3.1-70b",
@@ -134,21 +136,27 @@ def steps() -> list[dict[str, Any]]:
         overrides={"num_key_value_heads": 64},
     )
     s7 = S(model="llama-3.1-70b", gpus=1, dtype="fp8", users=8)
+    s7b = S(model="llama-3.1-70b", gpus=2, dtype="fp8", users=8)
     s8 = S(model="llama-3.1-70b", gpus=4, context=8192)
     t10 = T(gpus=1)
     t11 = T(gpus=8, zero=0)
-    t12 = T(gpus=8, zero=0, seq=8192, micro_batch=4)
+    t12 = T(gpus=8, zero=0, seq=8192, micro_batch=4, checkpointing="none")
     z = [T(gpus=8, zero=k) for k in range(4)]
     t15 = T(gpus=8, tp=2, zero=1)
-    t16 = T(gpus=8, zero=3, seq=8192)
-    t17 = T(gpus=8, zero=3, seq=16384)
+    t16a = T(gpus=8, zero=3, seq=4096, checkpointing="none")
+    t16 = T(gpus=8, zero=3, seq=8192, checkpointing="none")
+    t17 = T(gpus=8, zero=3, seq=16384, checkpointing="none")
     t17b = T(gpus=8, zero=3, seq=16384, checkpointing="full")
+    # checkpointing left to the planner, as the page sends it (its "planner's choice")
     t18 = {
         g: T(model="llama-3.1-70b", gpu=g, gpus="auto", zero=3)
         for g in ("h100-sxm", "h200", "b200")
     }
-    s19 = S(model="llama-3.1-70b", gpus="auto", context=8192, users=32)
+    s19 = S(model="llama-3.1-70b", gpus="auto", context=8192, users=4)
+    s19x = S(model="llama-3.1-70b", gpus="auto", context=8192, users=4, headroom=1.0)
+    at2 = next(a for a in s19.search if a.gpus == 2)
     s20 = S(model="llama-3.1-405b", gpus=8, context=8192)
+    s20f = S(model="llama-3.1-405b", gpus=8, context=8192, dtype="fp8")
     s20h = S(model="llama-3.1-405b", gpus=8, context=8192, gpu="h200")
     t21 = T(model="llama-3.1-70b", gpus=1, zero=0)
     budget = int(0.9 * h100.marketed_bytes)
@@ -156,6 +164,12 @@ def steps() -> list[dict[str, Any]]:
     bound = math.ceil(t21.model_states_bytes / budget)
     at16 = next(a for a in t18["h100-sxm"].search if a.gpus == 16)
     tps = t17b.tokens_per_second / t17.tokens_per_second - 1
+    kv = lambda p: item(p, "kv_cache")  # noqa: E731
+    fits2 = (
+        "under the 90 % line"
+        if s2b.fits
+        else f"past the 90 % line ({gb(s2b.budget_bytes)}) but under the {gb0(h100.marketed_bytes)} of HBM"
+    )
 
     return [
         dict(
@@ -163,10 +177,14 @@ def steps() -> list[dict[str, Any]]:
             title="The question you are always asked",
             text=[
                 f"You run one DGX H100: eight H100s with {gb0(h100.marketed_bytes)} of memory each. Two teams ask the same thing: will our model fit, and on how many GPUs?",
-                f"Start small: Llama 3.1 8B served in bf16. {billions(s1.params_total)} parameters × 2 bytes = {gb(item(s1, 'weights'))} of weights. On top sit a {gb(item(s1, 'workspace'))} workspace, {gb(item(s1, 'cuda_context'))} of CUDA context and {gb(item(s1, 'kv_cache'))} of KV cache for one 4,096-token conversation: {gb(s1.per_gpu_total_bytes)} of {gb0(h100.marketed_bytes)}.",
+                f"Start small: Llama 3.1 8B, {billions(s1.params_total)} parameters, served in bf16 (2 bytes each). On top of the weights sit a workspace, the CUDA context and the KV cache of one 4,096-token conversation.",
             ],
             aside=f"About “80 GB”: NVIDIA sells the H100 as {gb0(h100.marketed_bytes)}; the driver reports {count(driver / 2**20)} MiB = {gb(driver)}. This lesson counts every GPU at its round marketed figure (H200 {gb0(h200.marketed_bytes)}, B200 {gb0(b200.marketed_bytes)}); the playground starts from the driver's figure, what a process can really allocate. Change it under Memory per GPU.",
-            question="GPU 0 holds the plan; the seven others run copies of it for more users. Hover a block for its arithmetic.",
+            question="Predict: how many GB of weights, and how much of the 80 GB does the whole plan use? Then show the plan.",
+            reveal=[
+                f"{billions(s1.params_total)} parameters × 2 bytes = {gb(item(s1, 'weights'))} of weights. On top sit a {gb(item(s1, 'workspace'))} workspace, {gb(item(s1, 'cuda_context'))} of CUDA context and {gb(item(s1, 'kv_cache'))} of KV cache for one 4,096-token conversation: {gb(s1.per_gpu_total_bytes)} of {gb0(h100.marketed_bytes)}.",
+                "Weights in GB ≈ parameters in billions × bytes per parameter. GPU 0 holds the plan; the seven others can run copies of it for more users. Hover a block for its arithmetic.",
+            ],
             scenario=serve_body(gpus=1),
             controls=[],
             headlines=["weights", "total"],
@@ -176,10 +194,14 @@ def steps() -> list[dict[str, Any]]:
             title="The 70B model on one GPU",
             kind="break",
             text=[
-                "Now the support team's model: Llama 3.1 70B in bf16 on one H100.",
-                f"Inference reads every weight for every token, so all of them must be resident. {billions(s2.params_total)} × 2 bytes = {gb(item(s2, 'weights'))}, and one GPU has {gb0(h100.marketed_bytes)}.",
+                f"Now the support team's model: Llama 3.1 70B, {billions(s2.params_total)} parameters in bf16, on one H100.",
+                "Inference reads every weight for every token, so all of them must be resident on the GPUs serving it.",
             ],
-            question="By how much does it overflow? Then give it 2 GPUs: each holds half the weights.",
+            question="Predict: by how much does one GPU overflow? Then give it 2 GPUs, each holding half the weights.",
+            reveal=[
+                f"{billions(s2.params_total)} × 2 bytes = {gb(item(s2, 'weights'))} of weights against {gb0(h100.marketed_bytes)} of HBM: one GPU is {gb(s2.per_gpu_total_bytes - h100.marketed_bytes)} short.",
+                f"On 2 GPUs each holds {gb(item(s2b, 'weights'))} of weights, {gb(s2b.per_gpu_total_bytes)} in all per GPU: {fits2}. Dividing the weights is how a model too big for one GPU fits at all.",
+            ],
             scenario=serve_body(model="llama-3.1-70b", gpus=1),
             controls=["gpus"],
             explore=dict(variants=[{"gpus": 1}, {"gpus": 2}], labels=["1 GPU", "2 GPUs"]),
@@ -190,9 +212,13 @@ def steps() -> list[dict[str, Any]]:
             title="Precision is a memory dial",
             text=[
                 "Bytes per parameter is the first dial: fp32 4, bf16 2, fp8 1, a 4-bit format about half a byte (plus a little for its scales).",
-                f"In fp8 the 70B model is {gb(item(s3, 'weights'))} of weights on one GPU: half the bf16 size, yet with the workspace and context it passes the 90 % line ({gb(int(0.9 * h100.marketed_bytes))}).",
+                "Here the 70B model is in fp8 (1 byte per parameter) on one H100.",
             ],
-            question=f"Switch the weights to int4. Does it fit now, and how many 4,096-token users does the freed memory hold? (The engine says {gb(item(s3b, 'weights'))} of weights.)",
+            question="Predict: how many GB of weights in fp8, and how many 4,096-token users fit once the weights are int4? Then switch the weights to int4.",
+            reveal=[
+                f"In fp8 the weights are {gb(item(s3, 'weights'))}, half the bf16 size, yet with the workspace and context they pass the 90 % line ({gb(s3.budget_bytes)}).",
+                f"In int4 they are {gb(item(s3b, 'weights'))}: the plan fits, with room for {count(s3b.max_concurrent_sequences)} conversations of 4,096 tokens. The KV cache stays in {s3b.to_dict()['kv_dtype']}: the weights' precision does not set the cache's (the KV-cache precision does).",
+            ],
             scenario=serve_body(model="llama-3.1-70b", gpus=1, dtype="fp8"),
             controls=["dtype"],
             explore=dict(variants=[{"dtype": "fp8"}, {"dtype": "int4"}], labels=["fp8", "int4"]),
@@ -203,10 +229,13 @@ def steps() -> list[dict[str, Any]]:
             title="405B on the whole server",
             kind="break",
             text=[
-                f"Llama 3.1 405B in bf16 is {gb0(s4.weights_bytes)} of weights. Tensor parallelism splits every layer across the eight GPUs, so each holds an eighth.",
-                f"Splitting divides the bill but never shrinks it: {gb0(s4.weights_bytes)} ÷ 8 = {gb(item(s4, 'weights'))} per GPU, more than an H100 has.",
+                "Llama 3.1 405B in bf16, on all eight GPUs. Tensor parallelism splits every layer across them, so each holds an eighth of the weights.",
             ],
-            question=f"Switch the weights to fp8: {gb(item(s4b, 'weights'))} per GPU. Does the server hold it now?",
+            question="Predict: how many GB of weights does each GPU hold, in bf16 and in fp8? Then switch the weights to fp8.",
+            reveal=[
+                f"Splitting divides the bill but never shrinks it: {gb0(s4.weights_bytes)} ÷ 8 = {gb(item(s4, 'weights'))} per GPU, more than an H100 has.",
+                f"In fp8 it is {gb(item(s4b, 'weights'))} per GPU and the server holds it: the weights of all the GPUs together must fit, with room left over.",
+            ],
             scenario=serve_body(model="llama-3.1-405b", gpus=8),
             controls=["dtype"],
             explore=dict(variants=[{"dtype": "bf16"}, {"dtype": "fp8"}], labels=["bf16", "fp8"]),
@@ -217,12 +246,16 @@ def steps() -> list[dict[str, Any]]:
             title="The KV cache grows with every token",
             text=[
                 "Weights are a fixed cost. The KV cache grows: for every token of every live conversation, each layer keeps a key and a value vector per KV head.",
-                f"Per token: 2 × layers × KV heads × head dim × bytes = 2 × 32 × 8 × 128 × 2 = {count(s1.kv_bytes_per_token)} bytes for the 8B model. Times the context, times the concurrent sequences.",
+                "Per token: 2 × layers × KV heads × head dim × bytes, for the 8B model 2 × 32 × 8 × 128 × 2. Times the context, times the concurrent sequences.",
             ],
-            question=f"Drag the context from 4k to 128k tokens. At 131,072 tokens the cache is {gb(item(s5, 'kv_cache'))}: larger than the weights.",
+            question="Predict: how many bytes per token, and how large is the cache at 32k tokens? Then drag the context from 4k to 32k.",
+            reveal=[
+                f"{count(s1.kv_bytes_per_token)} bytes per token: {gb(kv(s1))} at 4,096 tokens, {gb(kv(s5))} at 32,768. Eight times the context, eight times the cache.",
+                "The weights did not move: the KV cache is the part that grows with users and context.",
+            ],
             scenario=serve_body(gpus=1),
             controls=["context"],
-            explore=dict(variants=[{"context": 4096}, {"context": 131072}], labels=["4k", "128k"]),
+            explore=dict(variants=[{"context": 4096}, {"context": 32768}], labels=["4k", "32k"]),
             headlines=["kv"],
         ),
         dict(
@@ -231,9 +264,13 @@ def steps() -> list[dict[str, Any]]:
             kind="break",
             text=[
                 "Llama 3.1 70B has 64 attention heads but 8 KV heads: each group of eight query heads shares one key/value head (grouped-query attention).",
-                f"Here the model has 64 KV heads, one per attention head, as older models did. The KV cache grows eight-fold, and so do the K and V projection weights: {gb(item(s6, 'weights'))} → {gb(item(s6x, 'weights'))} per GPU. Sixteen users at 8k no longer fit on four GPUs.",
+                "Here the model has 64 KV heads, one per attention head, as older models did: sixteen users at 8k on four GPUs.",
             ],
-            question="Set KV heads back to 8. By what factor did GQA shrink the KV cache?",
+            question="Predict: by what factor does GQA shrink the KV cache? Then set KV heads back to 8.",
+            reveal=[
+                f"KV cache per GPU: {gb(kv(s6x))} with 64 KV heads, {gb(kv(s6))} with 8: eight times smaller. The K and V projection weights shrink too: {gb(item(s6x, 'weights'))} → {gb(item(s6, 'weights'))} per GPU.",
+                "With 64 KV heads sixteen users at 8k do not fit on four GPUs; with 8 they do. The cache scales with KV heads, not attention heads.",
+            ],
             scenario=serve_body(
                 model="llama-3.1-70b",
                 gpus=4,
@@ -253,10 +290,13 @@ def steps() -> list[dict[str, Any]]:
             title="Break it: weights fit, users do not",
             kind="break",
             text=[
-                f"A plan that holds the weights is not yet a server. The 70B model in fp8 squeezes {gb(item(s7, 'weights'))} of weights into one GPU's {gb0(h100.marketed_bytes)}.",
-                "But weights, workspace and context already pass the 90 % line: no room is left for even one user's KV cache.",
+                "A plan that holds the weights is not yet a server. Here the 70B model in fp8 serves 8 users of 4,096 tokens on one H100.",
             ],
-            question="Give it 2 GPUs. How many of the 8 users fit now?",
+            question="Predict: how many of the 8 users fit on one GPU, and on two? Then give it 2 GPUs.",
+            reveal=[
+                f"On one GPU the {gb(item(s7, 'weights'))} of weights fit in {gb0(h100.marketed_bytes)}, but weights, workspace and context already pass the 90 % line: no room for even one user's KV cache.",
+                f"On two GPUs each holds {gb(item(s7b, 'weights'))} of weights and the rest up to the line is KV cache: room for {count(s7b.max_concurrent_sequences)} conversations, so all 8 fit.",
+            ],
             scenario=serve_body(model="llama-3.1-70b", gpus=1, dtype="fp8", users=8),
             controls=["gpus"],
             explore=dict(variants=[{"gpus": 1}, {"gpus": 2}], labels=["1 GPU", "2 GPUs"]),
@@ -274,6 +314,7 @@ def steps() -> list[dict[str, Any]]:
             scenario=serve_body(model="llama-3.1-70b", gpus=4, context=8192),
             controls=[],
             headlines=["capacity"],
+            taught=[count(s8.kv_capacity_tokens)],
             drill=dict(
                 question="Concurrent 8,192-token conversations on 4 × H100:",
                 answer_from="max_concurrent_sequences",
@@ -297,6 +338,7 @@ def steps() -> list[dict[str, Any]]:
             scenario=serve_body(gpus=1, context=131072),
             controls=[],
             headlines=["kv"],
+            taught=[f"{S(gpus=1, context=131072).to_dict()['kv_bytes_per_sequence'] / 1e9:.2f}"],
             drill=dict(
                 question="KV cache of one 128k-token sequence:",
                 answer_from="kv_bytes_per_sequence",
@@ -313,9 +355,12 @@ def steps() -> list[dict[str, Any]]:
             title="Training needs 16 bytes per parameter",
             text=[
                 "The data team wants to fine-tune the 8B model. Training with Adam in mixed precision keeps, per parameter: 2 bytes of bf16 weights, 2 of gradients and 12 of optimizer state (an fp32 master copy and two moments).",
-                f"That is 16 bytes per parameter: {billions(t10.params_total)} × 16 = {gb(t10.model_states_bytes)} of model states, eight times the bf16 serving bill, before one activation is saved.",
             ],
-            question="Compare the model states with the GPU's 80 GB. The activations come on top.",
+            question=f"Predict: how many GB of model states for {billions(t10.params_total)} parameters, and does one 80 GB GPU hold them? Then show the plan.",
+            reveal=[
+                f"That is 16 bytes per parameter: {billions(t10.params_total)} × 16 = {gb(t10.model_states_bytes)} of model states, eight times the {gb(2 * t10.params_total)} of bf16 weights a server holds, before one activation is saved.",
+                f"One H100 cannot hold them: with {gb(t10.activations_bytes)} of activations and the step's temporaries on top, the plan needs {gb(t10.per_gpu_total_bytes)} at its peak.",
+            ],
             scenario=train_body(gpus=1),
             controls=[],
             headlines=["model_states", "total"],
@@ -325,9 +370,11 @@ def steps() -> list[dict[str, Any]]:
             title="Eight GPUs, plain data parallel",
             text=[
                 "Plain data parallelism gives every GPU a full copy of the weights, gradients and optimizer state, and a different slice of the batch.",
+            ],
+            question="Predict: on 8 GPUs, does the per-GPU bill shrink, and what happens to the speed? Switch between 8 and 1 GPUs.",
+            reveal=[
                 f"It multiplies speed ({count(t10.tokens_per_second)} → {count(t11.tokens_per_second)} tokens/s), never capacity: each GPU still holds {gb(t11.model_states_bytes)} of states.",
             ],
-            question="Switch between 1 and 8 GPUs. Did the per-GPU bill shrink?",
             scenario=train_body(gpus=8, zero=0),
             controls=["gpus"],
             explore=dict(
@@ -341,10 +388,14 @@ def steps() -> list[dict[str, Any]]:
             kind="break",
             text=[
                 "An out-of-memory error is arithmetic nobody did. It comes early when the static states do not fit, and late, sometimes hours in, when the longest batch drives the activations to their peak.",
-                f"Here is the run as someone might submit it: eight GPUs, no sharding, 8,192-token sequences, micro-batch 4: {gb(t12.activations_bytes)} of saved activations and {gb(item(t12, 'logits'))} of logits per GPU.",
+                "Here is the run as someone might submit it: eight GPUs, no sharding, no recompute, 8,192-token sequences, micro-batch 4.",
             ],
-            question="Which block crosses the HBM line first? Halve the micro-batch or the sequence and watch the green block.",
-            scenario=train_body(gpus=8, zero=0, seq=8192, micro_batch=4),
+            question="Predict: which block crosses the HBM line first? Then halve the micro-batch or the sequence and watch the green block.",
+            reveal=[
+                f"The static states cross first: {gb(t12.model_states_bytes)} of weights, gradients and optimizer state per GPU is over {gb0(h100.marketed_bytes)} before one activation is saved (the early OOM). On top come {gb(t12.activations_bytes)} of saved activations and {gb(item(t12, 'logits'))} of logits (the late one): they halve with the tokens of a micro-batch, the states do not move.",
+                "Among the ways out, a layout may read “tp 2 sp”: sp is sequence parallelism, which with tensor parallelism also splits the norms' and dropout's activations along the sequence.",
+            ],
+            scenario=train_body(gpus=8, zero=0, seq=8192, micro_batch=4, checkpointing="none"),
             controls=["seq", "micro_batch"],
             headlines=["activations", "total"],
         ),
@@ -353,9 +404,12 @@ def steps() -> list[dict[str, Any]]:
             title="ZeRO: stop keeping eight copies",
             text=[
                 "ZeRO shards the training state across the data-parallel GPUs instead of copying it: stage 1 divides the optimizer state by their number, stage 2 the gradients too, stage 3 (FSDP) the weights as well.",
-                f"Model states per GPU on eight GPUs: {' → '.join(gb(p.model_states_bytes) for p in z)}. Activations belong to each GPU's own micro-batch: no stage divides them.",
             ],
-            question="Step the ZeRO stage from 0 to 3 and watch which blocks shrink.",
+            question=f"Predict the model states per GPU at each stage on eight GPUs, starting from {gb(z[0].model_states_bytes)} at ZeRO-0. Then step the ZeRO stage from 0 to 3.",
+            reveal=[
+                f"Model states per GPU on eight GPUs: {' → '.join(gb(p.model_states_bytes) for p in z)}.",
+                "Activations belong to each GPU's own micro-batch: no stage divides them.",
+            ],
             scenario=train_body(gpus=8, zero=0),
             controls=["zero"],
             explore=dict(
@@ -368,10 +422,14 @@ def steps() -> list[dict[str, Any]]:
             part=5,
             title="The fine-tune runs",
             text=[
-                f"With ZeRO-3 on eight GPUs each holds an eighth of the {gb(t10.model_states_bytes)} of states, {gb(z[3].model_states_bytes)}, and the rest of the GPU is free for activations.",
-                f"The price is communication: ZeRO-3 gathers every layer's weights in the forward and backward passes, {gb(z[3].comm_bytes_per_step)} per step per GPU against {gb(z[0].comm_bytes_per_step)} for plain data parallelism: 1.5 times. Cheap over NVLink, dear over a slow network.",
+                "With ZeRO-3 on eight GPUs each GPU holds an eighth of the states, and the rest of the GPU is free for activations.",
+                "The price is communication: ZeRO-3 gathers every layer's weights in the forward and the backward pass.",
             ],
-            question="Switch between ZeRO-0 and ZeRO-3 and compare the traffic per step.",
+            question="Predict: how much more traffic per step than plain data parallelism? Then switch between ZeRO-3 and ZeRO-0.",
+            reveal=[
+                f"Each GPU holds {gb(z[3].model_states_bytes)} of the {gb(t10.model_states_bytes)} of states.",
+                f"Traffic per step per GPU: {gb(z[3].comm_bytes_per_step)} with ZeRO-3 against {gb(z[0].comm_bytes_per_step)} for plain data parallelism: 1.5 times. Cheap over NVLink, dear over a slow network.",
+            ],
             scenario=train_body(gpus=8, zero=3),
             controls=["zero"],
             explore=dict(
@@ -384,9 +442,12 @@ def steps() -> list[dict[str, Any]]:
             title="Tensor and pipeline parallel split more",
             text=[
                 "Tensor and pipeline parallelism cut the model itself: each GPU holds total ÷ (tp × pp) of the parameters, and ZeRO then divides that share's states by the data-parallel degree.",
-                f"Tensor parallelism also splits most activations: with tp = 2, {gb(z[1].activations_bytes)} → {gb(t15.activations_bytes)} per GPU; the norms' inputs stay whole unless sequence parallelism splits them too. Pipeline stages each keep their own layers' activations.",
             ],
-            question="Set TP to 2 (the eight GPUs become dp 4 × tp 2). What happened to the activations and the model states?",
+            question="Predict: with TP 2 (the eight GPUs become dp 4 × tp 2), what happens to the activations and the model states? Then set TP to 2.",
+            reveal=[
+                f"Activations {gb(z[1].activations_bytes)} → {gb(t15.activations_bytes)} per GPU: tensor parallelism splits most of them; the norms' inputs stay whole unless sequence parallelism (sp) splits them too.",
+                f"Model states {gb(z[1].model_states_bytes)} → {gb(t15.model_states_bytes)}: half the parameters per GPU, but ZeRO-1 now divides the optimizer by 4, not 8. Pipeline stages each keep their own layers' activations.",
+            ],
             scenario=train_body(gpus=8, zero=1),
             controls=["tp"],  # the TP / PP / DP row
             explore=dict(variants=[{"tp": 1}, {"tp": 2}], labels=["tp 1", "tp 2"], reference=0),
@@ -396,11 +457,14 @@ def steps() -> list[dict[str, Any]]:
             part=5,
             title="Longer sequences",
             text=[
-                "Activation memory is linear in the tokens of a micro-batch: sequence length × micro-batch size. Double either and the activations double.",
-                f"It is the part of the bill that changes from run to run: at 8,192 tokens the activations are {gb(t16.activations_bytes)} and this plan no longer fits.",
+                "The model states depend on the parameters; the activations on the tokens of each micro-batch: sequence length × micro-batch size.",
             ],
-            question="Double the sequence length from 4,096 to 8,192. Which block doubles, and which stay put?",
-            scenario=train_body(gpus=8, zero=3, seq=4096),
+            question="Predict: double the sequence from 4,096 to 8,192 tokens. Which block doubles, which stay put, and does the plan still fit? Then do it.",
+            reveal=[
+                f"The activations double, {gb(t16a.activations_bytes)} → {gb(t16.activations_bytes)}; the model states stay put. {'The plan still fits' if t16.fits else 'At 8,192 tokens this plan no longer fits'}.",
+                "Activation memory is linear in the tokens per micro-batch: it is the part of the bill that changes from run to run.",
+            ],
+            scenario=train_body(gpus=8, zero=3, seq=4096, checkpointing="none"),
             controls=["seq"],
             explore=dict(
                 variants=[{"seq": 4096}, {"seq": 8192}], labels=["4,096", "8,192"], reference=0
@@ -411,15 +475,17 @@ def steps() -> list[dict[str, Any]]:
             part=5,
             title="Activation checkpointing buys memory",
             text=[
-                "Activation checkpointing keeps only each layer's input and recomputes the rest during the backward pass.",
-                f"At 16,384 tokens it takes the activations from {gb(t17.activations_bytes)} to {gb(t17b.activations_bytes)} per GPU, for a third more compute: {'−' if tps < 0 else '+'}{abs(tps) * 100:.0f} % tokens per second.",
+                "Activation checkpointing keeps only each layer's input and recomputes the rest during the backward pass. Here: 16,384-token sequences, no recompute.",
+            ],
+            question="Predict: how much activation memory does full recompute free, and what does it cost in speed? Then turn it on.",
+            reveal=[
+                f"It takes the activations from {gb(t17.activations_bytes)} to {gb(t17b.activations_bytes)} per GPU, for a third more compute: {'−' if tps < 0 else '+'}{abs(tps) * 100:.0f} % tokens per second.",
                 timeline_sentence(t17, t17b),
             ],
-            question="Turn checkpointing on and off. What did it free, and what did it cost?",
-            scenario=train_body(gpus=8, zero=3, seq=16384, checkpointing=False),
+            scenario=train_body(gpus=8, zero=3, seq=16384, checkpointing="none"),
             controls=["checkpointing"],
             explore=dict(
-                variants=[{"checkpointing": False}, {"checkpointing": True}],
+                variants=[{"checkpointing": "none"}, {"checkpointing": "full"}],
                 labels=["no recompute", "full recompute"],
                 reference=0,
             ),
@@ -429,10 +495,14 @@ def steps() -> list[dict[str, Any]]:
             part=6,
             title="Fine-tuning 70B: which server?",
             text=[
-                f"A full fine-tune of the 70B model needs {gb(t21.model_states_bytes)} of model states. Divide by what one GPU may use (90 % of {gb0(h100.marketed_bytes)} = {gb0(budget)}) and round up: at least ⌈{t21.model_states_bytes / 1e9:,.1f} ÷ {budget / 1e9:.0f}⌉ = {bound} H100s.",
-                f"The planner needs {t18['h100-sxm'].gpus}: at 16 GPUs the activations come on top ({at16.reason}), and beyond one server it adds whole servers of 8. Only the memory per GPU changes the count.",
+                f"A full fine-tune of the 70B model ({billions(n70)} parameters, 16 bytes each) with ZeRO-3; activation checkpointing is left to the planner.",
+                f"The fewest GPUs = model states ÷ what one GPU may use (90 % of {gb0(h100.marketed_bytes)} = {gb0(budget)}), rounded up; activations and whole servers can raise it.",
             ],
-            question=f"Switch the GPU type to H200 and to B200. (The engine: {t18['h200'].gpus} H200s, {t18['b200'].gpus} B200s.)",
+            question="Predict the fewest H100s. Then switch the GPU type to H200 and to B200.",
+            reveal=[
+                f"The lower bound: the model states alone need at least {bound} H100s at {gb0(budget)} each (step 21's drill works out their size).",
+                f"The planner needs {t18['h100-sxm'].gpus}: at 16 GPUs the activations come on top ({at16.reason}), and beyond one server it adds whole servers of 8. It needs {t18['h200'].gpus} H200s, {t18['b200'].gpus} B200s: only the memory per GPU changes the count.",
+            ],
             scenario=train_body(model="llama-3.1-70b", gpus="auto", zero=3),
             controls=["gpu"],
             explore=dict(
@@ -446,11 +516,16 @@ def steps() -> list[dict[str, Any]]:
             title="How many H100s, honestly",
             text=[
                 "A plan that uses 99.5 % of HBM is an OOM waiting for a long prompt. Plan to at most about 90 % and round the GPU count up until the bill fits under that line.",
-                f"For 32 conversations of 8k on the 70B model the answer is {s19.gpus} GPUs; the picture names why fewer do not do.",
+                "Four conversations of 8k on the 70B model in bf16.",
             ],
-            question="Why four GPUs and not two? Move the headroom to 100 % and see whether the answer changes.",
-            scenario=serve_body(model="llama-3.1-70b", gpus="auto", context=8192, users=32),
+            question="Predict: how many H100s at the 90 % line, and at 100 %? Then move the headroom to 100 %.",
+            reveal=[
+                f"At 90 %: {s19.gpus} GPUs, {gb(s19.per_gpu_total_bytes)} each; {at2.gpus} would need {at2.reason.split(': ', 1)[-1]}.",
+                f"At 100 %: {s19x.gpus} GPUs, {gb(s19x.per_gpu_total_bytes)} of {gb0(h100.marketed_bytes)} each, {s19x.per_gpu_total_bytes / h100.marketed_bytes * 100:.0f} % of HBM: half the GPUs, and no slack for a longer prompt or a fifth user. That is the OOM that has not happened yet.",
+            ],
+            scenario=serve_body(model="llama-3.1-70b", gpus="auto", context=8192, users=4),
             controls=["headroom"],
+            givens=["99.5"],  # a rule of thumb, not a figure of the plan
             explore=dict(variants=[{"headroom": 0.9}, {"headroom": 1.0}], labels=["90 %", "100 %"]),
             headlines=["gpu_count", "total"],
         ),
@@ -459,12 +534,16 @@ def steps() -> list[dict[str, Any]]:
             title="Serving 405B: three answers",
             kind="break",
             text=[
-                f"The 405B model in bf16 does not fit one DGX H100: {gb(s20.per_gpu_total_bytes)} per GPU. There are three ways out, each with its own cost.",
-                f"Fewer bytes per parameter (fp8: a quantisation), more memory per GPU (8 × H200: {gb(s20h.per_gpu_total_bytes)} of {gb0(h200.marketed_bytes)}, a different server), or more GPUs (two servers with pipeline stages: network and cost).",
+                "The 405B model in bf16 on one DGX H100, at 8k tokens. There are three ways out of an OOM: fewer bytes per parameter, more memory per GPU, or more GPUs.",
             ],
-            question="Apply each answer under the picture, or switch the GPU type to H200 or B200 yourself.",
+            question="Predict which way out costs least. Then try one: the weight precision, the GPU type or the GPU count.",
+            reveal=[
+                f"In bf16 it needs {gb(s20.per_gpu_total_bytes)} per GPU. Fewer bytes per parameter (fp8: {gb(s20f.per_gpu_total_bytes)}, a quantisation), more memory per GPU (8 × H200: {gb(s20h.per_gpu_total_bytes)} of {gb0(h200.marketed_bytes)}, a different server), or more GPUs (two servers with pipeline stages: network and cost).",
+                "fp8 keeps this server, at some cost in quality; H200s are a different server; 16 GPUs are a second server and the network between the two. The engine checks each and lists it under “Ways out”: apply one.",
+            ],
             scenario=serve_body(model="llama-3.1-405b", gpus=8, context=8192),
             controls=["dtype", "gpu", "gpus"],
+            check_with=[{"dtype": "fp8"}, {"gpu": "h200"}],
             headlines=["total"],
         ),
         dict(
@@ -479,6 +558,10 @@ def steps() -> list[dict[str, Any]]:
             scenario=train_body(model="llama-3.1-70b", gpus=1, zero=0),
             controls=[],
             headlines=["model_states"],
+            taught=[
+                f"{t21.model_states_bytes / 1e12:.2f} TB",
+                f"{t21.model_states_bytes / 1e9:,.2f}",
+            ],
             drill=dict(
                 question="Weights + gradients + optimizer state of the 70B model:",
                 answer_from="model_states_bytes",
@@ -512,7 +595,7 @@ def steps() -> list[dict[str, Any]]:
             text=[
                 "The playground is the simulation with every control free. The address bar holds the full state, so a link reproduces exactly what you see.",
             ],
-            question="Size your own model: paste its config.json, choose a GPU, and share the link with your team.",
+            question="Size your own model: type a catalog name or a Hugging Face id, or paste its config.json; choose a GPU, and share the link with your team.",
             scenario=serve_body(),
             controls=[],
             headlines=["total"],
@@ -521,10 +604,71 @@ def steps() -> list[dict[str, Any]]:
     ]
 
 
+# A figure a step teaches: a decimal (16.06) or a count with thousands separators (61,486).
+FIGURE = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+")
+SERVE_REQUEST = {
+    "model": "llama-3.1-8b",
+    "gpu": "h100-sxm",
+    "gpu_memory": None,
+    "server_gpus": 8,
+    "headroom": 0.9,
+    "units": "GB",
+    "gpus": None,
+    "tp": None,
+    "pp": None,
+    "dtype": None,
+    "kv_dtype": None,
+    "context": 4096,
+    "users": 1,
+}
+TRAIN_REQUEST = {
+    **{k: v for k, v in SERVE_REQUEST.items() if k not in ("kv_dtype", "context", "users")},
+    "dp": None,
+    "zero": None,  # the planner's choice
+    "micro_batch": 1,
+    "seq": 4096,
+    "checkpointing": None,  # the planner's choice
+    "method": "full",
+    "lora_rank": None,
+}
+
+
+def page_request(scenario: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The route and body the page posts for a step's scenario (state.js `toRequest` over the
+    page's defaults, `fixes: false`): the browser test checks the page sends exactly this."""
+    mode = scenario["mode"]
+    body = dict(TRAIN_REQUEST if mode == "train" else SERVE_REQUEST)
+    for key, value in scenario.items():
+        if key == "overrides":
+            if value:
+                body["overrides"] = value
+        elif key in body:
+            body[key] = value
+    return f"/api/{mode}", {**body, "fixes": False}
+
+
+def taught(step: dict[str, Any]) -> list[str]:
+    """The figures a step teaches: those of its reveal that its text, question and aside do not
+    already state (before the reveal none of them is on the page), plus a drill's answer."""
+    said = " ".join([*step["text"], step.get("question", ""), step.get("aside", "")])
+    # the inputs the learner sets (a context of 4,096, a sequence of 8,192) are not taught
+    inputs = [step["scenario"], *step.get("explore", {}).get("variants", [])]
+    given = {f"{v:,}" for i in inputs for v in i.values() if isinstance(v, int)}
+    out = [
+        f
+        for p in step.get("reveal", [])
+        for f in FIGURE.findall(p)
+        if f not in said and f not in given
+    ]
+    return list(dict.fromkeys([*out, *step.get("taught", [])]))
+
+
 def build() -> dict[str, Any]:
     out = []
     for n, step in enumerate(steps(), 1):
+        step = {k: v for k, v in step.items() if k not in ("check_with", "givens")}
         step = {"id": n, "part_title": PARTS[step["part"]], "kind": "explain", **step}
+        step["taught"] = taught(step)
         out.append(step)
     assert len(out) == 23, len(out)
     return {"title": "GPU memory math", "parts": PARTS, "steps": out}
@@ -534,13 +678,91 @@ def render() -> str:
     return json.dumps(build(), indent=1, ensure_ascii=False) + "\n"
 
 
+def _figures(data: Any, into: set[str]) -> set[str]:
+    """Every figure an answer can put on the page, in the page's formats."""
+    if isinstance(data, dict):
+        for v in data.values():
+            _figures(v, into)
+    elif isinstance(data, list):
+        for v in data:
+            _figures(v, into)
+    elif isinstance(data, str):
+        into.update(FIGURE.findall(data))
+    if isinstance(data, dict) and isinstance(data.get("per_gpu"), dict):
+        sums: dict[str, int] = {}
+        for i in data["per_gpu"].get("items", []):
+            sums[i["category"]] = sums.get(i["category"], 0) + i["bytes"]
+        _figures(list(sums.values()), into)
+    if isinstance(data, (int, float)) and not isinstance(data, bool):
+        x = float(data)
+        into.update(
+            {
+                f"{x / 1e9:,.2f}",
+                f"{x / 1e9:,.1f}",
+                f"{x / 1e12:,.2f}",
+                f"{x:,.0f}",
+                f"{x:,.2f}",
+                f"{x:,.1f}",
+                f"{x / 2**20:,.0f}",
+            }
+        )
+    return into
+
+
+def check_numbers(client: Any | None = None) -> list[str]:
+    """Every figure in a step's words against what the page is shown for that step: the answers
+    to the very requests the page sends (its scenario, with the ways out, and each variant the
+    step visits). A figure no answer holds is a mismatch: the text says what the page does not."""
+    if client is None:
+        from fastapi.testclient import TestClient
+
+        from gpuplan.web.app import create_app
+
+        client = TestClient(create_app(), raise_server_exceptions=False)
+    bad = []
+    for n, step in enumerate(steps(), 1):
+        path, body = page_request(step["scenario"])
+        variants = [*step.get("explore", {}).get("variants", []), *step.get("check_with", [])]
+        seen: set[str] = set(step.get("givens", []))
+        explore = step.get("explore")
+        if explore:  # the headline's comparison: ratios and each variant's figures
+            r = client.post(
+                "/api/lesson/compare",
+                json={
+                    "base": step["scenario"],
+                    "variants": explore["variants"],
+                    "reference": explore.get("reference", 0),
+                },
+            )
+            _figures(r.json(), seen)
+        for change in [{"fixes": True}, *variants]:
+            request = {**body, **change}
+            if request.get("overrides", 1) is None:
+                request.pop("overrides")
+            r = client.post(path, json=request)
+            if r.status_code != 200:
+                bad.append(f"step {n}: {request} → {r.status_code} {r.text[:120]}")
+                continue
+            _figures(r.json(), seen)
+        words = " ".join([*step["text"], step["question"], *step.get("reveal", [])])
+        for figure in FIGURE.findall(words):
+            if figure not in seen:
+                bad.append(f"step {n}: “{figure}” is in its text but in no answer the page gets")
+    return bad
+
+
 def main() -> int:
     text = render()
     if "--check" in sys.argv[1:]:
         if OUT.read_text("utf-8") != text:
             print(f"{OUT} is stale: run python tools/make_lesson.py", file=sys.stderr)
             return 1
-        print(f"{OUT} is current")
+        bad = check_numbers()
+        for line in bad:
+            print(line, file=sys.stderr)
+        if bad:
+            return 1
+        print(f"{OUT} is current, and every figure in its text is on the page")
         return 0
     OUT.write_text(text, "utf-8")
     print(f"wrote {len(build()['steps'])} steps to {OUT}")

@@ -27,23 +27,47 @@ async function loadCatalogs() {
     ["/api/models", "/api/gpus", "/api/precisions", "/api/features"].map((p) => fetch(p).then((r) => r.json())),
   );
   catalog = { models: models.models, gpus: gpus.gpus };
-  const model = $("#c-model");
-  for (const m of models.models) model.append(new Option(`${m.id} (${m.attention}, ${m.layers} layers)`, m.id));
-  model.append(new Option("Pasted config.json…", PASTED));
+  const list = $("#model-list");
+  for (const m of models.models) {
+    list.append(new Option(`${m.attention}, ${m.layers} layers`, m.id));
+    if (m.hf_id) list.append(new Option(m.id, m.hf_id));
+  }
   const gpu = $("#c-gpu");
   for (const g of gpus.gpus) gpu.append(new Option(g.name, g.id));
-  const dtype = $("#c-dtype"), kv = $("#c-kvdtype");
-  dtype.append(new Option("checkpoint's own", "auto"));
-  kv.append(new Option("same as weights", "auto"));
-  for (const p of precisions.precisions) {
-    dtype.append(new Option(`${p.id} (${p.bytes_per_param} B/param)`, p.id));
-    if (p.kv) kv.append(new Option(p.id, p.id));
-  }
+  fillPrecisions(precisions.precisions);
   const h100 = gpus.gpus.find((g) => g.id === "h100-sxm");
   if (h100 && h100.driver_total_bytes) {
     $("#cheat-memory").textContent = `The lesson counts a GPU at its marketed round figure: ${fmt(h100.marketed_bytes, "GB", 0)} for an H100. The driver reports ${fmt(h100.driver_total_bytes)} (${count(h100.driver_total_bytes / 2 ** 20)} MiB), what a process can allocate: the playground's default. Type any figure to override both.`;
   }
   window.gpuplanFeatures = features;
+}
+
+// The precision menus: the common formats first, the rest grouped by where they come from.
+const PRECISION_GROUPS = [
+  ["Common", (id) => ["fp32", "bf16", "fp16", "fp8", "int8", "int4"].includes(id)],
+  ["Checkpoint formats (GPTQ, AWQ, fp8 scaling)", (id) => /^(fp8-|int8-|int4-|gptq|awq)/.test(id)],
+  ["bitsandbytes (QLoRA)", (id) => /^(nf4|bnb)/.test(id)],
+  ["Microscaling (Blackwell)", (id) => /^(mxfp4|nvfp4)/.test(id)],
+  ["GGUF (llama.cpp)", () => true],
+];
+
+function fillPrecisions(precisions) {
+  const dtype = $("#c-dtype"), kv = $("#c-kvdtype");
+  dtype.append(new Option("the checkpoint's own", "auto"));
+  kv.append(new Option("the engine's default", "auto"));
+  const groups = new Map(PRECISION_GROUPS.map(([name]) => [name, []]));
+  for (const p of precisions) groups.get(PRECISION_GROUPS.find(([, test]) => test(p.id))[0]).push(p);
+  for (const [name, members] of groups) {
+    if (!members.length) continue;
+    const group = document.createElement("optgroup");
+    group.label = name;
+    for (const p of members) group.append(new Option(`${p.id} · ${p.bytes_per_param} B`, p.id));
+    dtype.append(group);
+  }
+  const kvGroup = document.createElement("optgroup");
+  kvGroup.label = "KV cache";
+  for (const p of precisions) if (p.kv && !/^(q\d|iq|tq)/.test(p.id)) kvGroup.append(new Option(`${p.id} · ${p.bytes_per_param} B`, p.id));
+  kv.append(kvGroup);
 }
 
 function gpuInfo(id) {
@@ -56,7 +80,7 @@ function modelInfo(id) {
 
 // --- controls <-> state ---------------------------------------------------------------------
 const FIELDS = ["model", "config", "kv_heads", "dtype", "kv_dtype", "context", "users", "gpu",
-  "server_gpus", "gpus", "tp", "pp", "dp", "headroom", "units", "method", "lora_rank", "zero", "micro_batch", "seq"];
+  "server_gpus", "gpus", "tp", "pp", "dp", "headroom", "units", "method", "lora_rank", "zero", "micro_batch", "seq", "checkpointing"];
 
 function gpuValue(id) {
   const sel = $("#c-gpu");
@@ -88,8 +112,12 @@ function syncRanges() {
   $("#c-context-out").textContent = count(state.context);
   $("#c-users-range").value = String(Math.log2(state.users));
   $("#c-users-out").textContent = count(state.users);
-  $("#config-box").hidden = state.model !== PASTED;
+  const pasted = state.model === PASTED;
+  $("#config-box").hidden = !pasted;
+  $("#c-model").hidden = pasted;
+  $("#paste-toggle").textContent = pasted ? "or type a model name" : "or paste a config.json";
   document.body.dataset.mode = state.mode;
+  document.body.dataset.method = state.method;
   describeBasis();
   contextNotes();
 }
@@ -115,11 +143,11 @@ function writeControls() {
   for (const name of FIELDS) {
     const input = form.elements[name];
     if (!input) continue;
+    if (name === "model" && state.model === PASTED) continue;
     input.value = name === "gpu" ? gpuValue(state.gpu) : String(state[name]);
   }
   $("#c-membasis").value = basisOf(state.gpu_memory);
   $("#c-gpumem").value = basisOf(state.gpu_memory) === "custom" ? state.gpu_memory : "";
-  form.elements.checkpointing.checked = state.checkpointing;
   for (const r of form.querySelectorAll('input[name="mode"]')) r.checked = r.value === state.mode;
   syncRanges();
 }
@@ -130,9 +158,9 @@ function readControls() {
     const input = form.elements[name];
     if (input) next[name] = input.value;
   }
+  if (state.model === PASTED) next.model = PASTED;
   const basis = $("#c-membasis").value;
   next.gpu_memory = basis === "custom" ? $("#c-gpumem").value.trim() : basis === "marketed" ? "marketed" : "";
-  next.checkpointing = form.elements.checkpointing.checked;
   next.mode = form.querySelector('input[name="mode"]:checked').value;
   return normalise(next);
 }
@@ -142,15 +170,33 @@ function roundSlider(value) {
   return n >= 1024 ? Math.round(n / 256) * 256 : Math.max(1, Math.round(n));
 }
 
+// A model name is asked for once it is complete: a catalog name or id picked from the list at
+// once, anything else typed when the field is left (or Enter).
+function knownModel(name) {
+  return catalog.models.some((m) => m.id === name || m.hf_id === name);
+}
+
 form.addEventListener("input", (event) => {
-  inputAt = performance.now();
   const id = event.target.id;
+  if (id === "c-model" && !knownModel(event.target.value.trim())) return;
+  inputAt = performance.now();
+  lesson?.acted();
   if (id === "c-context-range") form.elements.context.value = roundSlider(event.target.value);
   if (id === "c-users-range") form.elements.users.value = roundSlider(event.target.value);
   setState(readControls(), { fromControls: true });
 });
 form.addEventListener("change", (event) => {
   if (event.target.id === "c-membasis") describeBasis();
+  if (event.target.id === "c-model" && event.target.value.trim() !== state.model) {
+    inputAt = performance.now();
+    setState(readControls(), { fromControls: true });
+  }
+});
+$("#paste-toggle").addEventListener("click", () => {
+  const next = { ...state };
+  next.model = state.model === PASTED ? DEFAULTS.model : PASTED;
+  setState(next);
+  if (next.model === PASTED) $("#c-config").focus();
 });
 form.addEventListener("submit", (e) => e.preventDefault());
 
@@ -257,6 +303,27 @@ function stale(on) {
   document.body.dataset.error = on ? "1" : "";
 }
 
+// Ways out of a refusal: each a change of the controls the page can make in one click.
+function errorWaysOut(message) {
+  const out = [];
+  const auto = (k) => state[k] === "" || state[k] === "auto";
+  if (state.model === PASTED || /unknown model/.test(message)) {
+    if (state.model !== PASTED) out.push(["Paste its config.json", { model: PASTED }]);
+    return out;
+  }
+  if (state.mode === "train") {
+    const knobs = ["zero", "checkpointing", "gpus", "tp", "pp", "dp"].filter((k) => !auto(k));
+    if (knobs.length) out.push([`Let the planner choose ${knobs.map((k) => k === "zero" ? "ZeRO" : k === "checkpointing" ? "checkpointing" : k.toUpperCase()).join(", ")}`, Object.fromEntries(knobs.map((k) => [k, k === "zero" || k === "checkpointing" ? "auto" : ""]))]);
+    if (state.method !== "qlora") out.push(["Fine-tune with QLoRA (4-bit base, small adapters)", { method: "qlora" }]);
+    if (state.seq > 512) out.push([`Halve the sequence (${count(state.seq / 2)} tokens)`, { seq: Math.round(state.seq / 2) }]);
+  } else {
+    if (!auto("gpus") || !auto("tp") || !auto("pp")) out.push(["Let the planner choose the GPUs and the layout", { gpus: "", tp: "", pp: "" }]);
+    if (state.dtype !== "fp8") out.push(["Weights in fp8", { dtype: "fp8" }]);
+    if (state.kv_dtype !== "fp8") out.push(["KV cache in fp8", { kv_dtype: "fp8" }]);
+  }
+  return out;
+}
+
 function showError(message, status) {
   document.body.dataset.busy = "";
   const v = $("#verdict");
@@ -265,19 +332,46 @@ function showError(message, status) {
   const b = document.createElement("strong");
   b.textContent = status === 501 ? "Not yet available: " : "Cannot size this: ";
   v.append(b, plainError(message), document.createElement("br"));
+  // a picture of another mode (serving under a Train verdict) would mislead: clear it
+  const keep = shown && shown.data.mode === state.mode;
+  if (!keep) clearPicture();
   const hint = document.createElement("small");
-  hint.textContent = "The picture below is the last plan that worked, faded. Change the input, or Reset step.";
+  const reset = lessonStep() ? ", or Reset step" : "";
+  hint.textContent = keep ? `The picture below is the last plan that worked, faded. Change the input${reset}.` : `Change the input${reset}.`;
   v.append(hint);
-  stale(true);
+  const ways = errorWaysOut(String(message));
+  if (ways.length) {
+    const box = document.createElement("div");
+    box.className = "error-ways";
+    for (const [label, change] of ways) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "fix";
+      button.textContent = label;
+      button.addEventListener("click", () => { lesson?.acted(); setState({ ...state, ...change }); });
+      box.append(button);
+    }
+    v.append(box);
+  }
+  stale(keep);
+  document.body.dataset.error = "1";
   $("#change-caption").textContent = "";
   document.body.dataset.rendered = String(++renders);
 }
 
+function clearPicture() {
+  shown = null;
+  for (const id of ["#headline", "#legend", "#fixes", "#timeline", "#bill tbody", "#facts", "#trail", "#notes"]) $(id).replaceChildren();
+  for (const g of $("#gpus").querySelectorAll("g")) g.replaceChildren();
+  $("#timeline").hidden = true;
+}
+
 function planWords(data) {
   if (data.mode === "serve") {
-    if (data.gpus === 1) return `1 × ${data.gpu.name}`;
+    if (data.gpus === 1) return `1 GPU (${data.gpu.name})`;
     return `${data.gpus} × ${data.gpu.name}, each layer split ${data.tp} ways (tensor parallel)${data.pp > 1 ? ` in ${data.pp} pipeline stages` : ""}`;
   }
+  if (data.gpus === 1) return `1 GPU (${data.gpu.name}, ${data.layout.describe})`;
   return `${data.gpus} × ${data.gpu.name} (${data.layout.describe})`;
 }
 
@@ -289,7 +383,7 @@ function verdict(data, masked) {
   const head = planWords(data);
   if (masked) {
     v.className = "verdict masked";
-    v.textContent = `Answer the drill first: the engine's numbers for ${head} appear when you check your answer.`;
+    v.textContent = lesson.maskedWords();
     return;
   }
   const pct = Math.round((data.per_gpu_total_bytes / memory) * 100);
@@ -340,12 +434,15 @@ function paint() {
   verdict(data, masked);
   renderHeadline($("#headline"), step ? step.headlines : ["total"], data, cmp, explore, body, { masked });
   const kinds = drawServer($("#gpus"), data, { scale, masked });
-  legend($("#legend"), data.per_gpu.items, kinds);
+  legend($("#legend"), data.per_gpu.items, kinds, { masked });
   $("#change-caption").textContent = change && change.caption && !masked ? `What changed: ${change.caption}` : "";
   drawTimeline($("#timeline"), data, { scale, masked });
   renderFixes(data, units, masked);
   renderDetails(data, units);
   contextNotes();
+  const kvNote = $("#kv-note");
+  kvNote.hidden = !(data.mode === "serve" && data.kv_dtype) || masked;
+  if (!kvNote.hidden) kvNote.textContent = `The KV cache is held in ${data.kv_dtype}${state.kv_dtype === "auto" ? " (the engine's default: the weights' precision does not set it)" : ""}.`;
 }
 
 function renderFixes(data, units, masked) {

@@ -21,10 +21,18 @@ function chip(kind, label, value, sub, extra = "") {
   return span;
 }
 
-function ratioText(r) {
+// "2 × tp 1's", "−33 % vs tp 1": a ratio to the step's reference, in words ("" when equal:
+// the chip then says what the figure is made of).
+function versus(r, label) {
   if (!r) return "";
   const x = r.ratio;
-  return x >= 1 ? `${x.toLocaleString("en-US", { maximumFractionDigits: 2 })} ×` : `${r.change_pct > 0 ? "+" : "−"}${Math.abs(r.change_pct)} %`;
+  if (Math.abs(x - 1) < 0.005) return "";
+  return x >= 1 ? `${x.toLocaleString("en-US", { maximumFractionDigits: 2 })} × ${label}'s` : `${r.change_pct > 0 ? "+" : "−"}${Math.abs(r.change_pct)} % vs ${label}`;
+}
+
+function onGpus(data) {
+  const name = data.gpu.name.replace(/^NVIDIA /, "");
+  return data.gpus === 1 ? `on 1 GPU (${name})` : `on ${count(data.gpus)} GPUs (${name})`;
 }
 
 function pct(r) {
@@ -54,11 +62,12 @@ export function renderHeadline(node, kinds, data, cmp, explore, body, { masked =
     if (kind === "total") {
       const basis = data.gpu.memory_basis === "marketed" ? "marketed" : data.gpu.memory_basis === "driver" ? "as the driver reports" : "typed";
       node.append(chip(kind, "Per GPU", masked ? hidden : fmt(data.per_gpu_total_bytes, units),
-        `of ${fmt(data.gpu.memory_bytes, units, data.gpu.memory_bytes % 1e9 ? 2 : 0)} (${basis}) on ${data.gpus} × ${data.gpu.name}`));
+        `of ${fmt(data.gpu.memory_bytes, units, data.gpu.memory_bytes % 1e9 ? 2 : 0)} (${basis})${masked ? "" : ` ${onGpus(data)}`}`));
     } else if (kind === "weights") {
       const w = byCategory(data, "weights");
+      const split = data.pp > 1 ? `, split ${data.tp} × ${data.pp} ways` : data.tp > 1 ? `, split ${data.tp} ways` : "";
       const sub = data.mode === "serve"
-        ? `${fmt(data.weights_bytes, units)} in all${data.gpus > 1 ? ` ÷ tp ${data.tp} × pp ${data.pp}` : ""}, ${data.dtype}`
+        ? (masked ? data.dtype : split ? `${fmt(data.weights_bytes, units)} in all${split}, ${data.dtype}` : `the whole model on one GPU, ${data.dtype}`)
         : data.layout.describe;
       node.append(chip(kind, "Weights per GPU", masked ? hidden : fmt(w.length ? w[0].bytes : 0, units), sub));
     } else if (kind === "capacity" && data.mode === "serve") {
@@ -71,19 +80,21 @@ export function renderHeadline(node, kinds, data, cmp, explore, body, { masked =
     } else if (kind === "model_states" && data.mode === "train") {
       const r = now?.vs_reference?.model_states_bytes;
       node.append(chip(kind, "Model states per GPU", masked ? hidden : fmt(data.model_states_bytes, units),
-        `${data.recipe?.bytes_per_param ?? "?"} bytes × ${count(data.params_total)} parameters, ${data.layout.describe}${r && refLabel && r.ratio !== 1 ? `; ${ratioText(r)} vs ${refLabel}` : ""}`));
+        masked ? "" : `${data.recipe?.bytes_per_param ?? "?"} bytes × ${count(data.params_total)} parameters, ${data.layout.describe}${r && refLabel && at !== cmp?.reference && versus(r, refLabel) ? `; ${versus(r, refLabel)}` : ""}`));
     } else if (kind === "activations" && data.mode === "train") {
       const r = now?.vs_reference?.activations_bytes;
       node.append(chip(kind, "Activations per GPU", masked ? hidden : fmt(data.activations_bytes, units),
-        r && refLabel && at !== cmp?.reference ? `${ratioText(r)} vs ${refLabel}` : `seq ${count(data.seq)} × micro-batch ${count(data.micro_batch)}${data.checkpointing && data.checkpointing !== "none" ? `, ${data.checkpointing} recompute` : ""}`));
+        masked ? "" : r && refLabel && at !== cmp?.reference && versus(r, refLabel) ? versus(r, refLabel) : `seq ${count(data.seq)} × micro-batch ${count(data.micro_batch)}${data.checkpointing && data.checkpointing !== "none" ? `, ${data.checkpointing} recompute` : ""}`));
     } else if (kind === "tokens" && data.mode === "train") {
       const r = now?.vs_reference?.tokens_per_second;
       node.append(chip(kind, "Tokens per second", masked ? hidden : count(data.tokens_per_second),
-        r && refLabel && at !== cmp?.reference ? `${pct(r)} vs ${refLabel}` : `at ${Math.round(data.mfu * 100)} % MFU, ${data.gpus} GPU${data.gpus > 1 ? "s" : ""}`));
+        masked ? "" : r && refLabel && at !== cmp?.reference && r.change_pct !== 0 ? `${pct(r)} vs ${refLabel}` : `at ${Math.round(data.mfu * 100)} % MFU, ${data.gpus} GPU${data.gpus > 1 ? "s" : ""}`));
     } else if (kind === "traffic" && data.mode === "train") {
       const r = now?.vs_reference?.comm_bytes_per_step;
       node.append(chip(kind, "Traffic per step per GPU", masked ? hidden : fmt(data.comm_bytes_per_step, units),
-        r && refLabel ? `${ratioText(r)} ${refLabel}'s ${fmt(cmp.points[cmp.reference]?.comm_bytes_per_step, units)}` : "data-parallel all-reduce / gathers"));
+        masked ? "" : r && refLabel && at !== cmp?.reference && versus(r, refLabel) ? `${versus(r, refLabel)} ${fmt(cmp.points[cmp.reference]?.comm_bytes_per_step, units)}` : "data-parallel all-reduce / gathers"));
+    } else if (kind === "zero_stages" && masked) {
+      node.append(chip(kind, "Model states per GPU, by ZeRO stage", hidden, "", "wide"));
     } else if (kind === "zero_stages" && cmp) {
       const box = chip(kind, "Model states per GPU, by ZeRO stage", "", "", "wide");
       const list = document.createElement("span");
@@ -105,9 +116,9 @@ export function renderHeadline(node, kinds, data, cmp, explore, body, { masked =
         bound ? `lower bound ${count(bound)} (model states ÷ ${Math.round(data.headroom * 100)} % of ${fmt(data.gpu.memory_bytes, units, 0)})` : null,
         ...refused.map((a) => `not ${count(a.gpus)}: ${a.reason}`),
       ].filter(Boolean).join("; ");
-      node.append(chip(kind, "Fewest GPUs", masked ? hidden : value, sub, "wide"));
-      if (cmp && explore) {
-        const box = chip("gpu_count_series", explore.labels.every((l) => /^[A-Z]\d/.test(l)) ? "By GPU type" : "Variants", "", "", "wide");
+      node.append(chip(kind, "Fewest GPUs", masked ? hidden : value, masked ? "" : sub, "wide"));
+      if (cmp && explore && !masked) {
+        const box = chip("gpu_count_series", explore.labels.every((l) => /^[A-Z]\d/.test(l)) ? "By GPU type" : explore.labels.every((l) => / %$/.test(l)) ? "By headroom line" : "Variants", "", "", "wide");
         const list = document.createElement("span");
         list.className = "series";
         cmp.points.forEach((p, n) => {

@@ -5,6 +5,7 @@
 import { DEFAULTS, fromApi, normalise, plainError, post } from "./state.js";
 
 const KEY = "gpuplan.lesson.v2";
+const PHONE = "(max-width: 860px)";
 const $ = (sel) => document.querySelector(sel);
 
 export class Lesson {
@@ -43,6 +44,10 @@ export class Lesson {
     $("#step-next").addEventListener("click", () => this.go(this.id + 1));
     $("#step-reset").addEventListener("click", () => this.open(this.id, null));
     $("#drill").addEventListener("submit", (e) => { e.preventDefault(); this.check(); });
+    $("#reveal-btn").addEventListener("click", () => { this.reveal(); this.rerender(); });
+    $("#prediction").addEventListener("keydown", (e) => {
+      if (e.key === "Enter") { e.preventDefault(); this.reveal(); this.rerender(); }
+    });
     $("#more-controls").addEventListener("click", () => {
       const form = $("#controls");
       const all = form.classList.toggle("show-all");
@@ -94,6 +99,61 @@ export class Lesson {
     if (id < 1 || id > this.steps.length) return;
     this.open(id, null);
     $("#step-title").focus?.({ preventScroll: true });
+    this.land();
+  }
+
+  // On a phone, Next lands where the step starts: the picture (sticky at the top) with the
+  // step's text and its control under it. On a desktop both are in view: nothing moves.
+  land() {
+    if (!window.matchMedia(PHONE).matches) return;
+    const picture = document.querySelector(".server");
+    // the verdict follows the picture; once scrolled there the picture sticks above it
+    const verdict = $("#verdict").getBoundingClientRect().top + window.scrollY;
+    window.scrollTo(0, Math.max(0, verdict - picture.offsetHeight - 6));
+    const control = this.control();
+    if (!control) return;
+    const below = control.getBoundingClientRect().bottom - window.innerHeight + 8;
+    const room = control.getBoundingClientRect().top - picture.getBoundingClientRect().bottom;
+    if (below > 0) window.scrollBy(0, Math.min(below, Math.max(0, room)));
+  }
+
+  // The step's control: what the learner acts with (a highlighted control, the drill, or Show me).
+  control() {
+    const step = this.step();
+    if (!step) return null;
+    if (step.drill) return $("#drill");
+    const used = document.querySelector("#controls .ctl.used");
+    if (used) return used;
+    return step.reveal ? $("#reveal-row") : null;
+  }
+
+  // Predict, act, reveal: the learner's first change of a control shows the step's numbers.
+  acted() {
+    const step = this.step();
+    if (step && step.reveal && !this.revealed) this.reveal();
+  }
+
+  reveal() {
+    const step = this.step();
+    if (!step || !step.reveal) return;
+    this.revealed = true;
+    const guess = $("#prediction").value.trim();
+    if (guess) {
+      const p = document.createElement("p");
+      p.className = "guess";
+      p.textContent = `You predicted: ${guess}. The engine:`;
+      $("#step-reveal").prepend(p);
+    }
+    $("#step-reveal").hidden = false;
+    $("#reveal-row").hidden = true;
+  }
+
+  maskedWords() {
+    const step = this.step();
+    if (step.drill) return "Answer the drill first: the engine's numbers appear when you check your answer.";
+    return step.controls.length
+      ? "Make your prediction, then change the highlighted control: the engine's numbers appear."
+      : "Make your prediction, then press Show me: the engine's numbers appear.";
   }
 
   step() {
@@ -103,7 +163,7 @@ export class Lesson {
   // While a drill waits for its answer, the picture shows shapes but no numbers.
   masked() {
     const step = this.step();
-    return Boolean(step && step.drill && !this.revealed);
+    return Boolean(step && (step.drill || step.reveal) && !this.revealed);
   }
 
   scenario(step) {
@@ -145,6 +205,17 @@ export class Lesson {
       $("#step-aside-text").textContent = rest.join(": ");
     }
     $("#step-question").textContent = step.question || "";
+    const reveal = $("#step-reveal");
+    reveal.replaceChildren();
+    for (const para of step.reveal || []) {
+      const p = document.createElement("p");
+      p.textContent = para;
+      reveal.append(p);
+    }
+    reveal.hidden = true;
+    $("#reveal-row").hidden = !step.reveal;
+    $("#prediction").value = "";
+    $("#reveal-how").textContent = step.controls.length ? "or change the highlighted control" : "";
     // only the controls this step uses, highlighted; the rest one click away
     const used = new Set(step.controls || []);
     for (const ctl of document.querySelectorAll("#controls .ctl")) {
@@ -192,7 +263,7 @@ export class Lesson {
     if (r.status === "unreadable") {
       out.className = "wrong";
       const said = r.message.charAt(0).toUpperCase() + r.message.slice(1);
-      line(`${said}. Write a number, with a unit if you like: 17.2 GB, 1,120 GB, 1.13 TB.`);
+      line(`${said}. Write a number, with its unit if the question has one (B, kB, MB, GB, TB, or GiB).`);
       return;
     }
     out.className = r.right ? "right" : "wrong";

@@ -38,12 +38,13 @@ export function chart(svg, { series, hlines = [], vlines = [], xlog = true, xlab
   const ticks = [...new Set(xs)].sort((a, b) => a - b);
   ticks.forEach((t, i) => {
     if (ticks.length > 8 && i % 2) return;
-    svg.append(el("text", { x: px(t), y: py(0) + 16, "text-anchor": "middle", class: "tick" }, t >= 1024 ? `${t / 1024}k` : String(t)));
+    svg.append(el("text", { x: px(t), y: py(0) + 19, "text-anchor": "middle", class: "tick" }, t >= 1024 ? `${t / 1024}k` : String(t)));
   });
   svg.append(el("text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle", class: "axis-label" }, xlabel));
+  const right = []; // labels in the right margin: spread apart below, never overlapping
   for (const h of hlines) {
     svg.append(el("line", { x1: L, x2: W - R, y1: py(h.y), y2: py(h.y), class: h.cls }));
-    svg.append(el("text", { x: W - R + 4, y: py(h.y) + 4, class: "tick" }, h.label));
+    right.push(el("text", { x: W - R + 4, y: py(h.y) + 4, class: "tick" }, h.label));
   }
   for (const v of vlines) {
     svg.append(el("line", { x1: px(v.x), x2: px(v.x), y1: T, y2: py(0), class: v.cls }));
@@ -59,8 +60,28 @@ export function chart(svg, { series, hlines = [], vlines = [], xlog = true, xlab
       svg.append(c);
     }
     const lastPoint = s.points[s.points.length - 1];
-    svg.append(el("text", { x: W - R + 4, y: py(lastPoint[1]) - 4, class: `tick label-${s.cls}` }, s.name));
+    right.push(el("text", { x: W - R + 4, y: py(lastPoint[1]) - 4, class: `tick label-${s.cls}` }, s.name));
   });
+  spread(right, T + 10, H - B);
+  svg.append(...right);
+}
+
+// Labels of one column: in their order down the chart, each at least a line below the last
+// (pushed back up from the bottom if they run out of room).
+function spread(labels, top, bottom) {
+  const gap = 14;
+  labels.sort((a, b) => Number(a.getAttribute("y")) - Number(b.getAttribute("y")));
+  let y = top - gap;
+  for (const t of labels) {
+    y = Math.max(Number(t.getAttribute("y")), y + gap);
+    t.setAttribute("y", y);
+  }
+  let limit = bottom;
+  for (const t of [...labels].reverse()) {
+    const v = Math.min(Number(t.getAttribute("y")), limit);
+    t.setAttribute("y", v);
+    limit = v - gap;
+  }
 }
 
 function line(points, key, name, cls) {

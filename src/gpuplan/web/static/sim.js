@@ -91,7 +91,8 @@ export function drawServer(svg, data, { scale, masked = false } = {}) {
   const linesW = x(drawn - 1) + colW - left + 6;
   const kinds = new Set();
   for (let i = 0; i < drawn; i++) {
-    const kind = columnKind(i, data, view);
+    // before a reveal, copies look like the plan: the columns do not count the GPUs for the learner
+    const kind = masked && columnKind(i, data, view) === "copy" ? "plan" : columnKind(i, data, view);
     const outside = i >= server ? " extra" : "";
     kinds.add(kind);
     if (outside) kinds.add("extra");
@@ -102,12 +103,15 @@ export function drawServer(svg, data, { scale, masked = false } = {}) {
   front.append(el("line", { x1: left - 4, x2: left + linesW, y1: y(memory), y2: y(memory), class: "hbm-line" }));
   front.append(el("text", { x: left - 6, y: y(memory) + 4, class: "axis-label", "text-anchor": "end" }, `HBM ${fmt(memory, units, memory % 1e9 ? 2 : 0)}`));
   front.append(el("line", { x1: left - 4, x2: left + linesW, y1: y(budget), y2: y(budget), class: "headroom-line" }));
-  front.append(el("text", { x: left - 6, y: y(budget) + 14, class: "axis-label", "text-anchor": "end" }, `${Math.round(data.headroom * 100)} % line`));
+  // the line's label under the HBM label, never on it (at 100 % the two lines coincide)
+  front.append(el("text", { x: left - 6, y: Math.max(y(budget) + 14, y(memory) + 18), class: "axis-label", "text-anchor": "end" }, `${Math.round(data.headroom * 100)} % line`));
+  const lines = [y(memory), y(budget)];
 
   // blocks: persistent per (column, line) so their size changes animate
   const keep = new Set();
   for (let i = 0; i < drawn; i++) {
-    const kind = columnKind(i, data, view);
+    // before a reveal, copies look like the plan: the columns do not count the GPUs for the learner
+    const kind = masked && columnKind(i, data, view) === "copy" ? "plan" : columnKind(i, data, view);
     let g = cols.querySelector(`g[data-gpu="${i}"]`);
     if (!g) {
       g = el("g", { "data-gpu": i });
@@ -137,9 +141,10 @@ export function drawServer(svg, data, { scale, masked = false } = {}) {
           block.setAttribute("tabindex", "0");
           block.setAttribute("role", "img");
           block.setAttribute("aria-label", masked ? `${item.name}` : `${item.name}: ${fmt(item.bytes, units)}. ${item.explain}`);
-          if (!masked && y0 - y1 > 15 && colW > 52) {
+          const ly = labelY(y0, y1, lines);
+          if (!masked && ly !== null && colW > 52) {
             const name = colW > 96 ? `${item.name} ` : "";
-            front.append(el("text", { x: x(i) + colW / 2, y: (y0 + y1) / 2 + 4, class: "block-label", "text-anchor": "middle" },
+            front.append(el("text", { x: x(i) + colW / 2, y: ly, class: "block-label", "text-anchor": "middle" },
               `${name}${fmt(item.bytes, units, 1)}`));
           }
         }
@@ -165,7 +170,8 @@ export function drawServer(svg, data, { scale, masked = false } = {}) {
       : oom
         ? `OOM: +${fmt(amount, units)} over HBM${where && !narrow ? ` (at ${where.name})` : ""}`
         : `${narrow ? "Over" : `Over the ${Math.round(data.headroom * 100)} % line`} by ${fmt(amount, units)}`;
-    const ty = Math.max(14, y(total) - 6);
+    // above the stack and above both lines, so neither line runs through the words
+    const ty = Math.max(14, Math.min(y(total), y(memory), y(budget)) - 6);
     const label = el("text", { x: left + 4, y: ty, class: "overflow-label" }, text);
     g.append(label);
     front.append(g);
@@ -173,7 +179,21 @@ export function drawServer(svg, data, { scale, masked = false } = {}) {
   return kinds;
 }
 
-export function legend(node, items, kinds) {
+// Where a block's label goes: its middle, unless the HBM or headroom line crosses the text there;
+// then just under (or over) the line, inside the block; null when the block has no room.
+function labelY(bottom, top, lines) {
+  if (bottom - top <= 15) return null;
+  let y = (bottom + top) / 2 + 4;
+  for (const line of lines) {
+    if (line < y - 13 || line > y + 4) continue;
+    if (line + 15 <= bottom - 1) y = line + 15;
+    else if (line - 5 >= top + 12) y = line - 5;
+    else return null;
+  }
+  return y;
+}
+
+export function legend(node, items, kinds, { masked = false } = {}) {
   node.replaceChildren();
   const seen = new Set();
   for (const item of items) {
@@ -187,6 +207,7 @@ export function legend(node, items, kinds) {
     span.append(sw, CATEGORY_NAMES[item.category] || item.category);
     node.append(span);
   }
+  if (masked) return;
   if (kinds && kinds.notDrawn > 0) {
     const span = document.createElement("span");
     span.className = "legend-item column-note more-gpus";

@@ -21,11 +21,20 @@ export const DEFAULTS = Object.freeze({
   units: "GB",
   method: "full",
   lora_rank: 16,
-  zero: "0", // "0".."3", or "auto": the planner's choice
+  zero: "auto", // "0".."3", or "auto": the planner's choice
   micro_batch: 1,
   seq: 4096,
-  checkpointing: false,
+  checkpointing: "auto", // "auto" (the planner's choice), "none" or "full"
 });
+
+const CHECKPOINTING = { true: "full", false: "none", 1: "full", 0: "none", null: "auto", undefined: "auto", selective: "full" };
+
+// A checkpointing value as the controls hold it: "auto", "none" or "full" (old links said true/false).
+export function checkpointingOf(v) {
+  const s = String(v);
+  if (["auto", "none", "full"].includes(s)) return s;
+  return CHECKPOINTING[s] || DEFAULTS.checkpointing;
+}
 
 const NUMBERS = new Set(["context", "users", "server_gpus", "headroom", "micro_batch", "seq", "lora_rank"]);
 export const PASTED = "__config__";
@@ -37,7 +46,7 @@ export function fromApi(change) {
     if (k === "mode") out.mode = v;
     else if (k === "overrides") out.kv_heads = v && v.num_key_value_heads ? String(v.num_key_value_heads) : "";
     else if (k === "zero") out.zero = v === null || v === undefined ? "auto" : String(v);
-    else if (k === "checkpointing") out.checkpointing = v === true || v === "full" || v === "selective";
+    else if (k === "checkpointing") out.checkpointing = checkpointingOf(v);
     else if (["dtype", "kv_dtype"].includes(k)) out[k] = v === null || v === undefined ? "auto" : String(v);
     else if (k in DEFAULTS) out[k] = v === null || v === undefined ? DEFAULTS[k] : v;
   }
@@ -48,7 +57,7 @@ export function normalise(partial) {
   const s = { ...DEFAULTS };
   for (const [k, v] of Object.entries(partial || {})) {
     if (!(k in DEFAULTS)) continue;
-    if (k === "checkpointing") s[k] = v === true || v === "true" || v === "1";
+    if (k === "checkpointing") s[k] = checkpointingOf(v);
     else if (NUMBERS.has(k)) s[k] = v === "" || v === null || !Number.isFinite(Number(v)) ? DEFAULTS[k] : Number(v);
     else s[k] = v === null || v === undefined ? "" : String(v);
   }
@@ -146,7 +155,7 @@ export function toRequest(state) {
         zero: state.zero === "auto" ? null : Number(state.zero),
         micro_batch: state.micro_batch,
         seq: state.seq,
-        checkpointing: state.checkpointing,
+        checkpointing: state.checkpointing === "auto" ? null : state.checkpointing,
         method: state.method,
         lora_rank: state.method === "full" ? null : state.lora_rank,
       },
