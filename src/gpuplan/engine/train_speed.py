@@ -1,0 +1,313 @@
+"""Training step time from operators: MFU comes out instead of going in.
+
+Per pipeline rank, over the m micro-batches of one optimizer step (T = micro-batch × seq × m ÷ cp
+tokens through the rank's stage, L layers, N matmul parameters, h hidden, H·Q attention width):
+
+    GEMMs       6·N·T ÷ (tp·pp) FLOPs (Kaplan et al. 2020 §2.1: forward 2N, backward 4N per token;
+                4·N·T with a frozen base, Hu et al. 2021 §4.2) at the family's bf16 GEMM
+                efficiency (train_speed.toml [gemm_efficiency])
+    attention   flash: 7·s·H·Q·T·L ÷ (tp·pp) FLOPs, the causal forward 2·s·H·Q per token and layer
+                and a backward 2.5× it (Dao 2023, FlashAttention-2 §3.2 counts the backward's five
+                matmuls against the forward's two), at the kernel's published efficiency;
+                eager: the masked 12·s·H·Q at GEMM efficiency plus the scores' softmax/dropout
+                traffic (Korthikanti et al. 2022 §4.1: 5·a·s² bytes per sequence and layer)
+    elementwise norms, activations, residuals: k × the bytes a layer saves per token
+                (Korthikanti et al. 2022 eq. 1-4: 34·h, (10 + 24/tp)·h with TP, 34·h/tp with SP),
+                ×3 (forward writes, backward reads and writes), at HBM bandwidth
+    recompute   full: one more forward of each (GEMM 2·N·T, attention 2·s·H·Q·T, elementwise ⅓);
+                selective (Megatron's core attention): the attention forward; op (torchtitan's
+                op-level SAC): half the forward matmuls, N·T, and the elementwise forward; every:k,
+                block:n, uniform:k: the full forward on the checkpointed share of the layers
+    bubble      (pp − 1) ÷ (v·m) of the compute (Narayanan et al. 2021 §2.2.1 eq. 1; interleaved
+                §2.2.2: divided by v)
+    optimizer   Adam's memory-bound step over the rank's trainable shard (train_speed.toml)
+
+Communication per parallel dimension, bytes from engine/cost.py at NCCL bus bandwidth
+(train_speed.toml [nccl_efficiency]) of NVLink within a node, else of the node network:
+
+    TP          all-reduces / all-gathers + reduce-scatters on the critical path (Megatron-LM
+                runs them between the GEMMs that need them; Shoeybi et al. 2019 §3)
+    DP          ZeRO 0-2: the gradient all-reduce overlaps the last micro-batch's backward (PyTorch
+                DDP buckets, Li et al. 2020 §3.2.3; Megatron's overlap_grad_reduce) and only what
+                outlasts it is exposed; ZeRO-3/FSDP: all-gathers and reduce-scatters prefetched
+                behind the compute they feed (Rajbhandari et al. 2020 §7; torchtitan/FSDP2
+                prefetching), exposed where they outlast it; HSDP's cross-node all-reduce as DP
+    PP          one activation and one gradient per micro-batch and chunk, exposed
+    CP          the K/V ring overlaps each chunk's attention (Liu et al. 2023 §3): what outlasts it
+    EP          all-to-all dispatch and combine, exposed (GShard, Lepikhin et al. 2020 §2.2)
+
+MFU = model FLOPs (6·N·D + 12·L·H·Q·s·D, PaLM App. B) ÷ (GPUs × peak × step time).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+
+from gpuplan.engine.cost import CommBytes
+from gpuplan.engine.frozen import record
+from gpuplan.engine.pipeline import bubble_fraction
+
+
+@lru_cache(maxsize=1)
+def speed_table() -> dict:
+    """train_speed.toml, read once."""
+    return tomllib.loads(Path(__file__).with_name("train_speed.toml").read_text("utf-8"))
+
+
+def gpu_family(compute_capability: str | None, vendor: str = "nvidia") -> str | None:
+    """The architecture family of a GPU (train_speed.toml [family]); None when unknown."""
+    fam = speed_table()["family"]
+    if vendor != "nvidia":
+        return fam.get(vendor)
+    return fam.get(compute_capability or "")
+
+
+@record
+class Efficiencies:
+    """The figures the step time runs at (train_speed.toml, or a fit's)."""
+
+    gemm: float
+    flash: float
+    elementwise_eager: float
+    elementwise_fused: float
+    nccl_intra: float
+    nccl_network: float
+    optimizer_bytes_per_param: float
+    gemm_assumed_from: str = ""  # the family whose GEMM figure an unmeasured family takes
+
+
+def efficiencies(family: str, attention: str = "flash2", **override: float) -> Efficiencies:
+    """The table's efficiencies for one family and attention kernel; `override` replaces any
+    (the accuracy bench's leave-one-source-out refits)."""
+    t = speed_table()
+    gemm = t["gemm_efficiency"]
+    assumed = "" if family in gemm else t["gemm_assumed_from"].get(family, "hopper")
+    kernel = attention if attention in t["flash_efficiency"] else "flash2"
+    values = {
+        "gemm": gemm.get(family, gemm[assumed or "hopper"]),
+        "flash": t["flash_efficiency"][kernel].get(family, 0.33),
+        "elementwise_eager": t["elementwise"]["eager"],
+        "elementwise_fused": t["elementwise"]["fused"],
+        "nccl_intra": t["nccl_efficiency"]["intra"],
+        "nccl_network": t["nccl_efficiency"]["network"],
+        "optimizer_bytes_per_param": t["optimizer"]["bytes_per_param"],
+    }
+    values.update(override)
+    return Efficiencies(**values, gemm_assumed_from=assumed)
+
+
+@record
+class SpeedModel:
+    """What the model fixes for the step time."""
+
+    flop_params: int  # N of 6ND: the matmul parameters a token passes (active, for MoE)
+    layers: int
+    hidden: int
+    attn_width: int  # query heads × head dim
+    attn_layers: int  # layers with softmax attention (the rest: linear mixers, no s² term)
+    heads: int
+    moe_layers: int = 0
+    top_k: int = 0
+
+
+@record
+class SpeedLayout:
+    """What the layout fixes: parallel degrees, batch, recompute, kernels."""
+
+    dp: int
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    vpp: int = 1
+    zero: int = 0
+    hybrid: bool = False
+    sp: bool = False
+    micro_batch: int = 1
+    micro_batches: int = 1
+    seq: int = 4096
+    recompute: str = "none"  # none, selective, op, full, every/block/uniform
+    checkpointed_share: float = 1.0
+    frozen_base: bool = False
+    eager_attention: bool = False
+    fused: bool = False  # elementwise ops fused (Megatron/TE kernels, torch.compile)
+    gpus_per_node: int = 8
+
+    @property
+    def gpus(self) -> int:
+        return self.dp * self.tp * self.pp * self.cp
+
+
+@record
+class SpeedGpu:
+    peak_flops: float  # dense bf16, FLOP/s
+    hbm_bytes_per_s: float
+    intra_bytes_per_s: float  # NVLink (or PCIe) per direction
+    network_bytes_per_s: float  # node network per GPU
+
+
+@record
+class StepBreakdown:
+    """One step's time on the slowest rank, by where it goes (seconds)."""
+
+    gemm_s: float
+    attention_s: float
+    elementwise_s: float
+    recompute_s: float
+    optimizer_s: float
+    bubble_s: float
+    tp_s: float
+    dp_s: float
+    pp_s: float
+    cp_s: float
+    ep_s: float
+
+    @property
+    def compute_s(self) -> float:
+        return self.gemm_s + self.attention_s + self.elementwise_s + self.recompute_s
+
+    @property
+    def exposed_comm_s(self) -> float:
+        return self.tp_s + self.dp_s + self.pp_s + self.cp_s + self.ep_s
+
+    @property
+    def critical_comm_s(self) -> float:
+        """What no overlap hides: TP, PP and EP traffic."""
+        return self.tp_s + self.pp_s + self.ep_s
+
+    @property
+    def step_s(self) -> float:
+        return self.compute_s + self.optimizer_s + self.bubble_s + self.exposed_comm_s
+
+    def to_dict(self) -> dict[str, float]:
+        keys = ("gemm_s", "attention_s", "elementwise_s", "recompute_s", "optimizer_s")
+        out = {k: getattr(self, k) for k in keys}
+        out["bubble_s"] = self.bubble_s
+        for k in ("tp", "dp", "pp", "cp", "ep"):
+            out[f"exposed_{k}_s"] = getattr(self, f"{k}_s")
+        return out
+
+
+@record
+class _Passes:
+    """Per-rank forward/backward work of one step: FLOPs and bytes."""
+
+    gemm_flops: float
+    attn_flops: float  # executed, flash or eager matmuls
+    attn_bytes: float  # eager softmax/dropout traffic
+    elem_bytes: float  # forward + backward elementwise traffic
+
+
+def _passes(m: SpeedModel, lo: SpeedLayout, e: Efficiencies) -> _Passes:
+    """The forward and backward work of the rank's stage over the step (module docstring)."""
+    tokens = lo.micro_batch * lo.seq * lo.micro_batches / lo.cp
+    split = lo.tp * lo.pp
+    gemm = (4 if lo.frozen_base else 6) * m.flop_params * tokens / split
+    attn_layers = m.attn_layers / lo.pp
+    if lo.eager_attention:
+        attn = 12 * lo.seq * m.attn_width * tokens * attn_layers / lo.tp
+        scores = 3 * 5 * m.heads * lo.seq * tokens * attn_layers / lo.tp
+    else:
+        attn = 7 * lo.seq * m.attn_width * tokens * attn_layers / lo.tp
+        scores = 0.0
+    per_layer = 34 / lo.tp if lo.sp else (10 + 24 / lo.tp)
+    k = e.elementwise_fused if lo.fused else e.elementwise_eager
+    elem = 3 * k * per_layer * m.hidden * tokens * m.layers / lo.pp
+    return _Passes(gemm, attn, scores, elem)
+
+
+def _recompute_share(lo: SpeedLayout) -> tuple[float, float, float]:
+    """Extra forward work as shares of (GEMM forward, attention forward, elementwise forward)."""
+    mode = lo.recompute.partition(":")[0]
+    if mode == "full":
+        return 1.0, 1.0, 1.0
+    if mode in ("every", "block", "uniform"):
+        s = lo.checkpointed_share
+        return s, s, s
+    if mode == "op":
+        return 0.5, 0.0, 1.0
+    if mode == "selective":
+        return 0.0, 1.0, 0.0
+    return 0.0, 0.0, 0.0
+
+
+def _compute(
+    m: SpeedModel, lo: SpeedLayout, g: SpeedGpu, e: Efficiencies
+) -> tuple[float, float, float, float]:
+    """(GEMM, attention, elementwise, recompute) seconds on one rank over the step."""
+    p = _passes(m, lo, e)
+    gemm_rate = g.peak_flops * e.gemm
+    attn_rate = gemm_rate if lo.eager_attention else g.peak_flops * e.flash
+    gemm_s = p.gemm_flops / gemm_rate
+    attn_s = p.attn_flops / attn_rate + p.attn_bytes / g.hbm_bytes_per_s
+    elem_s = p.elem_bytes / g.hbm_bytes_per_s
+    rg, ra, re = _recompute_share(lo)
+    fwd_gemm = p.gemm_flops / (4 if lo.frozen_base else 6) * 2
+    attn_fwd = attn_s * (2 / 7 if not lo.eager_attention else 1 / 3)
+    recompute = rg * fwd_gemm / gemm_rate + ra * attn_fwd + re * elem_s / 3
+    return gemm_s, attn_s, elem_s, recompute
+
+
+def _bandwidth(g: SpeedGpu, e: Efficiencies, group_span: int, node: int) -> float:
+    """NCCL bus bandwidth of a group whose ranks span `group_span` consecutive GPUs."""
+    if group_span <= node:
+        return g.intra_bytes_per_s * e.nccl_intra
+    return g.network_bytes_per_s * e.nccl_network
+
+
+def _dp_exposed(
+    comm: CommBytes,
+    sharded_dp: float,
+    lo: SpeedLayout,
+    g: SpeedGpu,
+    e: Efficiencies,
+    compute_s: float,
+) -> float:
+    """Exposed data-parallel time (module docstring): ZeRO-3 behind the compute it feeds, the
+    gradient all-reduce (and HSDP's cross-node one) behind the last micro-batch's backward."""
+    node = lo.gpus_per_node
+    inner = lo.tp * lo.cp
+    shard_span = inner * (min(lo.dp, node // max(1, inner)) if lo.hybrid else lo.dp)
+    shard_bw = _bandwidth(g, e, shard_span, node)
+    cross_bw = _bandwidth(g, e, lo.gpus, node)
+    window = compute_s / lo.micro_batches * 2 / 3
+    cross_s = (comm.dp - sharded_dp) / cross_bw
+    if lo.zero == 3:
+        hidden_behind = compute_s
+        return max(0.0, sharded_dp / shard_bw - hidden_behind) + max(0.0, cross_s - window)
+    return max(0.0, sharded_dp / shard_bw + cross_s - window)
+
+
+def operator_step(
+    m: SpeedModel,
+    lo: SpeedLayout,
+    g: SpeedGpu,
+    e: Efficiencies,
+    comm: CommBytes,
+    sharded_dp: float,
+    trainable_local: float,
+) -> StepBreakdown:
+    """One step's time, by where it goes (module docstring). `comm` is engine/cost.py's bytes
+    per GPU per step; `sharded_dp` the part of comm.dp within the shard group (the rest is
+    HSDP's cross-node all-reduce); `trainable_local` the parameters this rank's optimizer steps."""
+    gemm_s, attn_s, elem_s, rec_s = _compute(m, lo, g, e)
+    compute = gemm_s + attn_s + elem_s + rec_s
+    node = lo.gpus_per_node
+    intra = _bandwidth(g, e, lo.tp, node)
+    tp_s = comm.tp / intra if lo.tp > 1 else 0.0
+    pp_bw = _bandwidth(g, e, lo.gpus if lo.pp > 1 else 1, node)
+    pp_s = comm.pp / pp_bw
+    cp_s = max(0.0, comm.cp / _bandwidth(g, e, lo.tp * lo.cp, node) - attn_s)
+    ep_s = comm.ep / _bandwidth(g, e, lo.tp * lo.ep, node)
+    dp_s = _dp_exposed(comm, sharded_dp, lo, g, e, compute) if lo.dp * lo.cp > 1 else 0.0
+    bubble = compute * bubble_fraction(lo.pp, lo.vpp, lo.micro_batches)
+    opt = trainable_local * e.optimizer_bytes_per_param / g.hbm_bytes_per_s
+    return StepBreakdown(gemm_s, attn_s, elem_s, rec_s, opt, bubble, tp_s, dp_s, pp_s, cp_s, ep_s)
+
+
+def model_flops(m: SpeedModel, tokens: float, seq: int) -> float:
+    """6·N·D + 12·L·H·Q·s·D: the model FLOPs MFU is measured against (PaLM, Chowdhery et al.
+    2022 App. B; torchtitan and llm-foundry count the same)."""
+    return 6 * m.flop_params * tokens + 12 * m.attn_layers * m.attn_width * seq * tokens
