@@ -222,8 +222,14 @@ class StepTime:
     bubble: float
     step_s: float
     tokens_per_second: float
-    mfu: float
+    mfu: float  # the pinned MFU, or the one the operators' step time achieves
     peak_flops: float
+    breakdown: object | None = None  # engine/train_speed.py StepBreakdown (None: MFU pinned)
+    network_source: str = ""  # where the node network figure came from (operators' step time)
+
+    @property
+    def mfu_pinned(self) -> bool:
+        return self.breakdown is None
 
 
 def step_time(

@@ -44,10 +44,15 @@ from __future__ import annotations
 import tomllib
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gpuplan.engine.cost import CommBytes
+from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.cost import CommBytes, StepFlops, StepTime
 from gpuplan.engine.frozen import record
 from gpuplan.engine.pipeline import bubble_fraction
+
+if TYPE_CHECKING:
+    from gpuplan.engine.training import TrainingSetup
 
 
 @lru_cache(maxsize=1)
@@ -311,3 +316,98 @@ def model_flops(m: SpeedModel, tokens: float, seq: int) -> float:
     """6·N·D + 12·L·H·Q·s·D: the model FLOPs MFU is measured against (PaLM, Chowdhery et al.
     2022 App. B; torchtitan and llm-foundry count the same)."""
     return 6 * m.flop_params * tokens + 12 * m.attn_layers * m.attn_width * seq * tokens
+
+
+# --- a training bill's step time ------------------------------------------------------------
+
+
+@lru_cache(maxsize=256)
+def speed_model(arch: Architecture, flop_params: int) -> SpeedModel:
+    """What `arch` fixes for the step time (memoised: a planner's layouts share it)."""
+    a = arch.attention
+    attn_layers = sum(1 for layer in arch.layers if layer.has_attention)
+    moe_layers = sum(1 for layer in arch.layers if layer.moe)
+    top_k = arch.moe.experts_per_token if arch.moe is not None else 0
+    return SpeedModel(
+        flop_params,
+        arch.num_layers,
+        arch.hidden_size,
+        a.num_heads * a.head_dim,
+        attn_layers,
+        a.num_heads,
+        moe_layers,
+        top_k,
+    )
+
+
+@lru_cache(maxsize=64)
+def _efficiencies(compute_capability: str | None, vendor: str, kernel: str) -> Efficiencies:
+    return efficiencies(gpu_family(compute_capability, vendor) or "hopper", kernel)
+
+
+def operator_time(
+    setup: TrainingSetup,
+    flop_params_: int,
+    share: float,
+    flops: StepFlops,
+    comm: CommBytes,
+    sharded_dp: float,
+    trainable_local: float,
+    intra_bytes_per_s: float,
+) -> StepTime:
+    """A training bill's step time from operators (`operator_step`), as engine/cost.py's
+    StepTime with the breakdown and the MFU it achieves."""
+    lo, gpu, fw = setup.layout, setup.gpu, setup.framework
+    kernel = "flash3" if fw.id.startswith(("megatron", "nemo")) else "flash2"
+    e = _efficiencies(gpu.compute_capability, gpu.vendor, kernel)
+    layout = SpeedLayout(
+        dp=lo.dp,
+        tp=lo.tp,
+        pp=lo.pp,
+        cp=lo.cp,
+        ep=lo.ep,
+        vpp=lo.vpp,
+        zero=lo.zero,
+        hybrid=lo.hybrid,
+        sp=lo.sp,
+        micro_batch=setup.micro_batch,
+        micro_batches=setup.micro_batches,
+        seq=setup.seq,
+        recompute=setup.recompute,
+        checkpointed_share=share,
+        frozen_base=setup.lora is not None,
+        eager_attention=setup.kernel == "eager",
+        fused=fw.compile or fw.fused != "none",
+        gpus_per_node=gpu.gpus_per_node,
+    )
+    peak = (gpu.bf16_dense_tflops or 0.0) * 1e12
+    g = SpeedGpu(
+        peak, gpu.memory_bandwidth_bytes_per_s or 0.0, intra_bytes_per_s, setup.network_bytes_per_s
+    )
+    b = operator_step(
+        speed_model(setup.arch, flop_params_), layout, g, e, comm, sharded_dp, trainable_local
+    )
+    step = b.step_s
+    tokens = setup.tokens_per_step
+    mfu = flops.model / (lo.gpus * peak * step) if step > 0 else 0.0
+    return StepTime(
+        compute_s=b.compute_s + b.optimizer_s,
+        comm_s=b.exposed_comm_s,
+        exposed_comm_s=b.exposed_comm_s,
+        critical_comm_s=b.critical_comm_s,
+        bubble=bubble_fraction(lo.pp, lo.vpp, setup.micro_batches),
+        step_s=step,
+        tokens_per_second=tokens / step if step > 0 else 0.0,
+        mfu=mfu,
+        peak_flops=peak,
+        breakdown=b,
+        network_source=network_source(setup.network_bytes_per_s),
+    )
+
+
+def network_source(bytes_per_s: float) -> str:
+    """Where the node network figure came from: the table's sourced default, or the user's."""
+    net = speed_table()["network"]
+    if bytes_per_s == net["default_bytes_per_s"]:
+        return f"default: {net['default_source']}"
+    return "given"
