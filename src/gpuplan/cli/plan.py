@@ -102,7 +102,12 @@ TRAINING_ENGINES = ("deepspeed", "fsdp", "megatron")
 @click.option("--gpu-memory", default=None, help="Override the GPU's memory, e.g. 80GB.")
 @click.option("--tokens", default=None, help="--train: tokens to train, e.g. 2T.")
 @click.option("--days", type=float, default=None, help="--train: deadline in days.")
-@click.option("--mfu", type=float, default=None, help="--train: assumed MFU. [default: 0.4]")
+@click.option(
+    "--mfu",
+    type=float,
+    default=None,
+    help="--train: pin the MFU. [default: from operators, engine/train_speed.py]",
+)
 @units_option
 @click.option("--json", "as_json", is_flag=True)
 def plan_command(
@@ -282,7 +287,7 @@ def _plan_training(
     if "tokens" in options or "days" in options:
         if "tokens" not in options:
             raise GpuplanError("--days needs --tokens: how many tokens to train")
-        run_training_goal(model, gpus or ("h100",), options, goal, top, units, as_json, as_csv)
+        run_training_goal(model, gpus, options, goal, top, units, as_json, as_csv)
         return
     options.pop("mfu", None) if options.get("mfu") is None else None
     run_plan_training(model, gpus[0] if gpus else "h100", options, engine, top, units, as_json)
