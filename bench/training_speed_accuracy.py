@@ -32,6 +32,7 @@ from gpuplan.engine.cost import (  # noqa: E402
     pp_comm_bytes,
     tp_comm_bytes,
 )
+from gpuplan.engine.frozen import replace as frozen_replace  # noqa: E402
 from gpuplan.engine.train_speed import (  # noqa: E402
     SpeedGpu,
     SpeedLayout,
@@ -42,7 +43,14 @@ from gpuplan.engine.train_speed import (  # noqa: E402
 )
 
 DATA = ROOT / "tests" / "data" / "training_speed" / "measurements.toml"
-FITTED = ("gemm_ampere", "gemm_hopper", "elementwise_eager", "elementwise_fused")
+FITTED = (
+    "gemm_ampere",
+    "gemm_hopper",
+    "gemm_fp8_hopper",
+    "elementwise_eager",
+    "elementwise_fused",
+    "elementwise_compiled",
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,11 @@ class Case:
     gpu: SpeedGpu
     params: int  # all parameters (the optimizer's and FSDP's Ψ)
     measured: float  # tokens/s per GPU
+    kv_width: int  # key/value heads × head dim (context parallelism's ring)
+
+
+def _kv_width(m: dict) -> int:
+    return m.get("kv_heads", m["heads"]) * (m["hidden"] // m["heads"])
 
 
 def _shape(m: dict) -> tuple[SpeedModel, int]:
@@ -66,7 +79,8 @@ def _shape(m: dict) -> tuple[SpeedModel, int]:
     per_layer = 2 * h * h + 2 * h * kv + mlp
     n = layers * per_layer + h * m["vocab"]  # matmuls: the layers and the LM head
     total = n + h * m["vocab"] * (0 if m.get("tied", False) else 1)
-    return SpeedModel(n, layers, h, heads * q, layers, heads), total
+    head = h * m["vocab"]
+    return SpeedModel(n, layers, h, heads * q, layers, heads, head_params=head), total
 
 
 def _tokens_per_gpu(meas: dict, shape: dict) -> float:
@@ -105,7 +119,8 @@ def _layout(meas: dict, node: int) -> SpeedLayout:
         recompute=rec,
         checkpointed_share=share,
         eager_attention=meas["attention"] == "eager",
-        fused=meas.get("fused", False),
+        kernels=meas.get("kernels", "eager"),
+        fp8=meas.get("fp8", ""),
         gpus_per_node=node,
     )
 
@@ -118,15 +133,18 @@ def load_cases() -> list[Case]:
         shape = data["models"][meas["model"]]
         model, total = _shape(shape)
         spec = gpus[meas["gpu"]]
+        scale = meas.get("peak_scale", 1.0)
         gpu = SpeedGpu(
-            peak_flops=spec.bf16_dense_tflops * 1e12,
+            peak_flops=spec.bf16_dense_tflops * 1e12 * scale,
             hbm_bytes_per_s=meas.get("hbm_bytes_per_s", spec.memory_bandwidth_bytes_per_s),
             intra_bytes_per_s=spec.interconnect_bytes_per_s_per_dir,
             network_bytes_per_s=meas.get("network_bytes_per_s", 50e9),
+            fp8_peak_flops=(spec.fp8_dense_tflops or 0.0) * 1e12 * scale,
         )
         layout = _layout(meas, spec.gpus_per_node)
         label = f"{meas['source']}:{meas['model']} {meas['gpu']}×{meas['gpus']} s{meas['seq']}"
-        label += f" {meas['recompute']}{' fused' if layout.fused else ''} #{i}"
+        label += f" {meas['recompute']}{'' if layout.kernels == 'eager' else ' ' + layout.kernels}"
+        label += f"{' fp8/' + layout.fp8 if layout.fp8 else ''} #{i}"
         family = gpu_family(spec.compute_capability, spec.vendor) or "hopper"
         measured = _tokens_per_gpu(meas, shape)
         cases.append(
@@ -140,6 +158,7 @@ def load_cases() -> list[Case]:
                 gpu,
                 total,
                 measured,
+                _kv_width(shape),
             )
         )
     return cases
@@ -147,12 +166,16 @@ def load_cases() -> list[Case]:
 
 def predict(case: Case, fit: dict[str, float]) -> float:
     """Tokens/s per GPU of one case at the efficiencies `fit` (FITTED's names)."""
+    torchao = case.layout.fp8 == "torchao"
     e = efficiencies(
         case.family,
         case.attention,
+        case.layout.fp8 or "te",
         gemm=fit.get(f"gemm_{case.family}", fit["gemm_hopper"]),
+        **({"gemm_fp8": fit["gemm_fp8_hopper"]} if torchao else {}),
         elementwise_eager=fit["elementwise_eager"],
         elementwise_fused=fit["elementwise_fused"],
+        elementwise_compiled=fit["elementwise_compiled"],
     )
     lo, m = case.layout, case.model
     tokens_mb = lo.micro_batch * lo.seq / lo.cp
@@ -174,6 +197,9 @@ def predict(case: Case, fit: dict[str, float]) -> float:
             lo.pp, 2, int(tokens_mb), m.hidden, lo.micro_batches, lo.tp if lo.sp else 1, lo.vpp
         ),
     )
+    if lo.cp > 1:  # Liu et al. 2023: K and V around the ring, 3·(cp − 1) chunks per layer
+        kv = 2 * case.kv_width / lo.tp * tokens_mb * 2
+        comm = frozen_replace(comm, cp=3 * (lo.cp - 1) * kv * m.layers / lo.pp * lo.micro_batches)
     local = psi / (shard if lo.zero >= 1 else 1)
     step = operator_step(m, lo, case.gpu, e, comm, sharded, local).step_s
     tokens = lo.micro_batch * lo.seq * lo.micro_batches * lo.dp
@@ -189,8 +215,10 @@ def table_fit() -> dict[str, float]:
     return {
         "gemm_ampere": e_a.gemm,
         "gemm_hopper": efficiencies("hopper").gemm,
+        "gemm_fp8_hopper": efficiencies("hopper", fp8_stack="torchao").gemm_fp8,
         "elementwise_eager": e_a.elementwise_eager,
         "elementwise_fused": e_a.elementwise_fused,
+        "elementwise_compiled": e_a.elementwise_compiled,
     }
 
 
@@ -202,7 +230,7 @@ def fit_globally(cases: list[Case], start: dict[str, float]) -> dict[str, float]
     """Coordinate descent on the squared log errors, each figure kept in a physical range
     (efficiencies within (0.2, 1], traffic multipliers within [0, 6])."""
     fit = dict(start)
-    bounds = {"gemm_ampere": (0.2, 1.0), "gemm_hopper": (0.2, 1.0)}
+    bounds = {k: (0.2, 1.0) for k in FITTED if k.startswith("gemm")}
     step = {k: 0.08 for k in FITTED}
     best = _loss(cases, fit)
     for _ in range(60):

@@ -91,6 +91,17 @@ def test_full_recompute_adds_one_forward():
     assert full.recompute_s == pytest.approx(forward)
 
 
+def test_fp8_linear_layers_run_at_the_fp8_peak_and_the_head_stays_bf16():
+    model = SpeedModel(8_000_000_000, 32, 4096, 4096, 32, 32, head_params=500_000_000)
+    g = SpeedGpu(1e15, 3e12, 450e9, 50e9, fp8_peak_flops=2e15)
+    lo = SpeedLayout(dp=1, seq=4096, fp8="te")
+    b = operator_step(model, lo, g, E, CommBytes(), 0, 0)
+    flops = 6 * 8e9 * 4096
+    linear = 7.5 / 8
+    expected = flops * (linear / (2e15 * E.gemm_fp8) + (1 - linear) / (1e15 * E.gemm))
+    assert b.gemm_s == pytest.approx(expected)
+
+
 def test_bill_mfu_comes_out_and_mfu_pins_it():
     plan = gpuplan.train("llama-3.1-8b", "h100", gpus=8, zero=3)
     t = plan.bill.time
@@ -103,11 +114,15 @@ def test_bill_mfu_comes_out_and_mfu_pins_it():
 
 
 def test_leave_one_source_out_accuracy_holds_the_bar():
-    # bench/training_speed_accuracy.py: 50 published measurements from 4 sources; median
-    # |error| 7.9 % leave-one-source-out when this bar was set
+    # bench/training_speed_accuracy.py: 62 published measurements from 5 sources (Megatron-LM
+    # papers, llm-foundry, torchtitan, NeMo); median |error| 8.5 %, 40 within 10 % and 58 within
+    # 25 %, leave-one-source-out, when this bar was set
     bench = _bench()
     cases = bench.load_cases()
-    assert len(cases) >= 50
-    assert len({c.source for c in cases}) >= 4
-    summary = bench.summary(cases, bench.loso_errors(cases))
-    assert summary["all"] <= 0.080
+    assert len(cases) >= 62
+    assert len({c.source for c in cases}) >= 5
+    errors = bench.loso_errors(cases)
+    summary = bench.summary(cases, errors)
+    assert summary["all"] <= 0.086
+    assert sum(abs(e) <= 0.10 for e in errors.values()) >= 40
+    assert sum(abs(e) <= 0.25 for e in errors.values()) >= 58

@@ -5,7 +5,9 @@ tokens through the rank's stage, L layers, N matmul parameters, h hidden, H·Q a
 
     GEMMs       6·N·T ÷ (tp·pp) FLOPs (Kaplan et al. 2020 §2.1: forward 2N, backward 4N per token;
                 4·N·T with a frozen base, Hu et al. 2021 §4.2) at the family's bf16 GEMM
-                efficiency (train_speed.toml [gemm_efficiency])
+                efficiency (train_speed.toml [gemm_efficiency]); with FP8 linear layers
+                (Transformer Engine, torchao float8: forward and backward GEMMs in FP8, the LM head
+                in bf16) those at the dense FP8 peak × [gemm_efficiency_fp8]
     attention   flash: 7·s·H·Q·T·L ÷ (tp·pp) FLOPs, the causal forward 2·s·H·Q per token and layer
                 and a backward 2.5× it (Dao 2023, FlashAttention-2 §3.2 counts the backward's five
                 matmuls against the forward's two), at the kernel's published efficiency;
@@ -74,27 +76,36 @@ class Efficiencies:
     """The figures the step time runs at (train_speed.toml, or a fit's)."""
 
     gemm: float
+    gemm_fp8: float  # of the dense FP8 peak, for FP8 linear layers (the recipe's stack)
     flash: float
     elementwise_eager: float
     elementwise_fused: float
+    elementwise_compiled: float
     nccl_intra: float
     nccl_network: float
     optimizer_bytes_per_param: float
     gemm_assumed_from: str = ""  # the family whose GEMM figure an unmeasured family takes
 
 
-def efficiencies(family: str, attention: str = "flash2", **override: float) -> Efficiencies:
-    """The table's efficiencies for one family and attention kernel; `override` replaces any
-    (the accuracy bench's leave-one-source-out refits)."""
+def efficiencies(
+    family: str, attention: str = "flash2", fp8_stack: str = "te", **override: float
+) -> Efficiencies:
+    """The table's efficiencies for one family, attention kernel and FP8 stack (te: Transformer
+    Engine; torchao: torchao float8); `override` replaces any (the accuracy bench's
+    leave-one-source-out refits)."""
     t = speed_table()
     gemm = t["gemm_efficiency"]
+    fp8 = t["gemm_efficiency_fp8"].get(fp8_stack, t["gemm_efficiency_fp8"]["te"])
     assumed = "" if family in gemm else t["gemm_assumed_from"].get(family, "hopper")
+    fp8_from = family if family in fp8 else t["gemm_assumed_from"].get(family, "hopper")
     kernel = attention if attention in t["flash_efficiency"] else "flash2"
     values = {
         "gemm": gemm.get(family, gemm[assumed or "hopper"]),
+        "gemm_fp8": fp8.get(fp8_from, fp8["hopper"]),
         "flash": t["flash_efficiency"][kernel].get(family, 0.33),
         "elementwise_eager": t["elementwise"]["eager"],
         "elementwise_fused": t["elementwise"]["fused"],
+        "elementwise_compiled": t["elementwise"]["compiled"],
         "nccl_intra": t["nccl_efficiency"]["intra"],
         "nccl_network": t["nccl_efficiency"]["network"],
         "optimizer_bytes_per_param": t["optimizer"]["bytes_per_param"],
@@ -115,6 +126,7 @@ class SpeedModel:
     heads: int
     moe_layers: int = 0
     top_k: int = 0
+    head_params: int = 0  # the LM head's, part of flop_params: kept in bf16 under FP8 recipes
 
 
 @record
@@ -137,7 +149,10 @@ class SpeedLayout:
     checkpointed_share: float = 1.0
     frozen_base: bool = False
     eager_attention: bool = False
-    fused: bool = False  # elementwise ops fused (Megatron/TE kernels, torch.compile)
+    kernels: str = "eager"  # elementwise ops: eager, fused (Megatron/TE kernels), compiled
+    fp8: str = (
+        ""  # linear layers in FP8 ("te": Transformer Engine, "torchao": float8), LM head bf16
+    )
     gpus_per_node: int = 8
 
     @property
@@ -151,6 +166,7 @@ class SpeedGpu:
     hbm_bytes_per_s: float
     intra_bytes_per_s: float  # NVLink (or PCIe) per direction
     network_bytes_per_s: float  # node network per GPU
+    fp8_peak_flops: float = 0.0  # dense FP8, FLOP/s (0: none)
 
 
 @record
@@ -218,7 +234,9 @@ def _passes(m: SpeedModel, lo: SpeedLayout, e: Efficiencies) -> _Passes:
         attn = 7 * lo.seq * m.attn_width * tokens * attn_layers / lo.tp
         scores = 0.0
     per_layer = 34 / lo.tp if lo.sp else (10 + 24 / lo.tp)
-    k = e.elementwise_fused if lo.fused else e.elementwise_eager
+    k = {"fused": e.elementwise_fused, "compiled": e.elementwise_compiled}.get(
+        lo.kernels, e.elementwise_eager
+    )
     elem = 3 * k * per_layer * m.hidden * tokens * m.layers / lo.pp
     return _Passes(gemm, attn, scores, elem)
 
@@ -246,6 +264,11 @@ def _compute(
     gemm_rate = g.peak_flops * e.gemm
     attn_rate = gemm_rate if lo.eager_attention else g.peak_flops * e.flash
     gemm_s = p.gemm_flops / gemm_rate
+    if lo.fp8 and g.fp8_peak_flops:
+        linear = 1 - m.head_params / max(1, m.flop_params)  # the LM head stays bf16
+        fp8_rate = g.fp8_peak_flops * e.gemm_fp8
+        gemm_s = p.gemm_flops * (linear / fp8_rate + (1 - linear) / gemm_rate)
+        gemm_rate = p.gemm_flops / gemm_s if gemm_s > 0 else gemm_rate
     attn_s = p.attn_flops / attn_rate + p.attn_bytes / g.hbm_bytes_per_s
     elem_s = p.elem_bytes / g.hbm_bytes_per_s
     rg, ra, re = _recompute_share(lo)
@@ -337,6 +360,7 @@ def speed_model(arch: Architecture, flop_params: int) -> SpeedModel:
         a.num_heads,
         moe_layers,
         top_k,
+        arch.vocab_size * arch.hidden_size,
     )
 
 
@@ -377,12 +401,16 @@ def operator_time(
         checkpointed_share=share,
         frozen_base=setup.lora is not None,
         eager_attention=setup.kernel == "eager",
-        fused=fw.compile or fw.fused != "none",
+        kernels="compiled" if fw.compile else ("fused" if fw.fused != "none" else "eager"),
         gpus_per_node=gpu.gpus_per_node,
     )
     peak = (gpu.bf16_dense_tflops or 0.0) * 1e12
     g = SpeedGpu(
-        peak, gpu.memory_bandwidth_bytes_per_s or 0.0, intra_bytes_per_s, setup.network_bytes_per_s
+        peak,
+        gpu.memory_bandwidth_bytes_per_s or 0.0,
+        intra_bytes_per_s,
+        setup.network_bytes_per_s,
+        (gpu.fp8_dense_tflops or 0.0) * 1e12,
     )
     b = operator_step(
         speed_model(setup.arch, flop_params_), layout, g, e, comm, sharded_dp, trainable_local
