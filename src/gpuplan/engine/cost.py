@@ -30,10 +30,15 @@ The utilisation is applied to the FLOPs actually executed, so recompute costs ti
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.frozen import record
 from gpuplan.engine.params import ParamCounts
 from gpuplan.engine.pipeline import bubble_fraction
+
+if TYPE_CHECKING:
+    from gpuplan.engine.train_speed import StepBreakdown
 
 DEFAULT_MFU = 0.4
 DEFAULT_NETWORK_BYTES_PER_S = 50e9  # 400 Gb/s InfiniBand NDR per GPU, one direction
@@ -224,7 +229,7 @@ class StepTime:
     tokens_per_second: float
     mfu: float  # the pinned MFU, or the one the operators' step time achieves
     peak_flops: float
-    breakdown: object | None = None  # engine/train_speed.py StepBreakdown (None: MFU pinned)
+    breakdown: StepBreakdown | None = None  # engine/train_speed.py (None: the MFU was pinned)
     network_source: str = ""  # where the node network figure came from (operators' step time)
 
     @property

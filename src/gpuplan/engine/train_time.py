@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+from gpuplan.engine.cost import StepTime
 from gpuplan.engine.frozen import record
 from gpuplan.engine.training import TrainingBill
 from gpuplan.errors import GpuplanError
@@ -92,11 +93,10 @@ def training_time(
     )
 
 
-def _where(t: object) -> dict[str, float] | None:
+def _where(t: StepTime) -> dict[str, float] | None:
     """Each component's share of the step (engine/train_speed.py StepBreakdown), when the step
     time is from operators."""
-    b = getattr(t, "breakdown", None)
-    step = getattr(t, "step_s", 0.0)
+    b, step = t.breakdown, t.step_s
     if b is None or step <= 0:
         return None
     return {k.removesuffix("_s"): v / step for k, v in b.to_dict().items()}
