@@ -366,7 +366,10 @@ def plan_training_goal(
     """For each GPU type, the fewest GPUs (or the cheapest count, `objective="cost"`) whose
     fastest layout trains `tokens` tokens within `days`, with GPU-hours and cost; ranked by
     `objective`. The layouts searched are planner/training_search.py's (tp, pp, cp, ep, dp,
-    ZeRO/FSDP, recompute, micro-batch); `mfu` is the utilisation the step time assumes."""
+    ZeRO/FSDP, recompute, micro-batch); the step time is from operators unless `mfu` pins the
+    utilisation. `gpus` None: every default GPU type with a complete catalog entry (the others
+    named in each option's `left_out`); GPU counts: any within a server, whole servers beyond;
+    the global batch is fixed: `global_batch_tokens`, else about 4M tokens."""
     from gpuplan.catalog.prices import parse_prices
     from gpuplan.planner.goals import train_to_goal
 

@@ -94,7 +94,8 @@ TRAINING_ENGINES = ("deepspeed", "fsdp", "megatron")
     "--global-batch-tokens",
     type=int,
     default=None,
-    help="--train: tokens per optimizer step. [default: gpus × seq × 8]",
+    help="--train: tokens per optimizer step. [default: gpus × seq × 8; with --tokens, the"
+    " same at every GPU count: about 4M tokens]",
 )
 @click.option("--recipe", default=None, help="--train: training recipe. [default: adamw-bf16]")
 @click.option("--lora-rank", type=int, default=None, help="--train: LoRA adapters of this rank.")

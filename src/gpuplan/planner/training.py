@@ -33,6 +33,7 @@ class TrainAttempt:
     fits: bool
     reason: str
     per_gpu_total_bytes: int | None = None
+    tried: bool = True  # False: a note on counts skipped (whole servers beyond one)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -116,6 +117,7 @@ def whole_server_rule(low: int, high: int, node: int) -> TrainAttempt:
         False,
         f"not tried{nor}: beyond one server ({node} GPUs) only whole servers are used,"
         f" so the next count is {(high // node + 1) * node} = {high // node + 1} × {node}",
+        tried=False,
     )
 
 
