@@ -126,3 +126,23 @@ def test_leave_one_source_out_accuracy_holds_the_bar():
     assert summary["all"] <= 0.086
     assert sum(abs(e) <= 0.10 for e in errors.values()) >= 40
     assert sum(abs(e) <= 0.25 for e in errors.values()) >= 58
+
+
+def test_sliding_window_layers_attend_their_window_only():
+    # Longformer §3: a query of a window-w layer attends min(s, w) keys
+    from gpuplan.engine.cost import attended_layers
+
+    arch = gpuplan.train("gemma-3-27b-it", "h100", gpus=8, zero=3).bill.setup.arch
+    windows = [la.sliding_window for la in arch.layers if la.sliding_window is not None]
+    full = sum(1 for la in arch.layers if la.has_attention and la.sliding_window is None)
+    seq = 32768
+    expected = full + sum(min(seq, w) / seq for w in windows)
+    assert windows and attended_layers(arch, seq) == pytest.approx(expected)
+    assert attended_layers(arch, 512) == pytest.approx(full + len(windows))
+
+
+def test_what_the_step_time_assumes_is_said():
+    t = gpuplan.train("llama-3.1-8b", "mi300x", gpus=8, zero=3).bill.time
+    assert "hopper assumed" in t.assumed and "no interconnect bandwidth" in t.assumed
+    h100 = gpuplan.train("llama-3.1-8b", "h100", gpus=8, zero=3).bill.time
+    assert h100.assumed == ""

@@ -223,6 +223,7 @@ def _speed_json(b: TrainingBill) -> dict[str, Any]:
         "step_time_s": t.step_s if t else None,
         "step_breakdown_s": t.breakdown.to_dict() if t and t.breakdown else None,
         "network": t.network_source if t else "",
+        "step_time_assumes": t.assumed if t else "",
         "compute_time_s": t.compute_s if t else None,
         "exposed_comm_time_s": t.exposed_comm_s if t else None,
         "pipeline_bubble": t.bubble if t else None,

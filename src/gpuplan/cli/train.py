@@ -268,12 +268,13 @@ def host_table(host: dict[str, Any], units: str, explain: bool) -> Table:
 def step_time_line(data: dict[str, Any]) -> str:
     """The step time: pinned MFU, or from operators with where the time goes."""
     head = f"Estimated step {data['step_time_s']:.2f} s"
+    assumes = f"; {data['step_time_assumes']}" if data.get("step_time_assumes") else ""
     tail = f" → {data['tokens_per_second']:,.0f} tokens/s"
     b = data.get("step_breakdown_s")
     if not b:
         return (
             head + f" (compute {data['compute_time_s']:.2f} s at {data['mfu']:.0%} MFU (pinned),"
-            f" exposed communication {data['exposed_comm_time_s']:.2f} s)" + tail
+            f" exposed communication {data['exposed_comm_time_s']:.2f} s{assumes})" + tail
         )
     step = data["step_time_s"] or 1.0
     parts = [
@@ -288,7 +289,7 @@ def step_time_line(data: dict[str, Any]) -> str:
     where = ", ".join(f"{name} {s / step:.0%}" for name, s in parts if s > 0.0005 * step)
     return (
         head + f" at {data['mfu']:.0%} MFU from operators ({where}; node network"
-        f" {data['network']})" + tail
+        f" {data['network']}{assumes})" + tail
     )
 
 

@@ -127,6 +127,15 @@ class SpeedModel:
     moe_layers: int = 0
     top_k: int = 0
     head_params: int = 0  # the LM head's, part of flop_params: kept in bf16 under FP8 recipes
+    windows: tuple[
+        int, ...
+    ] = ()  # sliding windows of the windowed attention layers (of attn_layers)
+
+    def attended(self, seq: int) -> float:
+        """Σ over attention layers of the keys a query attends, as a multiple of `seq`: a full
+        layer s, a sliding-window layer min(s, w) (Beltagy et al. 2020, Longformer §3)."""
+        full = self.attn_layers - len(self.windows)
+        return full + sum(min(seq, w) for w in self.windows) / seq
 
 
 @record
@@ -226,7 +235,7 @@ def _passes(m: SpeedModel, lo: SpeedLayout, e: Efficiencies) -> _Passes:
     tokens = lo.micro_batch * lo.seq * lo.micro_batches / lo.cp
     split = lo.tp * lo.pp
     gemm = (4 if lo.frozen_base else 6) * m.flop_params * tokens / split
-    attn_layers = m.attn_layers / lo.pp
+    attn_layers = m.attended(lo.seq) / lo.pp
     if lo.eager_attention:
         attn = 12 * lo.seq * m.attn_width * tokens * attn_layers / lo.tp
         scores = 3 * 5 * m.heads * lo.seq * tokens * attn_layers / lo.tp
@@ -338,7 +347,7 @@ def operator_step(
 def model_flops(m: SpeedModel, tokens: float, seq: int) -> float:
     """6·N·D + 12·L·H·Q·s·D: the model FLOPs MFU is measured against (PaLM, Chowdhery et al.
     2022 App. B; torchtitan and llm-foundry count the same)."""
-    return 6 * m.flop_params * tokens + 12 * m.attn_layers * m.attn_width * seq * tokens
+    return 6 * m.flop_params * tokens + 12 * m.attended(seq) * m.attn_width * seq * tokens
 
 
 # --- a training bill's step time ------------------------------------------------------------
@@ -349,6 +358,11 @@ def speed_model(arch: Architecture, flop_params: int) -> SpeedModel:
     """What `arch` fixes for the step time (memoised: a planner's layouts share it)."""
     a = arch.attention
     attn_layers = sum(1 for layer in arch.layers if layer.has_attention)
+    windows = tuple(
+        layer.sliding_window
+        for layer in arch.layers
+        if layer.has_attention and layer.sliding_window is not None
+    )
     moe_layers = sum(1 for layer in arch.layers if layer.moe)
     top_k = arch.moe.experts_per_token if arch.moe is not None else 0
     return SpeedModel(
@@ -361,6 +375,7 @@ def speed_model(arch: Architecture, flop_params: int) -> SpeedModel:
         moe_layers,
         top_k,
         arch.vocab_size * arch.hidden_size,
+        windows,
     )
 
 
@@ -430,7 +445,32 @@ def operator_time(
         peak_flops=peak,
         breakdown=b,
         network_source=network_source(setup.network_bytes_per_s),
+        assumed=assumed_note(
+            gpu_family(gpu.compute_capability, gpu.vendor),
+            e,
+            "" if gpu.interconnect_bytes_per_s_per_dir else gpu.name,
+        ),
     )
+
+
+def assumed_note(family: str | None, e: Efficiencies, no_interconnect: str = "") -> str:
+    """What the step time took from elsewhere, said in the output: another architecture's
+    efficiencies, or the node network's bandwidth within a node whose interconnect the catalog
+    lacks (`no_interconnect`: the GPU's name)."""
+    notes = []
+    if family is None:
+        notes.append("unknown GPU architecture: Hopper's efficiencies assumed")
+    elif e.gemm_assumed_from:
+        notes.append(
+            f"no published training measurement for {family}: the GEMM efficiency of"
+            f" {e.gemm_assumed_from} assumed"
+        )
+    if no_interconnect:
+        notes.append(
+            f"the GPU catalog has no interconnect bandwidth for {no_interconnect}: the node"
+            " network's used within the node too"
+        )
+    return "; ".join(notes)
 
 
 def network_source(bytes_per_s: float) -> str:

@@ -769,6 +769,9 @@ def _cost(
         micro_batches=m,
         vpp=lo.vpp,
     )
+    if setup.mfu is None:  # operators need the HBM bandwidth: said, never silently pinned
+        note = f"{DEFAULT_MFU:.0%} MFU assumed: the GPU catalog has no HBM bandwidth for {gpu.name}"
+        time = replace(time, assumed=note)
     return flops, comm, time
 
 
