@@ -80,7 +80,12 @@ def _shape(m: dict) -> tuple[SpeedModel, int]:
     n = layers * per_layer + h * m["vocab"]  # matmuls: the layers and the LM head
     total = n + h * m["vocab"] * (0 if m.get("tied", False) else 1)
     head = h * m["vocab"]
-    return SpeedModel(n, layers, h, heads * q, layers, heads, head_params=head), total
+    widths = [(h, h), (kv, h), (kv, h), (h, h)]
+    widths += [(m["ffn"], h)] * (2 if m["gated"] else 1) + [(h, m["ffn"]), (m["vocab"], h)]
+    model = SpeedModel(
+        n, layers, h, heads * q, layers, heads, head_params=head, widths=tuple(widths)
+    )
+    return model, total
 
 
 def _tokens_per_gpu(meas: dict, shape: dict) -> float:
@@ -222,6 +227,18 @@ def table_fit() -> dict[str, float]:
     }
 
 
+# Where every fit starts (LOSO folds and the full set alike), so a fold's figures do not depend
+# on the table's: mid-range efficiencies and traffic multipliers.
+START = {
+    "gemm_ampere": 0.7,
+    "gemm_hopper": 0.7,
+    "gemm_fp8_hopper": 0.5,
+    "elementwise_eager": 3.0,
+    "elementwise_fused": 3.0,
+    "elementwise_compiled": 3.0,
+}
+
+
 def _loss(cases: list[Case], fit: dict[str, float]) -> float:
     return sum(math.log1p(error(c, fit)) ** 2 for c in cases)
 
@@ -233,7 +250,7 @@ def fit_globally(cases: list[Case], start: dict[str, float]) -> dict[str, float]
     bounds = {k: (0.2, 1.0) for k in FITTED if k.startswith("gemm")}
     step = {k: 0.08 for k in FITTED}
     best = _loss(cases, fit)
-    for _ in range(60):
+    for _ in range(400):
         improved = False
         for k in FITTED:
             lo, hi = bounds.get(k, (0.0, 6.0))
@@ -245,7 +262,7 @@ def fit_globally(cases: list[Case], start: dict[str, float]) -> dict[str, float]
                     break
         if not improved:
             step = {k: v / 2 for k, v in step.items()}
-            if max(step.values()) < 1e-3:
+            if max(step.values()) < 1e-4:
                 break
     return fit
 
@@ -253,7 +270,7 @@ def fit_globally(cases: list[Case], start: dict[str, float]) -> dict[str, float]
 def loso_errors(cases: list[Case]) -> dict[str, float]:
     """Each case's error with the fitted figures refitted without its source."""
     out: dict[str, float] = {}
-    start = table_fit()
+    start = START
     for source in sorted({c.source for c in cases}):
         rest = [c for c in cases if c.source != source]
         fit = fit_globally(rest, start)
@@ -289,7 +306,7 @@ def main() -> None:
             print(f"  {source:18} median |error| {med:6.1%}")
     print(f"  {'all':18} median |error| {summ['all']:6.1%}, {within}/{len(cases)} within 10 %")
     if args.fit:
-        full = fit_globally(cases, table_fit())
+        full = fit_globally(cases, START)
         print("\nfull-set fit (train_speed.toml):")
         for k, v in full.items():
             print(f"  {k} = {v:.3f}")

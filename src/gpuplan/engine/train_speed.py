@@ -84,6 +84,7 @@ class Efficiencies:
     nccl_intra: float
     nccl_network: float
     optimizer_bytes_per_param: float
+    tile: int = 1  # the GEMM tile's width in output features (tile quantisation)
     gemm_assumed_from: str = ""  # the family whose GEMM figure an unmeasured family takes
 
 
@@ -109,6 +110,7 @@ def efficiencies(
         "nccl_intra": t["nccl_efficiency"]["intra"],
         "nccl_network": t["nccl_efficiency"]["network"],
         "optimizer_bytes_per_param": t["optimizer"]["bytes_per_param"],
+        "tile": t["gemm_tile"].get(family, 128),
     }
     values.update(override)
     return Efficiencies(**values, gemm_assumed_from=assumed)
@@ -127,9 +129,25 @@ class SpeedModel:
     moe_layers: int = 0
     top_k: int = 0
     head_params: int = 0  # the LM head's, part of flop_params: kept in bf16 under FP8 recipes
-    windows: tuple[
-        int, ...
-    ] = ()  # sliding windows of the windowed attention layers (of attn_layers)
+    # the sliding windows of the windowed attention layers (of attn_layers)
+    windows: tuple[int, ...] = ()
+    # (output features, input features) of a layer's linears and the LM head, before tensor
+    # parallelism: the shapes `tile_efficiency` quantises
+    widths: tuple[tuple[int, int], ...] = ()
+
+    def tile_efficiency(self, tp: int, tile: int) -> float:
+        """The share of a GEMM's tiles doing useful work when each linear's output features,
+        split over `tp` ranks, are covered by tiles `tile` wide (tile quantisation, NVIDIA Deep
+        Learning Performance Guide, "Matrix Multiplication Background": a width one past a
+        multiple of the tile costs a whole extra tile), weighted by the linears' FLOPs."""
+        if not self.widths or tile <= 1:
+            return 1.0
+        useful = padded = 0.0
+        for n, k in self.widths:
+            width = n / tp
+            useful += width * k
+            padded += -(-width // tile) * tile * k
+        return useful / padded if padded else 1.0
 
     def attended(self, seq: int) -> float:
         """Σ over attention layers of the keys a query attends, as a multiple of `seq`: a full
@@ -270,12 +288,13 @@ def _compute(
 ) -> tuple[float, float, float, float]:
     """(GEMM, attention, elementwise, recompute) seconds on one rank over the step."""
     p = _passes(m, lo, e)
-    gemm_rate = g.peak_flops * e.gemm
-    attn_rate = gemm_rate if lo.eager_attention else g.peak_flops * e.flash
+    tiles = m.tile_efficiency(lo.tp, e.tile)
+    gemm_rate = g.peak_flops * e.gemm * tiles
+    attn_rate = g.peak_flops * e.gemm if lo.eager_attention else g.peak_flops * e.flash
     gemm_s = p.gemm_flops / gemm_rate
     if lo.fp8 and g.fp8_peak_flops:
         linear = 1 - m.head_params / max(1, m.flop_params)  # the LM head stays bf16
-        fp8_rate = g.fp8_peak_flops * e.gemm_fp8
+        fp8_rate = g.fp8_peak_flops * e.gemm_fp8 * tiles
         gemm_s = p.gemm_flops * (linear / fp8_rate + (1 - linear) / gemm_rate)
         gemm_rate = p.gemm_flops / gemm_s if gemm_s > 0 else gemm_rate
     attn_s = p.attn_flops / attn_rate + p.attn_bytes / g.hbm_bytes_per_s
@@ -376,7 +395,21 @@ def speed_model(arch: Architecture, flop_params: int) -> SpeedModel:
         top_k,
         arch.vocab_size * arch.hidden_size,
         windows,
+        linear_widths(arch),
     )
+
+
+def linear_widths(arch: Architecture) -> tuple[tuple[int, int], ...]:
+    """(output, input) features of one dense layer's linears and the LM head: q, k, v, o, the
+    MLP's up (and gate) and down (a MoE layer's experts are left to the dense shapes)."""
+    a, h = arch.attention, arch.hidden_size
+    q, kv = a.num_heads * a.head_dim, a.num_kv_heads * a.head_dim
+    out = [(q, h), (kv, h), (kv, h), (h, q)]
+    if arch.mlp is not None:
+        ffn = arch.mlp.intermediate_size
+        out += [(ffn, h)] * (2 if arch.mlp.gated else 1) + [(h, ffn)]
+    out.append((arch.vocab_size, h))
+    return tuple(out)
 
 
 @lru_cache(maxsize=64)
