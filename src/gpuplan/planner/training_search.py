@@ -286,7 +286,8 @@ class _Walk:
         Every candidate moves the same tokens per step, and a step is at least its compute
         plus the traffic no overlap hides (`critical_comm_s`): from operators
         (engine/train_speed.py) compute + optimizer + bubble + exposed TP/DP/PP/CP/EP ≥ compute +
-        optimizer + TP/PP/EP, the compute the same at every micro-batch; at a pinned MFU
+        optimizer + bubble + TP/PP/EP, the compute the same at every micro-batch and the bubble
+        least at micro-batch 1 (the most micro-batches); at a pinned MFU
         (engine/cost.py) max(compute, data-parallel time) + TP/CP/EP/PP time with the bubble in
         the compute, least at micro-batch 1 (the most micro-batches). Both are least for the
         fastest recompute mode that fits at all (`fastest`: fewer FLOPs, and TP sends less
@@ -295,7 +296,8 @@ class _Walk:
         if fastest is None or fastest.time is None:
             return math.inf
         t = fastest.time
-        step = t.compute_s + t.critical_comm_s
+        bubble = t.breakdown.bubble_s if t.breakdown is not None else 0.0
+        step = t.compute_s + bubble + t.critical_comm_s
         return fastest.setup.tokens_per_step / step if step > 0 else math.inf
 
     def ranked(self) -> list[TrainingBill]:
