@@ -135,7 +135,13 @@ def test_full_recompute_costs_a_third_more_compute(lesson_gpu_memory):
     full = _train(lesson_gpu_memory, checkpointing="full")
     assert full.step_flops / plain.step_flops == pytest.approx(4 / 3)
     assert plain.bill.flops.model == full.bill.flops.model  # 6ND either way
-    assert full.tokens_per_second / plain.tokens_per_second == pytest.approx(0.75)
+    # at a pinned utilisation the step time is the FLOPs': exactly 3/4 the speed
+    pinned = _train(lesson_gpu_memory, mfu=0.4).tokens_per_second
+    pinned_full = _train(lesson_gpu_memory, checkpointing="full", mfu=0.4).tokens_per_second
+    assert pinned_full / pinned == pytest.approx(0.75)
+    # from operators, "about 25 %": the recomputed forward adds a third of the forward and
+    # backward's GEMMs and attention, not the optimizer step (engine/train_speed.py)
+    assert full.tokens_per_second / plain.tokens_per_second == pytest.approx(0.75, abs=0.04)
     per_layer = full.bill.activation_bytes_per_layer / plain.bill.activation_bytes_per_layer
     assert per_layer < 0.05  # only the layer input survives
 

@@ -107,7 +107,9 @@ def test_the_text_carries_the_mission_numbers(lesson):
     assert bound == 16 and f"at least {bound} H100s" in _text(steps[18])
     assert "16 H200s, 8 B200s" in _text(steps[18])  # the acceptance figures
     assert "1.5 times" in _text(steps[14])
-    assert "−25 % tokens per second" in _text(steps[17])
+    # "about 25 % fewer tokens per second": a third more FLOPs; from operators (recompute re-runs
+    # the forward's GEMMs, attention and elementwise work, not the optimizer step) 24-25 %
+    assert re.search("−2[45] % tokens per second", _text(steps[17]))
 
 
 def test_drill_steps_do_not_print_their_answer(lesson):

@@ -34,7 +34,7 @@ def _category_bytes(data: dict[str, Any], category: str) -> int:
 
 def why_not_fewer(data: dict[str, Any]) -> dict[str, Any] | None:
     """The largest GPU count the search tried and rejected, and its reason (None without one)."""
-    failed = [a for a in data.get("search") or [] if not a.get("fits")]
+    failed = [a for a in data.get("search") or [] if not a.get("fits") and a.get("tried", True)]
     if not failed:
         return None
     last = max(failed, key=lambda a: int(a["gpus"]))

@@ -184,5 +184,8 @@ def training_goal_data(
         "tokens": ranked[0].time.tokens,
         "days": days,
         "objective": objective,
+        "gpu_counts": ranked[0].count_rule,
+        "global_batch": ranked[0].batch_note,
+        "left_out": list(ranked[0].left_out),
         "options": [o.to_dict(units) for o in ranked],
     }

@@ -7,7 +7,6 @@ from typing import Any
 
 from gpuplan.api.serving import ServingPlan
 from gpuplan.api.training import TrainingPlan, train
-from gpuplan.engine.cost import DEFAULT_MFU
 from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.serving import DEFAULT_HEADROOM, ServingSetup
 from gpuplan.errors import GpuplanError
@@ -238,7 +237,9 @@ class TrainOption:
             "host_bytes_per_gpu": b.host_bytes_per_gpu,
             "step_time_s": t.step_s if t else None,
             "tokens_per_second": t.tokens_per_second if t else None,
-            "mfu": s.mfu,
+            "mfu": t.mfu if t else s.mfu,
+            "mfu_pinned": s.mfu is not None,
+            "step_breakdown_s": t.breakdown.to_dict() if t and t.breakdown else None,
         }
         if engine:
             out["export"] = training_export(b, engine).to_dict()
@@ -260,7 +261,7 @@ def plan_training(
     top: int = 10,
     engine: str | None = None,
     attention: str = "flash",
-    mfu: float = DEFAULT_MFU,
+    mfu: float | None = None,
 ) -> list[TrainOption]:
     """Rank the training layouts of `gpus` × `gpu` that fit, fastest first (estimated tokens/s,
     then less memory per GPU). See planner/training_search.py for what is searched.
@@ -333,6 +334,9 @@ class TrainGoalOption:
     rank: int
     plan: TrainingPlan
     time: Any  # engine.train_time.TrainingTime
+    count_rule: str = ""  # how the GPU counts were chosen (planner/goals.py COUNT_RULE)
+    batch_note: str = ""  # the fixed global batch and where it came from
+    left_out: tuple[str, ...] = ()  # GPU types not ranked, and why
 
     def to_dict(self, units: str = "GB") -> dict[str, Any]:
         row = TrainOption(self.rank, self.plan).to_dict(units)
@@ -346,7 +350,7 @@ def plan_training_goal(
     *,
     tokens: str | int,
     days: float | None = None,
-    gpus: tuple[str, ...] | list[str] = ("h100",),
+    gpus: tuple[str, ...] | list[str] | None = None,
     seq: int = 4096,
     global_batch_tokens: int | None = None,
     recipe: str = "adamw-bf16",
@@ -354,7 +358,7 @@ def plan_training_goal(
     qlora: bool = False,
     headroom: float = DEFAULT_HEADROOM,
     attention: str = "flash",
-    mfu: float = DEFAULT_MFU,
+    mfu: float | None = None,
     objective: str = "gpus",
     prices: Any = None,
     max_gpus: int = 4096,
@@ -362,7 +366,10 @@ def plan_training_goal(
     """For each GPU type, the fewest GPUs (or the cheapest count, `objective="cost"`) whose
     fastest layout trains `tokens` tokens within `days`, with GPU-hours and cost; ranked by
     `objective`. The layouts searched are planner/training_search.py's (tp, pp, cp, ep, dp,
-    ZeRO/FSDP, recompute, micro-batch); `mfu` is the utilisation the step time assumes."""
+    ZeRO/FSDP, recompute, micro-batch); the step time is from operators unless `mfu` pins the
+    utilisation. `gpus` None: every default GPU type with a complete catalog entry (the others
+    named in each option's `left_out`); GPU counts: any within a server, whole servers beyond;
+    the global batch is fixed: `global_batch_tokens`, else about 4M tokens."""
     from gpuplan.catalog.prices import parse_prices
     from gpuplan.planner.goals import train_to_goal
 
@@ -378,7 +385,8 @@ def plan_training_goal(
     }
     ask |= {"headroom": headroom, "attention": attention, "mfu": mfu}
     # one 8-GPU plan per GPU type: the model, recipe and GPU the search scales up from
-    starts = [train(model, gpu, gpus=8, **ask) for gpu in gpus]
+    chosen, left_out = _goal_gpus(gpus)
+    starts = [train(model, gpu, gpus=8, **ask) for gpu in chosen]
     goal = _training_goal(
         starts, n_tokens, days, objective, overrides, max_gpus, global_batch_tokens
     )
@@ -392,9 +400,42 @@ def plan_training_goal(
         )
     by_gpu = {p.bill.setup.gpu.id: p for p in starts}
     return [
-        TrainGoalOption(i + 1, replace(by_gpu[c.bill.setup.gpu.id], bill=c.bill, search=()), c.time)
+        TrainGoalOption(
+            i + 1,
+            replace(by_gpu[c.bill.setup.gpu.id], bill=c.bill, search=()),
+            c.time,
+            c.count_rule,
+            c.batch_note,
+            left_out,
+        )
         for i, c in enumerate(found)
     ]
+
+
+SPEED_FIGURES = (
+    ("bf16_dense_tflops", "dense bf16 FLOP/s"),
+    ("memory_bandwidth_bytes_per_s", "HBM bandwidth"),
+    ("interconnect_bytes_per_s_per_dir", "interconnect bandwidth"),
+)
+
+
+def _goal_gpus(gpus: tuple[str, ...] | list[str] | None) -> tuple[list[str], tuple[str, ...]]:
+    """The GPU types a token goal ranks: the ones given, else every default plan GPU
+    (DEFAULT_PLAN_GPUS, as --help lists them) whose catalog entry has what the training step
+    time needs; the others are named with the figure they lack."""
+    from gpuplan.catalog.gpus import get_gpu
+
+    if gpus:
+        return list(gpus), ()
+    chosen, left_out = [], []
+    for gpu_id in DEFAULT_PLAN_GPUS:
+        spec = get_gpu(gpu_id)
+        missing = [what for key, what in SPEED_FIGURES if not getattr(spec, key)]
+        if missing:
+            left_out.append(f"{gpu_id}: no {', '.join(missing)} in the GPU catalog")
+        else:
+            chosen.append(gpu_id)
+    return chosen, tuple(left_out)
 
 
 def _training_goal(

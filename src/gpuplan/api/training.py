@@ -21,7 +21,7 @@ from gpuplan.catalog import get_precision, load_architecture
 from gpuplan.engine.activations import parse_recompute
 from gpuplan.engine.allocator import predicts
 from gpuplan.engine.architecture import Architecture
-from gpuplan.engine.cost import DEFAULT_MFU, DEFAULT_NETWORK_BYTES_PER_S
+from gpuplan.engine.cost import DEFAULT_NETWORK_BYTES_PER_S
 from gpuplan.engine.frameworks.overrides import TrainOverrides
 from gpuplan.engine.frameworks.profile import FrameworkProfile, validate_profile
 from gpuplan.engine.frozen import field, fields, record, replace
@@ -218,8 +218,12 @@ def _speed_json(b: TrainingBill) -> dict[str, Any]:
         "model_flops": b.flops.model,
         "comm_bytes_per_step": b.comm.total,
         "comm_bytes_by_kind": b.comm.to_dict(),
-        "mfu": b.setup.mfu,
+        "mfu": t.mfu if t else b.setup.mfu,
+        "mfu_pinned": b.setup.mfu is not None or (t is not None and t.mfu_pinned),
         "step_time_s": t.step_s if t else None,
+        "step_breakdown_s": t.breakdown.to_dict() if t and t.breakdown else None,
+        "network": t.network_source if t else "",
+        "step_time_assumes": t.assumed if t else "",
         "compute_time_s": t.compute_s if t else None,
         "exposed_comm_time_s": t.exposed_comm_s if t else None,
         "pipeline_bubble": t.bubble if t else None,
@@ -258,7 +262,7 @@ def train(
     headroom: float = DEFAULT_HEADROOM,
     gpu_memory: str | int | None = None,
     cuda_context: str | int | None = None,
-    mfu: float = DEFAULT_MFU,
+    mfu: float | None = None,
     network_bandwidth: str | float | None = None,
     framework: str | FrameworkProfile | None = None,
     loss: str | None = None,
@@ -330,7 +334,7 @@ def train(
     ref = resolve(model)
     spec = resolve_gpu(gpu, gpu_memory)
     headroom = usable_memory(spec, headroom)
-    mfu = real_number("MFU", mfu)
+    mfu = None if mfu is None else real_number("MFU", mfu)
     capacity_factor = real_number("capacity-factor", capacity_factor, MAX_CAPACITY_FACTOR)
     rec = _recipe(recipe, optimizer, profile)
     lora, base = _lora(ref.arch, lora_rank, lora_targets, qlora)
@@ -354,7 +358,7 @@ def train(
         cuda_context_bytes=DEFAULT_CUDA_CONTEXT_BYTES
         if cuda_context is None
         else _bytes(cuda_context),
-        mfu=float(mfu),
+        mfu=None if mfu is None else float(mfu),
         network_bytes_per_s=_bandwidth(network_bandwidth),
         framework=profile,
         loss=parse_loss(loss).mode_text() if loss else "",

@@ -103,7 +103,8 @@ DEPLOY_TARGETS = ("k8s", "kserve", "skypilot", "ray")  # planner/deploy: manifes
     "--global-batch-tokens",
     type=int,
     default=None,
-    help="--train: tokens per optimizer step. [default: gpus × seq × 8]",
+    help="--train: tokens per optimizer step. [default: gpus × seq × 8; with --tokens, the"
+    " same at every GPU count: about 4M tokens]",
 )
 @click.option("--recipe", default=None, help="--train: training recipe. [default: adamw-bf16]")
 @click.option("--lora-rank", type=int, default=None, help="--train: LoRA adapters of this rank.")
@@ -111,7 +112,12 @@ DEPLOY_TARGETS = ("k8s", "kserve", "skypilot", "ray")  # planner/deploy: manifes
 @click.option("--gpu-memory", default=None, help="Override the GPU's memory, e.g. 80GB.")
 @click.option("--tokens", default=None, help="--train: tokens to train, e.g. 2T.")
 @click.option("--days", type=float, default=None, help="--train: deadline in days.")
-@click.option("--mfu", type=float, default=None, help="--train: assumed MFU. [default: 0.4]")
+@click.option(
+    "--mfu",
+    type=float,
+    default=None,
+    help="--train: pin the MFU. [default: from operators, engine/train_speed.py]",
+)
 @units_option
 @click.option("--json", "as_json", is_flag=True)
 def plan_command(
@@ -314,7 +320,7 @@ def _plan_training(
             )
         if "tokens" not in options:
             raise GpuplanError("--days needs --tokens: how many tokens to train")
-        run_training_goal(model, gpus or ("h100",), options, goal, top, units, as_json, as_csv)
+        run_training_goal(model, gpus, options, goal, top, units, as_json, as_csv)
         return
     options.pop("mfu", None) if options.get("mfu") is None else None
     run_plan_training(

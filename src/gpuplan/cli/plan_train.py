@@ -93,8 +93,12 @@ def render_plan_training(data: dict[str, Any], units: str) -> None:
     out.print(table)
     out.print(
         f"[dim]per GPU against a budget of {format_bytes(rows[0]['budget_bytes'], units)}"
-        f" ({data['headroom']:.0%}); tokens/s at {rows[0]['mfu']:.0%} of peak bf16, the"
-        " bill's cost model"
+        f" ({data['headroom']:.0%}); tokens/s from the bill's step time"
+        + (
+            f" at a pinned {rows[0]['mfu']:.0%} MFU"
+            if rows[0].get("mfu_pinned")
+            else f" from operators ({rows[0]['mfu']:.0%} MFU for the first, engine/train_speed.py)"
+        )
         + ("; CPU offload's PCIe traffic is not priced" if offload else "")
         + "[/dim]"
     )
@@ -163,7 +167,7 @@ def run_training_goal(
     from gpuplan.api.plan_data import training_goal_data
     from gpuplan.api.planning import plan_training_goal
 
-    ranked = plan_training_goal(model, gpus=list(gpus), **_goal_arguments(options, goal))
+    ranked = plan_training_goal(model, gpus=list(gpus) or None, **_goal_arguments(options, goal))
     data = training_goal_data(
         ranked[: max(1, top)], days=options.get("days"), objective=goal["objective"], units=units
     )
@@ -223,14 +227,24 @@ def render_training_goal(data: dict[str, Any], units: str) -> None:
             f"{t['tokens_per_second']:,.0f}",
             f"{t['days']:,.2f}",
             f"{t['gpu_hours']:,.0f}",
-            f"{t['mfu_achieved']:.0%} (of {t['mfu_assumed']:.0%})",
+            f"{t['mfu_achieved']:.0%}"
+            + ("" if t["mfu_assumed"] is None else f" (pinned {t['mfu_assumed']:.0%})"),
             "-" if t["cost_usd"] is None else f"${t['cost_usd']:,.0f}",
         )
     out.print(table)
+    for r in data["options"][:1]:
+        where = r["time"].get("where")
+        if where:
+            parts = ", ".join(f"{k} {v:.0%}" for k, v in where.items() if v >= 0.005)
+            out.print(f"Where the time goes (rank 1): {parts}")
+    out.print(f"GPU counts: {data['gpu_counts']}; {data['global_batch']}")
+    for line in data["left_out"]:
+        out.print(f"[dim]not ranked: {line}[/dim]")
     out.print(
-        "[dim]time = steps × step time (engine/cost.py at --mfu of peak bf16, pipeline"
-        " bubble, exposed communication); MFU achieved = model FLOPs ÷ (GPUs × peak ×"
-        " time); cost from catalog/data/prices.toml or --price[/dim]"
+        "[dim]time = steps × step time (engine/train_speed.py: GEMMs, attention, elementwise,"
+        " recompute, optimizer, pipeline bubble, exposed communication per dimension; --mfu"
+        " pins it); MFU achieved = model FLOPs ÷ (GPUs × peak × time); cost from"
+        " catalog/data/prices.toml or --price[/dim]"
     )
 
 

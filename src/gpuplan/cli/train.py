@@ -166,7 +166,10 @@ from gpuplan.units import format_bytes, format_count
 @headroom_option
 @gpu_memory_option
 @click.option(
-    "--mfu", type=float, default=0.4, show_default=True, help="Utilisation of peak bf16 FLOP/s."
+    "--mfu",
+    type=float,
+    default=None,
+    help="Pin the utilisation of peak bf16 FLOP/s [default: from operators, engine/train_speed.py].",
 )
 @click.option(
     "--network",
@@ -242,7 +245,6 @@ DEFAULTS = {
     "attention": "flash",
     "capacity_factor": 1.0,
     "headroom": 0.9,
-    "mfu": 0.4,
 }
 
 
@@ -261,6 +263,34 @@ def host_table(host: dict[str, Any], units: str, explain: bool) -> Table:
         f"per node {format_bytes(host['per_node_bytes'], units)}",
     )
     return table
+
+
+def step_time_line(data: dict[str, Any]) -> str:
+    """The step time: pinned MFU, or from operators with where the time goes."""
+    head = f"Estimated step {data['step_time_s']:.2f} s"
+    assumes = f"; {data['step_time_assumes']}" if data.get("step_time_assumes") else ""
+    tail = f" → {data['tokens_per_second']:,.0f} tokens/s"
+    b = data.get("step_breakdown_s")
+    if not b:
+        return (
+            head + f" (compute {data['compute_time_s']:.2f} s at {data['mfu']:.0%} MFU (pinned),"
+            f" exposed communication {data['exposed_comm_time_s']:.2f} s{assumes})" + tail
+        )
+    step = data["step_time_s"] or 1.0
+    parts = [
+        ("GEMMs", b["gemm_s"]),
+        ("attention", b["attention_s"]),
+        ("elementwise", b["elementwise_s"]),
+        ("recompute", b["recompute_s"]),
+        ("optimizer", b["optimizer_s"]),
+        ("bubble", b["bubble_s"]),
+        *((f"exposed {k.upper()}", b[f"exposed_{k}_s"]) for k in ("tp", "dp", "pp", "cp", "ep")),
+    ]
+    where = ", ".join(f"{name} {s / step:.0%}" for name, s in parts if s > 0.0005 * step)
+    return (
+        head + f" at {data['mfu']:.0%} MFU from operators ({where}; node network"
+        f" {data['network']}{assumes})" + tail
+    )
 
 
 def render_training(data: dict[str, Any], units: str, explain: bool) -> None:
@@ -305,11 +335,7 @@ def render_training(data: dict[str, Any], units: str, explain: bool) -> None:
         + (f" ({parts})" if parts else "")
     )
     if data["tokens_per_second"]:
-        out.print(
-            f"Estimated step {data['step_time_s']:.2f} s (compute {data['compute_time_s']:.2f} s at"
-            f" {data['mfu']:.0%} utilisation, exposed communication {data['exposed_comm_time_s']:.2f} s)"
-            f" → {data['tokens_per_second']:,.0f} tokens/s"
-        )
+        out.print(step_time_line(data))
     figures = data["memory_figures"]
     out.print(
         f"Peak: the {data['peak_phase'].replace('_', ' ')} phase — allocated"

@@ -1,7 +1,8 @@
 """What each training choice costs: FLOPs per step, bytes communicated per GPU, step time.
 
 FLOPs (Kaplan et al. 2020 §2.1; Chinchilla's C ≈ 6ND; PaLM, Chowdhery et al. 2022, App. B):
-    forward 2N + backward 4N per token, plus attention 12·L·n_heads·d_head·s per token,
+    forward 2N + backward 4N per token, plus attention 12·L·n_heads·d_head·s per token (L the
+    attention layers, a sliding-window layer counted min(s, w)/s, `attended_layers`),
     so a step of D tokens is 6·N·D + 12·L·H·Q·s·D. Full recompute re-runs the forward:
     8·N·D (the lesson's "a third more compute"); selective recompute re-runs only the attention
     core (+ 4·L·H·Q·s·D). With a frozen base (LoRA) the backward skips the weight gradients:
@@ -30,10 +31,16 @@ The utilisation is applied to the FLOPs actually executed, so recompute costs ti
 
 from __future__ import annotations
 
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.frozen import record
 from gpuplan.engine.params import ParamCounts
 from gpuplan.engine.pipeline import bubble_fraction
+
+if TYPE_CHECKING:
+    from gpuplan.engine.train_speed import StepBreakdown
 
 DEFAULT_MFU = 0.4
 DEFAULT_NETWORK_BYTES_PER_S = 50e9  # 400 Gb/s InfiniBand NDR per GPU, one direction
@@ -53,6 +60,19 @@ def flop_params(arch: Architecture, counts: ParamCounts) -> int:
         else arch.learned_positions * arch.hidden_size
     )
     return max(0, counts.active - embedding)
+
+
+@lru_cache(maxsize=1024)
+def attended_layers(arch: Architecture, seq: int) -> float:
+    """The attention term's layer count at sequence length `seq`: each softmax-attention layer
+    once, a sliding-window layer min(s, w)/s of one (Beltagy et al. 2020, Longformer §3: a
+    query attends w keys), a layer without attention (Mamba, linear attention) none."""
+    total = 0.0
+    for layer in arch.layers:
+        if layer.has_attention:
+            w = layer.sliding_window
+            total += 1.0 if w is None else min(seq, w) / seq
+    return total
 
 
 @record
@@ -79,7 +99,7 @@ def step_flops(
     layers (`checkpointed_share`); torchtitan's op-level selective mode re-runs every second
     matmul and the (cheap) rest but not attention: about half the dense forward, N·D."""
     a = arch.attention
-    attn = 12 * arch.num_layers * a.num_heads * a.head_dim * seq * tokens
+    attn = 12 * attended_layers(arch, seq) * a.num_heads * a.head_dim * seq * tokens
     model = 6 * flop_params * tokens + attn
     dense_factor = 4 if frozen_base else 6
     executed: float = dense_factor * flop_params * tokens + attn
@@ -222,8 +242,15 @@ class StepTime:
     bubble: float
     step_s: float
     tokens_per_second: float
-    mfu: float
+    mfu: float  # the pinned MFU, or the one the operators' step time achieves
     peak_flops: float
+    breakdown: StepBreakdown | None = None  # engine/train_speed.py (None: the MFU was pinned)
+    network_source: str = ""  # where the node network figure came from (operators' step time)
+    assumed: str = ""  # what the step time assumed that the output must say
+
+    @property
+    def mfu_pinned(self) -> bool:
+        return self.breakdown is None
 
 
 def step_time(

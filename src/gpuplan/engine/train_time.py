@@ -6,15 +6,17 @@
     GPU-hours  = GPUs × wall time ÷ 3600
     cost       = GPU-hours × price per GPU-hour
 
-The MFU behind the step time is the bill's (`TrainingSetup.mfu`, 40 % by default, overridable);
-the achieved MFU shown is model FLOPs ÷ (GPUs × peak × wall time), lower than the assumed one by
-the pipeline bubble, exposed communication and recompute.
+The step time is the operators' (engine/train_speed.py: GEMMs, attention, elementwise traffic,
+recompute, optimizer, pipeline bubble, exposed communication per dimension), unless
+`TrainingSetup.mfu` pins it (`--mfu`); the achieved MFU is model FLOPs ÷ (GPUs × peak × wall
+time) either way, and `where` says where the operators' step time goes.
 """
 
 from __future__ import annotations
 
 import math
 
+from gpuplan.engine.cost import StepTime
 from gpuplan.engine.frozen import record
 from gpuplan.engine.training import TrainingBill
 from gpuplan.errors import GpuplanError
@@ -33,8 +35,9 @@ class TrainingTime:
     usd_per_gpu_hour: float | None
     cost_usd: float | None
     tokens_per_s: float
-    mfu_assumed: float
+    mfu_assumed: float | None  # the pinned MFU; None: the step time is from operators
     mfu_achieved: float
+    where: dict[str, float] | None = None  # share of the step by component (operators)
 
     @property
     def days(self) -> float:
@@ -54,6 +57,7 @@ class TrainingTime:
             "tokens_per_second": self.tokens_per_s,
             "mfu_assumed": self.mfu_assumed,
             "mfu_achieved": self.mfu_achieved,
+            "where": self.where,
         }
 
 
@@ -85,4 +89,14 @@ def training_time(
         tokens_per_s=per_step * steps / seconds if seconds > 0 else 0.0,
         mfu_assumed=bill.setup.mfu,
         mfu_achieved=achieved,
+        where=_where(t),
     )
+
+
+def _where(t: StepTime) -> dict[str, float] | None:
+    """Each component's share of the step (engine/train_speed.py StepBreakdown), when the step
+    time is from operators."""
+    b, step = t.breakdown, t.step_s
+    if b is None or step <= 0:
+        return None
+    return {k.removesuffix("_s"): v / step for k, v in b.to_dict().items()}

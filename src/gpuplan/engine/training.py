@@ -84,6 +84,7 @@ from gpuplan.engine.serving import DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_HEADROOM
 from gpuplan.engine.sharding import Layout, validate_layout
 from gpuplan.engine.step_amounts import StateAmounts, bpp, held, state_amounts
 from gpuplan.engine.step_amounts import amounts as step_amounts
+from gpuplan.engine.train_speed import operator_time
 from gpuplan.engine.training_lines import state_lines_and_makers, step_lines
 from gpuplan.engine.weights import WeightFormat, weights_bytes
 from gpuplan.errors import GpuplanError
@@ -111,7 +112,7 @@ class TrainingSetup:
     capacity_factor: float = 1.0
     headroom: float = DEFAULT_HEADROOM
     cuda_context_bytes: int = DEFAULT_CUDA_CONTEXT_BYTES
-    mfu: float = DEFAULT_MFU
+    mfu: float | None = None  # None: from operators (engine/train_speed.py); a figure pins it
     network_bytes_per_s: float = DEFAULT_NETWORK_BYTES_PER_S
     framework: FrameworkProfile = GENERIC
     loss: str = ""  # a loss mode (engine/loss.py); "" = the framework's
@@ -237,7 +238,7 @@ def validate_training(setup: TrainingSetup) -> None:
             raise GpuplanError(f"{name.replace('_', '-')} must be at least 1, got {value}")
     if not 0 < setup.headroom <= 1:
         raise GpuplanError(f"headroom must be in (0, 1], got {setup.headroom}")
-    if not 0 < setup.mfu <= 1:
+    if setup.mfu is not None and not 0 < setup.mfu <= 1:
         raise GpuplanError(f"MFU must be in (0, 1], got {setup.mfu}")
     if setup.offload not in OFFLOAD:
         raise GpuplanError(f"unknown offload {setup.offload!r}; use none, optimizer or params")
@@ -745,12 +746,20 @@ def _cost(
         return flops, comm, None
     node = gpu.gpus_per_node
     intra = gpu.interconnect_bytes_per_s_per_dir or setup.network_bytes_per_s
+    if setup.mfu is None and gpu.memory_bandwidth_bytes_per_s:
+        cross = dp_comm_bytes(trainable, 2, bpp(recipe.grads), 0, 1, replicas) / max(
+            1, lo.shard_degree
+        )
+        sharded = dp - (cross if lo.hybrid else 0.0)
+        local = trainable / lo.shard_degree if lo.zero >= 1 else trainable
+        n = flop_params(arch, counts)
+        return flops, comm, operator_time(setup, n, share, flops, comm, sharded, local, intra)
     time = step_time(
         flops,
         lo.gpus,
         tokens,
         gpu.bf16_dense_tflops * 1e12,
-        setup.mfu,
+        setup.mfu or DEFAULT_MFU,
         comm,
         intra,
         setup.network_bytes_per_s,
@@ -760,6 +769,9 @@ def _cost(
         micro_batches=m,
         vpp=lo.vpp,
     )
+    if setup.mfu is None:  # operators need the HBM bandwidth: said, never silently pinned
+        note = f"{DEFAULT_MFU:.0%} MFU assumed: the GPU catalog has no HBM bandwidth for {gpu.name}"
+        time = replace(time, assumed=note)
     return flops, comm, time
 
 

@@ -33,6 +33,7 @@ class TrainAttempt:
     fits: bool
     reason: str
     per_gpu_total_bytes: int | None = None
+    tried: bool = True  # False: a note on counts skipped (whole servers beyond one)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -98,11 +99,26 @@ def _layouts(setup: TrainingSetup, n: int, fixed: set[str]) -> Iterator[Training
 
 
 def _counts(start: int, node: int, max_gpus: int) -> Iterator[int]:
-    """GPU counts to try: every count within a node, whole nodes beyond it."""
-    n = start
+    """GPU counts to try: every count within a node, whole nodes (servers) beyond it: a job
+    spread over part of a second server shares its NVLink island and network with nothing
+    useful, and schedulers hand out whole nodes."""
+    n = start if start <= node else -(-start // node) * node
     while n <= max_gpus:
         yield n
         n = n + 1 if n < node else (n // node + 1) * node
+
+
+def whole_server_rule(low: int, high: int, node: int) -> TrainAttempt:
+    """The attempt that says why the counts `low`..`high` were not tried."""
+    nor = "" if low == high else f" (nor {low}–{high - 1})"
+    return TrainAttempt(
+        high,
+        None,
+        False,
+        f"not tried{nor}: beyond one server ({node} GPUs) only whole servers are used,"
+        f" so the next count is {(high // node + 1) * node} = {high // node + 1} × {node}",
+        tried=False,
+    )
 
 
 def _frugal(setup: TrainingSetup, fixed: set[str], max_gpus: int) -> TrainingBill:
@@ -167,7 +183,12 @@ def fewest_gpus(
                 f" at {setup.headroom:.0%} of {format_bytes(setup.gpu.memory_bytes)}",
             )
         )
-    for n in _counts(start, setup.gpu.gpus_per_node, max_gpus):
+    node = setup.gpu.gpus_per_node
+    previous = start - 1
+    for n in _counts(start, node, max_gpus):
+        if n - previous > 1:
+            attempts.append(whole_server_rule(previous + 1, n - 1, node))
+        previous = n
         best: TrainingBill | None = None
         for candidate in _layouts(setup, n, set(fixed)):
             try:

@@ -29,7 +29,7 @@ and keeps the layouts whose heaviest GPU fits its budget. What keeps the bills f
     micro-batch saves on a stage are computed once by the engine, not once per bill;
   - asked for the `top` plans only (the CLI, the API and the goal planner are), the search is a
     branch and bound: each layout gets a speed ceiling from its fastest bill that fits at
-    micro-batch 1 (`_Walk.ceiling`: compute + TP/CP/EP/PP time, no overlap), layouts
+    micro-batch 1 (`_Walk.ceiling`: compute + the traffic no overlap hides), layouts
     are walked from the highest ceiling down, and the walk stops when a ceiling falls below
     the `top`-th best speed found. The first `top` plans are exactly the exhaustive ranking's
     (tests/test_plan_training.py checks it against billing every candidate).
@@ -37,7 +37,8 @@ CPU offload (optimizer states with ZeRO 1-3, parameters too with ZeRO-3, ZeRO-Of
 2021) is tried only when nothing fits without it, since it trades GPU memory for PCIe traffic the
 cost model does not price.
 
-Ranked by the estimated tokens/s of the bill's cost model (`engine/cost.py`), ties broken by
+Ranked by the estimated tokens/s of the bill's step time (from operators, engine/train_speed.py,
+or at a pinned MFU, engine/cost.py), ties broken by
 lower per-GPU memory, then by the simpler layout, then by the order of the walk.
 """
 
@@ -282,17 +283,21 @@ class _Walk:
 
     def ceiling(self, cell: _Cell) -> float:
         """An upper bound on the tokens/s of every candidate of `cell` that fits, from one bill.
-        engine/cost.py: every candidate moves the same tokens per step, and a step is
-        max(compute, data-parallel time) + TP/CP/EP/PP time, so at least compute + TP/CP/EP/PP
-        time. Both are least for the fastest recompute mode that fits at all (`fastest`: fewer
-        FLOPs, and TP sends less without full recompute) at micro-batch 1 (the most
-        micro-batches: the smallest 1F1B bubble; the TP/CP/EP/PP bytes are the same at every
-        micro-batch)."""
+        Every candidate moves the same tokens per step, and a step is at least its compute
+        plus the traffic no overlap hides (`critical_comm_s`): from operators
+        (engine/train_speed.py) compute + optimizer + bubble + exposed TP/DP/PP/CP/EP ≥ compute +
+        optimizer + bubble + TP/PP/EP, the compute the same at every micro-batch and the bubble
+        least at micro-batch 1 (the most micro-batches); at a pinned MFU
+        (engine/cost.py) max(compute, data-parallel time) + TP/CP/EP/PP time with the bubble in
+        the compute, least at micro-batch 1 (the most micro-batches). Both are least for the
+        fastest recompute mode that fits at all (`fastest`: fewer FLOPs, and TP sends less
+        without full recompute); the TP/CP/EP/PP bytes are the same at every micro-batch."""
         fastest = self.fastest(cell)
         if fastest is None or fastest.time is None:
             return math.inf
         t = fastest.time
-        step = t.compute_s + t.critical_comm_s
+        bubble = t.breakdown.bubble_s if t.breakdown is not None else 0.0
+        step = t.compute_s + bubble + t.critical_comm_s
         return fastest.setup.tokens_per_step / step if step > 0 else math.inf
 
     def ranked(self) -> list[TrainingBill]:
