@@ -23,17 +23,12 @@ def _read_config(path: str) -> str:
     from pathlib import Path
 
     from gpuplan.errors import GpuplanError
+    from gpuplan.safe_read import clean_name, read_bytes
 
     p = Path(path)
     if p.suffix.lower() not in (".yaml", ".yml"):
-        raise GpuplanError(f"--config {path}: a config file must be .yaml or .yml")
-    try:
-        with p.open("rb") as fh:
-            data = fh.read(MAX_CONFIG_BYTES + 1)
-    except OSError as err:
-        raise GpuplanError(f"--config {path}: {err.strerror or 'cannot read it'}") from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise GpuplanError(f"--config {path} is larger than {MAX_CONFIG_BYTES:,} bytes")
+        raise GpuplanError(f"--config {clean_name(path)}: a config file must be .yaml or .yml")
+    data = read_bytes(p, MAX_CONFIG_BYTES, f"--config {clean_name(path)}")
     return data.decode("utf-8", errors="replace")
 
 
