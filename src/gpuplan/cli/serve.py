@@ -297,7 +297,7 @@ def render_engine(data: dict, units: str, explain: bool) -> None:
     else:
         out.print("[bold green]starts[/bold green]")
     for note in e["notes"]:
-        out.print(f"[dim]note: {note}[/dim]")
+        out.print(f"[dim]note: {escape(note)}[/dim]")
     if e.get("unmodelled_flags"):
         out.print(
             "[yellow]unmodelled (these change memory; gpuplan does not follow them):"
@@ -325,6 +325,8 @@ def _render_devices(out: Any, devices: list, units: str) -> None:
 
 
 def render_serving(data: dict, units: str, explain: bool) -> None:
+    from rich.markup import escape
+
     from gpuplan.cli.render import console, print_answers, print_bill, print_search_and_notes
 
     out = console()
@@ -336,7 +338,7 @@ def render_serving(data: dict, units: str, explain: bool) -> None:
         else ""
     )
     out.print(
-        f"[bold]{m['id']}[/bold]  {format_count(data['params_total'])} params{active} · {m['attention']}"
+        f"[bold]{escape(m['id'])}[/bold]  {format_count(data['params_total'])} params{active} · {m['attention']}"
         f" · {m['layers']} layers · weights {data['weights_format']} · KV {data['kv_dtype']}"
     )
     out.print(

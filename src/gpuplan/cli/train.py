@@ -264,6 +264,8 @@ def host_table(host: dict[str, Any], units: str, explain: bool) -> Table:
 
 
 def render_training(data: dict[str, Any], units: str, explain: bool) -> None:
+    from rich.markup import escape
+
     out = console()
     gpu, m, lo = data["gpu"], data["model"], data["layout"]
     lora = data["lora"]
@@ -273,7 +275,7 @@ def render_training(data: dict[str, Any], units: str, explain: bool) -> None:
         else "full training"
     )
     out.print(
-        f"[bold]{m['id']}[/bold]  {format_count(data['params_total'])} params · {what}"
+        f"[bold]{escape(m['id'])}[/bold]  {format_count(data['params_total'])} params · {what}"
         f" · {data['recipe']['describe']}"
     )
     out.print(
