@@ -65,7 +65,7 @@ def check_revision(revision: str) -> str:
     parts = revision.split("/")
     ok = (
         0 < len(revision) <= 255
-        and all(_REF_PART.match(p) for p in parts)
+        and all(_REF_PART.fullmatch(p) for p in parts)
         and ".." not in revision
         and not revision.endswith((".lock", "."))
         and "@{" not in revision
@@ -86,7 +86,7 @@ def _commit_of_ref(ref: Path, shown: str) -> str | None:
         return None
     raw = read_bytes(ref, MAX_REF_BYTES, shown)
     commit = raw.decode("ascii", errors="replace").strip()
-    if not COMMIT.match(commit):
+    if not COMMIT.fullmatch(commit):
         raise GpuplanError(f"{shown}: not a commit hash (a damaged cache entry); not followed")
     return commit
 
@@ -105,7 +105,7 @@ def snapshot(repo_id: str, revision: str | None = None) -> Path | None:
     snaps = repo_dir / "snapshots"
     name = revision or "main"
     commit = _commit_of_ref(repo_dir / "refs" / name, f"{repo_id}: cached refs/{name}")
-    if commit is None and revision is not None and COMMIT.match(revision):
+    if commit is None and revision is not None and COMMIT.fullmatch(revision):
         commit = revision
     if commit is not None:
         folder = snaps / commit
