@@ -197,6 +197,7 @@ def test_config_json_with_long_integers_inf_and_deep_nesting(tmp_path: Path) -> 
         [
             '{"model_type": "llama", "hidden_size": ' + LONG_INT + "}",
             '{"model_type": "llama", "rope_scaling": ' + deep_json(5000) + "}",
+            '{"model_type": "llama", "rope_theta": Infinity}',
         ]
     ):
         folder = tmp_path / f"m{i}"
