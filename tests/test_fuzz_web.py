@@ -1,5 +1,5 @@
 """Property: any request to the web API gets 200 or a 4xx with {"detail": one line}, never a 5xx,
-always with the security headers, each under fuzz_support.CASE_LIMIT.
+always with the security headers (bounded by the server's own limits).
 
 Bodies mix the schema's fields with hostile values (wrong types, huge and non-finite numbers,
 sizes that round to zero, long strings, markup, pasted configs with hostile fields), unknown

@@ -45,7 +45,7 @@ def serving_plan_data(
     nothing meets the ask, the three answers (`fixes`)."""
     from gpuplan.api.planning import DEFAULT_PLAN_GPUS, parse_duration, plan
 
-    extra = {"max_gpus": max_gpus} if max_gpus else {}
+    extra = {"max_gpus": max_gpus} if max_gpus is not None else {}
     options = plan(
         model,
         gpus=gpus or DEFAULT_PLAN_GPUS,

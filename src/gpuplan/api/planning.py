@@ -158,14 +158,19 @@ def plan(
     quantised. prompt/output tokens (for the speed model) default to 3/4 and 1/4 of `context`.
     prices: {gpu: $/GPU-hour} or ["H100=2.5"] over the catalog's table (catalog/data/prices.toml).
     """
-    from gpuplan.api.common import _positive
+    from gpuplan.api.common import _positive, real_number
     from gpuplan.catalog.prices import gpu_price, parse_prices
     from gpuplan.planner.goals import ServingGoal, plan_to_goal
 
+    max_gpus = DEFAULT_MAX_GPUS if max_gpus is None else max_gpus
     for name, value in (("context", context), ("users", users), ("max_gpus", max_gpus)):
+        if value is None:
+            raise GpuplanError(f"{name} must be a whole number ≥ 1, got None")
         _positive(name, value)
-    prompt = prompt_tokens or max(1, context * 3 // 4)
-    output = output_tokens or max(1, context - prompt)
+    real_number("headroom", headroom)  # as serve refuses it: a fraction in (0, 1]
+    # 0 is a value (refused below), not "the default": only None takes the default
+    prompt = prompt_tokens if prompt_tokens is not None else max(1, context * 3 // 4)
+    output = output_tokens if output_tokens is not None else max(1, context - prompt)
     _positive("prompt tokens", prompt)
     _positive("output tokens", output)
     if prompt + output > context:

@@ -738,19 +738,21 @@ def train_from(
 def _config_text(config: str) -> tuple[str, str]:
     """(text, file name) of `config`: the file it names, or the config itself when it is text
     (several lines, a JSON/TOML opening, or command-line flags)."""
+    import os
     from pathlib import Path
 
+    from gpuplan.safe_read import MAX_TEXT_BYTES, clean_name, read_text
+
+    if len(config) > MAX_TEXT_BYTES:
+        raise GpuplanError(f"the config is larger than {MAX_TEXT_BYTES // 2**20} MiB")
     stripped = config.strip()
     if "\n" in stripped or stripped[:1] in ("{", "[", "-") or " --" in stripped:
         return config, ""
     path = Path(stripped)
     try:
-        found = path.is_file()
-    except OSError:
+        found = os.path.lexists(path)
+    except (OSError, ValueError):
         found = False
     if not found:
-        raise GpuplanError(f"no such config file: {stripped}")
-    try:
-        return path.read_text(encoding="utf-8"), path.name
-    except (OSError, UnicodeDecodeError) as e:
-        raise GpuplanError(f"cannot read {stripped}: {e}") from None
+        raise GpuplanError(f"no such config file: {clean_name(stripped, 200)}")
+    return read_text(path, MAX_TEXT_BYTES, clean_name(stripped, 200)), path.name

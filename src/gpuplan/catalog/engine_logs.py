@@ -16,6 +16,7 @@ nothing a log names is opened.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from gpuplan.errors import GpuplanError
 
 MAX_LOG_BYTES = 16 * 2**20
 MAX_LINE_CHARS = 20_000
+MAX_LINES = 200_000  # non-blank lines read: a startup log has a few thousand
 MAX_ARGS_CHARS = 100_000
 WINDOW = 400  # characters after a needle a figure must lie in
 
@@ -220,7 +222,15 @@ class LogFigures:
 
 
 def _lines(text: str) -> list[str]:
-    return [line[:MAX_LINE_CHARS] for line in text.splitlines()]
+    """The first MAX_LINES non-blank lines, each cut to MAX_LINE_CHARS: every later pass over
+    them is bounded, whatever the file holds (5M empty lines cost one split)."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        if line and not line.isspace():
+            lines.append(line[:MAX_LINE_CHARS])
+            if len(lines) >= MAX_LINES:
+                break
+    return lines
 
 
 def detect_engine(text: str) -> str | None:
@@ -416,6 +426,8 @@ def parse_log(text: str) -> LogFigures:
             " (none of their memory lines found)"
         )
     lines = _lines(text)
+    if len(lines) >= MAX_LINES:
+        problems.append(f"only the first {MAX_LINES:,} non-blank lines of the log were read")
     figures = _figures(lines, PATTERNS[engine])
     args, args_source, unreadable = _args(lines, engine)
     v0 = False
@@ -455,17 +467,18 @@ def parse_log(text: str) -> LogFigures:
 
 def read_log(path: str | Path) -> LogFigures:
     """Read a log file (at most MAX_LOG_BYTES; encoding noise replaced) and parse it."""
+    from gpuplan.safe_read import open_regular
+
     p = Path(path)
-    try:
-        with p.open("rb") as fh:
+    shown = clean_text(str(p), 200)
+    if not os.path.lexists(p):
+        raise GpuplanError(f"no such log file: {shown}")
+    with open_regular(p, shown) as fh:  # a FIFO or device is refused before it is opened
+        try:
             data = fh.read(MAX_LOG_BYTES + 1)
-    except FileNotFoundError:
-        raise GpuplanError(f"no such log file: {clean_text(str(p), 200)}") from None
-    except IsADirectoryError:
-        raise GpuplanError(f"{clean_text(str(p), 200)} is a directory, not a log file") from None
-    except OSError as err:
-        raise GpuplanError(f"cannot read {clean_text(str(p), 200)}: {err.strerror}") from None
-    return parse_log_bytes(data, clean_text(str(p), 200))
+        except OSError as err:
+            raise GpuplanError(f"cannot read {shown}: {err.strerror}") from None
+    return parse_log_bytes(data, shown)
 
 
 def parse_log_bytes(data: bytes, name: str = "the log") -> LogFigures:

@@ -126,8 +126,8 @@ def print_search_and_notes(out: Console, data: dict[str, Any]) -> None:
         out.print(f"Why {data['gpus']} and not fewer:")
         for a in rejected:
             out.print(f"  {a['gpus']} GPU{'s' if a['gpus'] > 1 else ''}: {a['reason']}")
-    for note in data["notes"]:
-        out.print(f"[dim]note: {note}[/dim]")
+    for note in data["notes"]:  # notes name tensors and files: their markup is text
+        out.print(f"[dim]note: {escape(note)}[/dim]")
 
 
 def print_answers(

@@ -23,17 +23,12 @@ def _read_config(path: str) -> str:
     from pathlib import Path
 
     from gpuplan.errors import GpuplanError
+    from gpuplan.safe_read import clean_name, read_bytes
 
     p = Path(path)
     if p.suffix.lower() not in (".yaml", ".yml"):
-        raise GpuplanError(f"--config {path}: a config file must be .yaml or .yml")
-    try:
-        with p.open("rb") as fh:
-            data = fh.read(MAX_CONFIG_BYTES + 1)
-    except OSError as err:
-        raise GpuplanError(f"--config {path}: {err.strerror or 'cannot read it'}") from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise GpuplanError(f"--config {path} is larger than {MAX_CONFIG_BYTES:,} bytes")
+        raise GpuplanError(f"--config {clean_name(path)}: a config file must be .yaml or .yml")
+    data = read_bytes(p, MAX_CONFIG_BYTES, f"--config {clean_name(path)}")
     return data.decode("utf-8", errors="replace")
 
 
@@ -302,7 +297,7 @@ def render_engine(data: dict, units: str, explain: bool) -> None:
     else:
         out.print("[bold green]starts[/bold green]")
     for note in e["notes"]:
-        out.print(f"[dim]note: {note}[/dim]")
+        out.print(f"[dim]note: {escape(note)}[/dim]")
     if e.get("unmodelled_flags"):
         out.print(
             "[yellow]unmodelled (these change memory; gpuplan does not follow them):"
@@ -330,6 +325,8 @@ def _render_devices(out: Any, devices: list, units: str) -> None:
 
 
 def render_serving(data: dict, units: str, explain: bool) -> None:
+    from rich.markup import escape
+
     from gpuplan.cli.render import console, print_answers, print_bill, print_search_and_notes
 
     out = console()
@@ -341,7 +338,7 @@ def render_serving(data: dict, units: str, explain: bool) -> None:
         else ""
     )
     out.print(
-        f"[bold]{m['id']}[/bold]  {format_count(data['params_total'])} params{active} · {m['attention']}"
+        f"[bold]{escape(m['id'])}[/bold]  {format_count(data['params_total'])} params{active} · {m['attention']}"
         f" · {m['layers']} layers · weights {data['weights_format']} · KV {data['kv_dtype']}"
     )
     out.print(

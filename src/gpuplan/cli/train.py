@@ -294,6 +294,8 @@ def step_time_line(data: dict[str, Any]) -> str:
 
 
 def render_training(data: dict[str, Any], units: str, explain: bool) -> None:
+    from rich.markup import escape
+
     out = console()
     gpu, m, lo = data["gpu"], data["model"], data["layout"]
     lora = data["lora"]
@@ -303,7 +305,7 @@ def render_training(data: dict[str, Any], units: str, explain: bool) -> None:
         else "full training"
     )
     out.print(
-        f"[bold]{m['id']}[/bold]  {format_count(data['params_total'])} params · {what}"
+        f"[bold]{escape(m['id'])}[/bold]  {format_count(data['params_total'])} params · {what}"
         f" · {data['recipe']['describe']}"
     )
     out.print(

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ValidationError
 import gpuplan
 from gpuplan.errors import GpuplanError
 from gpuplan.web.guard import CSP, LOOPBACK_HOSTS, Guard
-from gpuplan.web.limits import AnswerCache, TooMuchWork, cache_key, check_budget
+from gpuplan.web.limits import AnswerCache, TooMuchWork, cache_key, check_budget, work_units
 from gpuplan.web.pool import Busy, Cancelled, TimedOut, WorkerEnded, WorkerPool
 from gpuplan.web.schema import (
     MAX_BODY_BYTES,
@@ -50,6 +50,7 @@ __all__ = ["CSP", "MAX_BODY_BYTES", "MAX_SWEEP_POINTS", "create_app"]
 
 DEADLINE_S = 10.0  # wall-clock seconds one computation may run before it is stopped
 DISCONNECT_POLL_S = 0.1
+LIGHT_UNITS = 16  # web/limits.py work units: a bill or a serving search runs in the light pool
 
 
 def default_workers() -> int:
@@ -60,10 +61,14 @@ class Engine:
     """The app's computing side: the worker pool, the answer cache, and how a request uses them."""
 
     def __init__(self, workers: int, deadline_s: float) -> None:
+        # two pools: a cheap request (a bill, a serving search) never waits behind heavy ones
+        # (training searches, sweeps), which have their own workers
         self.pool = WorkerPool(workers, deadline_s)
+        self.light = WorkerPool(max(1, workers // 2), deadline_s)
         self.cache = AnswerCache()
         self.threads = ThreadPoolExecutor(
-            max_workers=workers + self.pool.waiting, thread_name_prefix="gpuplan-wait"
+            max_workers=workers + self.light.size + self.pool.waiting + self.light.waiting,
+            thread_name_prefix="gpuplan-wait",
         )
 
     async def answer(self, request: Request, kind: str, body: BaseModel) -> Response:
@@ -71,6 +76,7 @@ class Engine:
         try:
             canonical = _canonical_model(body)
             check_budget(kind, body)
+            units = work_units(kind, body)[0]
         except TooMuchWork as err:
             return _error(422, str(err))
         except ValidationError as err:  # a sweep's base that is not a body of its mode
@@ -84,19 +90,20 @@ class Engine:
         hit = self.cache.get(key)
         if hit is not None:
             return Response(hit[1], status_code=hit[0], media_type="application/json")
-        status, payload = await self._compute(request, kind, body.model_dump(mode="json"))
+        pool = self.light if units <= LIGHT_UNITS else self.pool
+        status, payload = await self._compute(request, kind, body.model_dump(mode="json"), pool)
         if status in (200, 400, 422):
             self.cache.put(key, status, payload)
         return Response(payload, status_code=status, media_type="application/json")
 
-    async def _compute(self, request: Request, kind: str, body: dict) -> tuple[int, bytes]:
+    async def _compute(
+        self, request: Request, kind: str, body: dict, pool: WorkerPool
+    ) -> tuple[int, bytes]:
         cancel = threading.Event()
         watcher = asyncio.ensure_future(_watch(request, cancel))
         loop = asyncio.get_running_loop()
         try:
-            status, answer = await loop.run_in_executor(
-                self.threads, self.pool.call, kind, body, cancel
-            )
+            status, answer = await loop.run_in_executor(self.threads, pool.call, kind, body, cancel)
         except Busy:
             return 503, _json({"detail": "the server is busy; try again in a moment"})
         except TimedOut:
@@ -119,6 +126,7 @@ class Engine:
 
     def close(self) -> None:
         self.pool.close()
+        self.light.close()
         self.threads.shutdown(wait=False, cancel_futures=True)
 
 

@@ -138,6 +138,10 @@ def run_train(req: TrainRequest) -> dict[str, Any]:
         for k, v in fields.items()
         if v is not None and k not in accepted and k in req.model_fields_set
     )
+    if req.dtype is not None:  # not a train() control (listed as ignored), but never any text
+        from gpuplan.catalog import get_precision
+
+        get_precision(req.dtype)
     model = _model_arg(req)
     plan = api.train(model, **kwargs)
     data = plan.to_dict(req.units)

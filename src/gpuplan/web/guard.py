@@ -4,7 +4,9 @@
 - Host and Origin checks: a server bound to loopback answers only to loopback names, so a web
   page that rebinds its own DNS name to 127.0.0.1 (DNS rebinding) gets 400, and a cross-origin
   page's request (Origin not the Host it was sent to) gets 403;
-- request bodies over the limit are refused with 413 before anything parses them;
+- request bodies over the limit are refused with 413 before anything parses them, chunked ones
+  too: the body is read here, whole, before the app sees it (at most `body_limit` bytes), and
+  one not received within BODY_TIMEOUT_S (a client that sends half and stalls) gets 408;
 - an exception that escapes the app becomes a JSON 500 (never a reset connection); the
   traceback goes to the server's log, not to the client.
 
@@ -13,6 +15,7 @@ Every refusal has the API's error shape: {"detail": one line}.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Iterable
@@ -36,10 +39,15 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
 )
 
 log = logging.getLogger("gpuplan.web")
+BODY_TIMEOUT_S = 10.0  # the whole request body, however it is sent
 
 
 class _TooLarge(Exception):
     pass
+
+
+class _Gone(Exception):
+    """The client went away before its body arrived."""
 
 
 def host_name(host: str) -> str:
@@ -80,26 +88,50 @@ class Guard:
         if refusal is not None:
             await _answer(send_with_headers, *refusal)
             return
-        seen = 0
+        try:
+            body = await asyncio.wait_for(self._body(receive), BODY_TIMEOUT_S)
+        except _TooLarge:
+            await _answer(send_with_headers, 413, self._too_large())
+            return
+        except TimeoutError:
+            await _answer(
+                send_with_headers, 408, f"request body not received within {BODY_TIMEOUT_S:g} s"
+            )
+            return
+        except _Gone:
+            return
+        replayed = False
 
-        async def limited() -> dict:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.body_limit:
-                    raise _TooLarge
-            return message
+        async def replay() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: the disconnect the app may wait for
 
         try:
-            await self.app(scope, limited, send_with_headers)
-        except _TooLarge:
-            if not started:
-                await _answer(send_with_headers, 413, self._too_large())
+            await self.app(scope, replay, send_with_headers)
         except Exception:
             log.exception("unhandled error in %s %s", scope.get("method"), scope.get("path"))
             if not started:
                 await _answer(send_with_headers, 500, "internal error")
+
+    async def _body(self, receive: Any) -> bytes:
+        """The whole request body, at most `body_limit` bytes (else _TooLarge, at once)."""
+        chunks, seen = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Gone
+            if message["type"] != "http.request":
+                continue
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.body_limit:
+                raise _TooLarge
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
 
     def _refusal(self, scope: dict) -> tuple[int, str] | None:
         headers = {k.lower(): v for k, v in scope.get("headers", [])}

@@ -14,9 +14,13 @@ MAX_BODY_BYTES = 256 * 1024
 MAX_SWEEP_POINTS = 64
 MAX_CONFIG_DEPTH = 32
 
-Count = Annotated[int, Field(ge=1, le=1024)]
+# strict integers: JSON `true` is not 1 GPU, nor `gpu_memory: true` 1 byte
+Count = Annotated[int, Field(ge=1, le=1024, strict=True)]
 Name = Annotated[str, Field(min_length=1, max_length=120)]
-Size = Annotated[str, Field(min_length=1, max_length=32)] | Annotated[int, Field(ge=0, le=10**15)]
+Size = (
+    Annotated[str, Field(min_length=1, max_length=32)]
+    | Annotated[int, Field(ge=0, le=10**15, strict=True)]
+)
 
 
 OverrideKey = Literal[

@@ -8,7 +8,6 @@ built-in catalog. Nothing here imports huggingface_hub or gguf until a source ne
 
 from __future__ import annotations
 
-import json
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -63,33 +62,22 @@ class ModelSource:
 
 def parse_config_text(text: str, name: str) -> dict[str, Any]:
     """Parse config.json text, with a one-line error for anything that is not a JSON object."""
+    from gpuplan.safe_read import clean_name, load_json
+
+    name = clean_name(name)
     if len(text) > MAX_CONFIG_BYTES:
         raise GpuplanError(f"{name}: config.json is larger than {MAX_CONFIG_BYTES // 1024} KiB")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise GpuplanError(
-            f"{name}: not valid JSON ({err.msg} at line {err.lineno} column {err.colno})"
-        ) from None
-    except RecursionError:
-        raise GpuplanError(f"{name}: not valid JSON (nested too deeply)") from None
+    data = load_json(text, name, cap=MAX_CONFIG_BYTES)
     if not isinstance(data, dict):
         raise GpuplanError(f"{name}: config.json must be a JSON object")
     return data
 
 
 def read_config_file(p: Path, shown: str) -> dict[str, Any]:
-    if not p.is_file():
-        raise GpuplanError(f"{shown}: no such file")
-    if p.stat().st_size > MAX_CONFIG_BYTES:
-        raise GpuplanError(
-            f"{shown}: larger than {MAX_CONFIG_BYTES // 1024} KiB; not a config.json"
-        )
-    try:
-        text = p.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise GpuplanError(f"{shown}: cannot read ({err.__class__.__name__})") from None
-    return parse_config_text(text, shown)
+    """A config.json on disk: a regular file of at most MAX_CONFIG_BYTES (safe_read)."""
+    from gpuplan.safe_read import read_text
+
+    return parse_config_text(read_text(p, MAX_CONFIG_BYTES, shown), shown)
 
 
 def weight_bits(config: dict[str, Any]) -> int | None:
@@ -311,7 +299,9 @@ def from_gguf(path: Path, shown: str) -> ModelSource:
             tensors = tensors + read_gguf(part)[1]
             files.append(part)
     config, ckpt = _gguf_source(meta, tensors, len(files), shown, str(path))
-    name = str(meta.get("general.name") or "") or display_name(path)
+    from gpuplan.safe_read import clean_name
+
+    name = clean_name(str(meta.get("general.name") or ""), 200) or display_name(path)
     found = _repo(path)
     return ModelSource(
         "path",

@@ -19,11 +19,13 @@ import struct
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from gpuplan.catalog.sources.bounds import MAX_FILE_TENSORS, check_shape
 from gpuplan.engine.checkpoint import StoredTensor
 from gpuplan.errors import GpuplanError
+from gpuplan.safe_read import clean_name, open_regular
 
 MAX_HEADER_BYTES = 512 * 1024 * 1024  # metadata with a 256k-token vocabulary is ~10 MB
-MAX_TENSORS = 1_000_000
+MAX_TENSORS = MAX_FILE_TENSORS
 MAX_KV = 100_000
 MAX_STRING = 64 * 1024 * 1024
 MAX_ARRAY_KEPT = 4096  # longer arrays (token lists, scores) keep only their length
@@ -121,9 +123,9 @@ def _quant_sizes() -> dict[int, tuple[str, int, int]]:
 
 def read_gguf(path: Path) -> tuple[dict[str, Any], list[StoredTensor]]:
     """Metadata and tensors of a GGUF file (bounded reads of its header only)."""
-    name = str(path)
+    name = clean_name(str(path))
     try:
-        with path.open("rb") as f:
+        with open_regular(path, name) as f:
             return parse_gguf(f, name)
     except OSError as err:
         raise GpuplanError(f"{name}: cannot read ({err.__class__.__name__})") from None
@@ -149,6 +151,8 @@ def parse_gguf(f: BinaryIO, name: str) -> tuple[dict[str, Any], list[StoredTenso
     tensors = []
     for _ in range(n_tensors):
         tname = r.string()
+        if not tname.isprintable():  # names reach a terminal: control characters escaped
+            tname = clean_name(tname)
         n_dims = r.unpack("<I")
         if not 1 <= n_dims <= 4:  # GGML_MAX_DIMS
             raise GpuplanError(f"{name}: tensor {tname[:80]!r} has {n_dims} dimensions")
@@ -158,9 +162,7 @@ def parse_gguf(f: BinaryIO, name: str) -> tuple[dict[str, Any], list[StoredTenso
         if type_id not in sizes:
             raise GpuplanError(f"{name}: tensor {tname[:80]!r} has unknown GGML type {type_id}")
         tname_type, block, size = sizes[type_id]
-        numel = 1
-        for d in ne:
-            numel *= d
+        numel = check_shape(ne, tname, name)
         if ne[0] % block:
             raise GpuplanError(
                 f"{name}: tensor {tname[:80]!r} row of {ne[0]} is not a multiple of"
@@ -263,8 +265,11 @@ def config_from_gguf(
         value = meta.get(f"{arch}.{key}")
         if isinstance(value, list):  # per-layer values (e.g. head_count_kv): the largest
             value = max(value) if value else None
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
         if isinstance(value, int | float) and not isinstance(value, bool):
-            config[hf_key] = int(value)
+            # a NaN / inf / fractional count stays a float: config_schema refuses it by name
+            config[hf_key] = value
     if "vocab_size" not in config:
         tokens = meta.get("tokenizer.ggml.tokens")
         if tokens is not None:

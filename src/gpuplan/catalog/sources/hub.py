@@ -13,7 +13,6 @@ repository listing (`HfApi.model_info`).
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -22,8 +21,10 @@ from gpuplan.engine.checkpoint import StoredTensor
 from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
 
-TIMEOUT_S = 15.0
+DEADLINE_S = 20.0  # one model's whole resolution: the listing and every header read
+READ_TIMEOUT_S = 5.0  # one socket read; a stream is also cut when the deadline passes
 MAX_JSON_BYTES = 16 * 1024 * 1024
+MAX_LISTING_BYTES = 64 * 1024 * 1024
 WORKERS = 8
 
 
@@ -55,6 +56,13 @@ class HubRepo:
     repo_id: str
     revision: str  # the commit the listing answered for (or the revision asked)
     files: tuple[str, ...]
+    deadline: float = 0.0  # time.monotonic() by which every request for this model ends
+
+
+def _deadline() -> float:
+    import time
+
+    return time.monotonic() + DEADLINE_S
 
 
 def _headers(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -79,17 +87,33 @@ def _fail(repo_id: str, err: Exception) -> GpuplanError:
 
 
 def repo_listing(repo_id: str, revision: str | None) -> HubRepo:
-    from huggingface_hub import HfApi
+    """The repository's files and commit (the model-info API `HfApi.model_info` calls:
+    /api/models/{repo}[/revision/{rev}]), streamed under the resolution's deadline."""
+    from urllib.parse import quote
 
-    _session()
-    try:
-        info = HfApi(endpoint=endpoint(), token=_token()).model_info(
-            repo_id, revision=revision, timeout=TIMEOUT_S
-        )
-    except Exception as err:  # network, HTTP and Hub errors alike become one line
-        raise _fail(repo_id, err) from None
-    files = tuple(s.rfilename for s in (info.siblings or []))
-    return HubRepo(repo_id, info.sha or revision or "main", files)
+    from gpuplan.catalog.sources.hf_cache import check_revision
+
+    deadline = _deadline()
+    url = f"{endpoint()}/api/models/{repo_id}"
+    if revision is not None:
+        check_revision(revision)
+        url += f"/revision/{quote(revision, safe='')}"
+    raw = _get(url, _headers(), deadline, MAX_LISTING_BYTES + 1, 0, repo_id)
+    if len(raw) > MAX_LISTING_BYTES:
+        raise GpuplanError(f"{repo_id}: the Hub's listing is larger than 64 MiB")
+    from gpuplan.safe_read import load_json
+
+    info = load_json(raw, f"{repo_id}: the Hub's listing", cap=MAX_LISTING_BYTES)
+    siblings = info.get("siblings") if isinstance(info, dict) else None
+    if not isinstance(siblings, list):
+        raise GpuplanError(f"{repo_id}: the Hub's listing has no file list")
+    files = tuple(
+        s["rfilename"]
+        for s in siblings
+        if isinstance(s, dict) and isinstance(s.get("rfilename"), str)
+    )
+    sha = info.get("sha")
+    return HubRepo(repo_id, sha if isinstance(sha, str) else revision or "main", files, deadline)
 
 
 def _url(repo_id: str, revision: str, filename: str) -> str:
@@ -98,25 +122,40 @@ def _url(repo_id: str, revision: str, filename: str) -> str:
     return hf_hub_url(repo_id, filename, revision=revision, endpoint=endpoint())
 
 
-def read_range(repo_id: str, revision: str, filename: str, start: int, length: int) -> bytes:
+def read_range(repo: HubRepo, filename: str, start: int, length: int) -> bytes:
     """Bytes [start, start + length) of a file, never more, even if Range is ignored."""
     headers = _headers({"Range": f"bytes={start}-{start + length - 1}"})
+    url = _url(repo.repo_id, repo.revision, filename)
+    return _get(url, headers, repo.deadline, length, start, f"{repo.repo_id}/{filename}")
+
+
+def _get(
+    url: str, headers: dict[str, str], deadline: float, length: int, start: int, shown: str
+) -> bytes:
+    """A GET streamed under a whole-request deadline: each socket read waits at most
+    READ_TIMEOUT_S and the stream is cut once `deadline` passes, so a server that sends one
+    byte at a time ends in one line, as one that never answers does. At most `length` bytes
+    (from `start` when the server ignored Range)."""
+    import time
+
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise _late(shown)
     try:
         with _session().stream(
             "GET",
-            _url(repo_id, revision, filename),
+            url,
             headers=headers,
-            timeout=TIMEOUT_S,
+            timeout=min(READ_TIMEOUT_S, remaining),
             follow_redirects=True,
         ) as r:
-            if r.status_code >= 400:
-                from huggingface_hub.utils import hf_raise_for_status
-
-                r.read()
-                hf_raise_for_status(r)
+            if r.status_code >= 400:  # the body is never read: the Hub's error headers say it
+                raise _status(shown, r.status_code, r.headers.get("X-Error-Code", ""))
             skip = start if r.status_code == 200 else 0  # Range ignored: skip to start
             out = bytearray()
             for chunk in r.iter_bytes():
+                if time.monotonic() > deadline:
+                    raise _late(shown)
                 if skip:
                     cut = min(skip, len(chunk))
                     chunk, skip = chunk[cut:], skip - cut
@@ -126,18 +165,41 @@ def read_range(repo_id: str, revision: str, filename: str, start: int, length: i
             return bytes(out[:length])
     except GpuplanError:
         raise
-    except Exception as err:
-        raise _fail(f"{repo_id}/{filename}", err) from None
+    except Exception as err:  # network, HTTP and Hub errors alike become one line
+        raise _fail(shown, err) from None
+
+
+# X-Error-Code values the Hub sends (huggingface_hub/utils/_http.py hf_raise_for_status)
+_ERROR_CODES = {
+    "RepoNotFound": "no such repository (or private: set HF_TOKEN)",
+    "GatedRepo": "gated repository: accept its terms and set HF_TOKEN",
+    "RevisionNotFound": "no such revision",
+    "EntryNotFound": "no such file in the repository",
+}
+
+
+def _status(shown: str, status: int, code: str) -> GpuplanError:
+    text = _ERROR_CODES.get(code)
+    if text is None and status in (401, 403):
+        text = _ERROR_CODES["RepoNotFound"]
+    if text is None:
+        text = f"Hub request failed (HTTP {status})"
+    return GpuplanError(f"{shown}: {text}")
+
+
+def _late(shown: str) -> GpuplanError:
+    return GpuplanError(
+        f"{shown}: the Hub did not answer within {DEADLINE_S:g} s (HF_HUB_OFFLINE=1 to use the cache only)"
+    )
 
 
 def read_json(repo: HubRepo, filename: str) -> dict[str, Any]:
-    raw = read_range(repo.repo_id, repo.revision, filename, 0, MAX_JSON_BYTES + 1)
+    from gpuplan.safe_read import load_json
+
+    raw = read_range(repo, filename, 0, MAX_JSON_BYTES + 1)
     if len(raw) > MAX_JSON_BYTES:
         raise GpuplanError(f"{repo.repo_id}/{filename}: larger than {MAX_JSON_BYTES // 2**20} MiB")
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise GpuplanError(f"{repo.repo_id}/{filename}: not valid JSON") from None
+    data = load_json(raw, f"{repo.repo_id}/{filename}", cap=MAX_JSON_BYTES)
     if not isinstance(data, dict):
         raise GpuplanError(f"{repo.repo_id}/{filename}: must be a JSON object")
     return data
@@ -157,9 +219,7 @@ class RangeStream:
 
     def read(self, n: int) -> bytes:
         while len(self.buffer) - self.at < n and not self.ended:
-            chunk = read_range(
-                self.repo.repo_id, self.repo.revision, self.filename, self.next_start, self.block
-            )
+            chunk = read_range(self.repo, self.filename, self.next_start, self.block)
             self.ended = len(chunk) < self.block
             self.next_start += len(chunk)
             self.buffer, self.at = self.buffer[self.at :] + chunk, 0
@@ -180,8 +240,8 @@ def shard_header(repo: HubRepo, filename: str) -> list[StoredTensor]:
     """One safetensors file's header: bytes 0-7 (its length N), then bytes 8 to 8 + N: two
     range requests, never a byte of tensor data."""
     name = f"{repo.repo_id}/{filename}"
-    n = st.header_length(read_range(repo.repo_id, repo.revision, filename, 0, 8), name)
-    raw = read_range(repo.repo_id, repo.revision, filename, 8, n) if n else b""
+    n = st.header_length(read_range(repo, filename, 0, 8), name)
+    raw = read_range(repo, filename, 8, n) if n else b""
     if len(raw) < n:
         raise GpuplanError(f"{name}: safetensors header length {n:,} runs past the end of the file")
     return st.parse_header(raw, name)
@@ -189,9 +249,7 @@ def shard_header(repo: HubRepo, filename: str) -> list[StoredTensor]:
 
 def safetensors_files(repo: HubRepo) -> list[str]:
     if "model.safetensors.index.json" in repo.files:
-        raw = read_range(
-            repo.repo_id, repo.revision, "model.safetensors.index.json", 0, st.MAX_INDEX_BYTES
-        )
+        raw = read_range(repo, "model.safetensors.index.json", 0, st.MAX_INDEX_BYTES)
         return st.parse_index(
             raw.decode("utf-8", errors="replace"), f"{repo.repo_id}/model.safetensors.index.json"
         )

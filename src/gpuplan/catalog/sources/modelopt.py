@@ -11,7 +11,6 @@ it in model_executor/layers/quantization/modelopt.py). It becomes the config's
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +42,9 @@ def read_modelopt(folder: Path) -> dict[str, Any] | None:
     path = folder / "hf_quant_config.json"
     if not path.is_file():
         return None
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            raise GpuplanError(f"{path}: larger than {MAX_BYTES // 2**20} MiB")
-        data = json.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise GpuplanError(f"{path}: not a readable JSON file") from None
+    from gpuplan.safe_read import load_json, read_text
+
+    data = load_json(read_text(path, MAX_BYTES), str(path), cap=MAX_BYTES)
     return quantization_config_from_modelopt(data, str(path))
 
 

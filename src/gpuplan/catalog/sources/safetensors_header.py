@@ -11,13 +11,16 @@ A sharded checkpoint lists its files in `model.safetensors.index.json` ("weight_
 from __future__ import annotations
 
 import json
+import os
 import struct
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from gpuplan.catalog.sources.bounds import MAX_FILE_TENSORS, MAX_TENSORS, check_count, check_shape
 from gpuplan.engine.checkpoint import StoredTensor
 from gpuplan.errors import GpuplanError
+from gpuplan.safe_read import clean_name, load_json, open_regular, read_text
 
 MAX_HEADER_BYTES = 100_000_000  # safetensors' own MAX_HEADER_SIZE
 MAX_INDEX_BYTES = 64 * 1024 * 1024  # an index of a 1,000-shard checkpoint is a few MB
@@ -73,9 +76,12 @@ def header_length(first8: bytes, name: str, file_size: int | None = None) -> int
 
 def parse_header(raw: bytes, name: str) -> list[StoredTensor]:
     """The tensors a header describes; any malformed entry is a one-line error."""
+    name = clean_name(name)
+    # every entry is an object: more braces than MAX_FILE_TENSORS is refused before parsing
+    check_count(raw.count(b"{") - 2, name, MAX_FILE_TENSORS)
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        data = json.loads(raw.decode("utf-8"), parse_int=_int, parse_constant=_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise GpuplanError(f"{name}: safetensors header is not valid JSON") from None
     if not isinstance(data, dict):
         raise GpuplanError(f"{name}: safetensors header must be a JSON object")
@@ -85,6 +91,16 @@ def parse_header(raw: bytes, name: str) -> list[StoredTensor]:
             continue
         tensors.append(_tensor(key, info, name))
     return tensors
+
+
+def _int(text: str) -> int:
+    if len(text) > 24:  # offsets are < 2^62 (19 digits): a longer integer is not a header
+        raise ValueError(text[:20])
+    return int(text)
+
+
+def _constant(text: str) -> float:
+    raise ValueError(text)
 
 
 def _tensor(key: str, info: Any, name: str) -> StoredTensor:
@@ -98,11 +114,9 @@ def _tensor(key: str, info: Any, name: str) -> StoredTensor:
         raise GpuplanError(f"{name}: tensor {key[:80]!r} has unknown dtype {str(dtype)[:20]!r}")
     if type(shape) is not list or len(shape) > MAX_DIMS:
         raise GpuplanError(f"{name}: tensor {key[:80]!r} has an invalid shape")
-    numel = 1
-    for d in shape:
-        if type(d) is not int or not 0 <= d < 2**48:
-            raise GpuplanError(f"{name}: tensor {key[:80]!r} has an invalid shape")
-        numel *= d
+    if not all(type(d) is int for d in shape):
+        raise GpuplanError(f"{name}: tensor {key[:80]!r} has an invalid shape")
+    numel = check_shape(shape, key, name)
     if type(offsets) is not list or len(offsets) != 2:
         raise GpuplanError(f"{name}: tensor {key[:80]!r} has invalid data_offsets")
     begin, end = offsets
@@ -114,15 +128,17 @@ def _tensor(key: str, info: Any, name: str) -> StoredTensor:
             f"{name}: tensor {key[:80]!r}: data_offsets span {end - begin:,} bytes, but"
             f" {dtype} {shape} needs {need:,}"
         )
-    return StoredTensor(key, str(dtype), tuple(shape), need)
+    return StoredTensor(
+        key if key.isprintable() else clean_name(key), str(dtype), tuple(shape), need
+    )
 
 
 def read_file_header(path: Path) -> list[StoredTensor]:
     """Read one local .safetensors file's header: 8 + N bytes, never the tensor data."""
-    name = str(path)
+    name = clean_name(str(path))
     try:
-        size = path.stat().st_size
-        with path.open("rb") as f:
+        with open_regular(path, name) as f:
+            size = os.fstat(f.fileno()).st_size
             n = header_length(f.read(8), name, size)
             raw = f.read(n)
     except OSError as err:
@@ -132,10 +148,7 @@ def read_file_header(path: Path) -> list[StoredTensor]:
 
 def parse_index(text: str, name: str) -> list[str]:
     """The shard files a `model.safetensors.index.json` names, in order."""
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        raise GpuplanError(f"{name}: not valid JSON") from None
+    data = load_json(text, name, cap=MAX_INDEX_BYTES, max_nodes=4 * MAX_TENSORS)
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict):
         raise GpuplanError(f"{name}: no weight_map")
@@ -155,13 +168,7 @@ def _safe_name(file: str) -> bool:
 
 
 def read_index_file(path: Path) -> list[str]:
-    try:
-        if path.stat().st_size > MAX_INDEX_BYTES:
-            raise GpuplanError(f"{path}: larger than {MAX_INDEX_BYTES // 2**20} MiB")
-        text = path.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise GpuplanError(f"{path}: cannot read ({err.__class__.__name__})") from None
-    return parse_index(text, str(path))
+    return parse_index(read_text(path, MAX_INDEX_BYTES), clean_name(str(path)))
 
 
 def local_shards(folder: Path) -> list[Path]:
@@ -187,5 +194,10 @@ def read_headers(
         with ThreadPoolExecutor(max_workers=min(workers, len(names))) as pool:
             parts = list(pool.map(read_one, names))
     else:
-        parts = [read_one(n) for n in names]
-    return [t for part in parts for t in part]
+        parts = []
+        for n in names:  # stop as soon as the checkpoint passes MAX_TENSORS
+            parts.append(read_one(n))
+            check_count(sum(map(len, parts)), "the checkpoint")
+    tensors = [t for part in parts for t in part]
+    check_count(len(tensors), "the checkpoint")
+    return tensors

@@ -9,11 +9,21 @@ integration fills them in) are left to the other arguments.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from gpuplan.engine.frameworks.overrides import TrainOverrides, boolean, positive_int
+from gpuplan.engine.frameworks.overrides import TrainOverrides, boolean, positive_int, section
 from gpuplan.errors import GpuplanError
+from gpuplan.safe_read import load_json
+
+
+def _number(value: Any) -> Any:
+    """A bucket size as DeepSpeed takes it: a number, or its text ("5e8")."""
+    if isinstance(value, str) and len(value) <= 40:
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def _auto(value: Any) -> bool:
@@ -21,28 +31,44 @@ def _auto(value: Any) -> bool:
 
 
 def _enabled(doc: dict[str, Any], key: str) -> bool:
-    node = doc.get(key) or {}
-    return isinstance(node, dict) and boolean(f"{key}.enabled", node.get("enabled", False))
+    """`bf16` / `fp16`: an object with `enabled` (DeepSpeed reads it as DeepSpeedBF16Config /
+    DeepSpeedFP16Config keyword arguments, runtime/precision_config.py) or a plain true/false;
+    anything else (`"bf16": "yes"`) is refused, never read as off."""
+    node = doc.get(key)
+    if node is None or isinstance(node, bool):
+        return bool(node)
+    if not isinstance(node, dict):
+        raise GpuplanError(f'{key} must be an object like {{"enabled": true}}, got {node!r:.40}')
+    return boolean(f"{key}.enabled", node.get("enabled", False))
+
+
+def _device(zero: dict[str, Any], key: str) -> str:
+    """offload_optimizer / offload_param `device`: none, cpu or nvme (zero/offload_config.py
+    OffloadDeviceEnum)."""
+    device = section(zero, key).get("device", "none")
+    if device is None:
+        return "none"
+    if device not in ("none", "cpu", "nvme"):
+        raise GpuplanError(
+            f"zero_optimization.{key}.device must be none, cpu or nvme, got {device!r:.40}"
+        )
+    return str(device)
 
 
 def read(text: str, gpus: int | None = None) -> TrainOverrides:
     """A ds_config → train() arguments; `gpus` checks train_batch_size against the world."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise GpuplanError(f"cannot read the DeepSpeed JSON: {e}") from None
+    doc = load_json(text, "the DeepSpeed JSON")
     if not isinstance(doc, dict):
         raise GpuplanError("a DeepSpeed config is a JSON object")
-    zero = doc.get("zero_optimization") or {}
+    zero = section(doc, "zero_optimization")
     stage = zero.get("stage", 0)
-    if stage not in (0, 1, 2, 3):
+    if isinstance(stage, bool) or stage not in (0, 1, 2, 3):
         raise GpuplanError(f"zero_optimization.stage must be 0-3, got {stage!r}")
     kwargs: dict[str, Any] = {"zero": stage}
-    opt_dev = (zero.get("offload_optimizer") or {}).get("device", "none")
-    param_dev = (zero.get("offload_param") or {}).get("device", "none")
-    if param_dev not in ("none", None) and stage != 3:
+    opt_dev, param_dev = _device(zero, "offload_optimizer"), _device(zero, "offload_param")
+    if param_dev != "none" and stage != 3:
         raise GpuplanError("offload_param needs zero_optimization.stage 3")
-    if opt_dev not in ("none", None) and stage == 0:
+    if opt_dev != "none" and stage == 0:
         raise GpuplanError("offload_optimizer needs zero_optimization.stage 1-3")
     if param_dev in ("cpu", "nvme"):
         kwargs["offload"] = "params"
@@ -72,10 +98,10 @@ def read(text: str, gpus: int | None = None) -> TrainOverrides:
         ("allgather_bucket_size", "allgather_bucket_elems"),
     ):
         if not _auto(zero.get(key)):
-            framework[name] = positive_int(f"zero_optimization.{key}", float(zero[key]))
+            framework[name] = positive_int(f"zero_optimization.{key}", _number(zero[key]))
     if framework:
         kwargs["framework_overrides"] = framework
-    ac = doc.get("activation_checkpointing") or {}
+    ac = section(doc, "activation_checkpointing")
     if boolean("activation_checkpointing.cpu_checkpointing", ac.get("cpu_checkpointing", False)):
         kwargs["offload_activations"] = True
     return TrainOverrides("deepspeed", None, kwargs, ())

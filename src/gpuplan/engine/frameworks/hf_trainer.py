@@ -9,11 +9,16 @@ give the ds_config with --from instead).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from gpuplan.engine.frameworks.overrides import TrainOverrides, boolean, positive_int
+from gpuplan.engine.frameworks.overrides import (
+    TrainOverrides,
+    boolean,
+    positive_int,
+    str_list,
+)
 from gpuplan.errors import GpuplanError
+from gpuplan.safe_read import load_json
 
 OPTIMIZERS = {
     "adamw_torch": ("adamw-amp-bf16", "foreach"),
@@ -28,10 +33,7 @@ OPTIMIZERS = {
 
 
 def read(text: str) -> TrainOverrides:
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise GpuplanError(f"cannot read the TrainingArguments JSON: {e}") from None
+    doc = load_json(text, "the TrainingArguments JSON")
     if not isinstance(doc, dict):
         raise GpuplanError("TrainingArguments JSON is an object")
     if doc.get("deepspeed"):
@@ -63,8 +65,10 @@ def read(text: str) -> TrainOverrides:
     if seq is not None:
         kwargs["seq"] = positive_int("max_seq_length", seq)
     fsdp = doc.get("fsdp") or ""
-    if isinstance(fsdp, list):
-        fsdp = " ".join(fsdp)
+    if isinstance(fsdp, list):  # TrainingArguments takes a list of FSDPOption names or a string
+        fsdp = " ".join(str_list("fsdp", fsdp))
+    elif not isinstance(fsdp, str):
+        raise GpuplanError(f"fsdp must be a string or a list of options, got {fsdp!r:.40}")
     modes = [m for m in str(fsdp).split() if m in ("full_shard", "shard_grad_op", "hybrid_shard")]
     if modes:
         kwargs["fsdp"] = modes[0]

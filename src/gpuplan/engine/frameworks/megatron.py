@@ -24,6 +24,7 @@ from gpuplan.engine.architecture import (
 )
 from gpuplan.engine.frameworks.overrides import TrainOverrides, positive_int
 from gpuplan.errors import GpuplanError
+from gpuplan.safe_read import load_yaml
 
 GPT2_BPE_VOCAB = 50257  # GPT2BPETokenizer (megatron/training/tokenizer)
 VOCAB_DIVISOR = 128  # --make-vocab-size-divisible-by default
@@ -144,22 +145,54 @@ def parse_flags(text: str) -> dict[str, Any]:
 
 
 def _yaml_flags(text: str) -> dict[str, Any]:
-    import yaml
-
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise GpuplanError(f"cannot read the Megatron-LM model_config.yaml: {e}") from None
+    doc = load_yaml(text, "the Megatron-LM model_config.yaml")
     args = doc.get("MODEL_ARGS", doc) if isinstance(doc, dict) else None
     if not isinstance(args, dict):
         raise GpuplanError("a Megatron-LM model_config.yaml needs a MODEL_ARGS mapping of flags")
     return {str(k).lstrip("-").replace("_", "-"): v for k, v in args.items()}
 
 
+# flag → the config_schema field whose bounds it shares (the table config.json is read through)
+BOUNDS = {
+    "num-layers": "num_hidden_layers",
+    "hidden-size": "hidden_size",
+    "ffn-hidden-size": "intermediate_size",
+    "num-attention-heads": "num_attention_heads",
+    "kv-channels": "head_dim",
+    "num-query-groups": "num_key_value_heads",
+    "vocab-size": "vocab_size",
+    "max-position-embeddings": "max_position_embeddings",
+    "seq-length": "max_position_embeddings",
+    "num-experts": "num_experts",
+    "moe-router-topk": "experts_per_token",
+    "moe-ffn-hidden-size": "moe_intermediate_size",
+    "make-vocab-size-divisible-by": "block_multiple_of",
+    "recompute-num-layers": "num_hidden_layers",
+    "num-layers-per-virtual-pipeline-stage": "num_hidden_layers",
+    "num-virtual-stages-per-pipeline-rank": "num_hidden_layers",
+    "tensor-model-parallel-size": "num_attention_heads",
+    "pipeline-model-parallel-size": "num_hidden_layers",
+    "context-parallel-size": "num_attention_heads",
+    "expert-model-parallel-size": "experts_per_token",
+}
+
+
 def _int(flags: dict[str, Any], name: str, default: int | None = None) -> int | None:
     if name not in flags or flags[name] is None:
         return default
-    return positive_int(f"--{name}", flags[name])
+    return positive_int(f"--{name}", flags[name], BOUNDS.get(name))
+
+
+def _fraction(flags: dict[str, Any], name: str, default: float) -> float:
+    """A probability flag (--hidden-dropout): a finite number in [0, 1]."""
+    value = flags.get(name, default)
+    try:
+        p = float(value) if not isinstance(value, bool) and len(str(value)) <= 40 else -1.0
+    except (TypeError, ValueError):
+        p = -1.0
+    if not 0 <= p <= 1:
+        raise GpuplanError(f"--{name} must be a number in [0, 1], got {str(value)[:40]!r}")
+    return p
 
 
 def _on(flags: dict[str, Any], name: str) -> bool:
@@ -202,9 +235,12 @@ def architecture(flags: dict[str, Any], tp: int) -> Architecture:
     experts = _int(flags, "num-experts", 0) or 0
     moe = None
     if experts:
+        topk = _int(flags, "moe-router-topk", 2) or 2
+        if topk > experts:  # megatron/core/transformer/moe/router.py routes top-k of the experts
+            raise GpuplanError(f"--moe-router-topk {topk} exceeds --num-experts {experts}")
         moe = MoESpec(
             num_experts=experts,
-            experts_per_token=_int(flags, "moe-router-topk", 2) or 2,
+            experts_per_token=topk,
             expert_intermediate_size=_int(flags, "moe-ffn-hidden-size", ffn) or ffn,
         )
     return Architecture(
@@ -310,7 +346,7 @@ def read(text: str) -> TrainOverrides:
         "checkpointing": _recompute(flags),
         "recipe": "adamw-fp16-megatron" if _on(flags, "fp16") else "adamw-bf16-fp32grad",
         "zero": 1 if _on(flags, "use-distributed-optimizer") else 0,
-        "dropout": float(flags.get("hidden-dropout", 0.1)),
+        "dropout": _fraction(flags, "hidden-dropout", 0.1),
         "stage": "last",  # Megatron logs memory from the last rank: the last pipeline stage
     }
     if not _on(flags, "bf16") and not _on(flags, "fp16"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.config_schema import FIELDS
 from gpuplan.engine.frozen import field, record
 from gpuplan.errors import GpuplanError
 
@@ -30,15 +31,57 @@ class TrainOverrides:
         return {"framework": self.framework, **self.kwargs}
 
 
-def positive_int(name: str, value: Any) -> int:
-    """A whole number ≥ 1, or a one-line error naming the setting."""
+MAX_SETTING = 1 << 40  # any count a framework config sets (batch, steps, bucket elements)
+
+
+def positive_int(name: str, value: Any, field: str | None = None) -> int:
+    """A whole number ≥ 1 (at most MAX_SETTING, or within the bounds of config_schema's `field`
+    when given: the same table config.json is read through), or a one-line error naming the
+    setting."""
+    if isinstance(value, str) and len(value) > 40:
+        raise GpuplanError(f"{name} must be a whole number, got a {len(value):,}-character value")
     try:
         n = int(value)
-    except (TypeError, ValueError):
-        raise GpuplanError(f"{name} must be a whole number, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise GpuplanError(f"{name} must be a whole number, got {_shown(value)}") from None
     if isinstance(value, bool) or n < 1 or (isinstance(value, float) and value != n):
-        raise GpuplanError(f"{name} must be a whole number ≥ 1, got {value!r}")
+        raise GpuplanError(f"{name} must be a whole number ≥ 1, got {_shown(value)}")
+    lo, hi = 1, MAX_SETTING
+    if field is not None:
+        rule = FIELDS[field]
+        lo, hi = max(1, int(rule.lo)), int(rule.hi)
+    if not lo <= n <= hi:
+        raise GpuplanError(
+            f"{name} must be a whole number in [{lo:,}, {hi:,}], got {_shown(value)}"
+        )
     return n
+
+
+def _shown(value: Any) -> str:
+    """A value for a message: its repr, cut short (no decimal printing of a huge integer)."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def section(doc: Any, name: str) -> dict[str, Any]:
+    """The mapping at `name` (absent or null: empty), or a one-line error naming its type."""
+    node = doc.get(name)
+    if node is None:
+        return {}
+    if not isinstance(node, dict):
+        raise GpuplanError(f"{name} must be a mapping, got {type(node).__name__} {_shown(node)}")
+    return node
+
+
+def str_list(name: str, value: Any) -> list[str]:
+    """A list of names (a single name is a list of one), or a one-line error."""
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise GpuplanError(f"{name} must be a list of names, got {_shown(value)}")
+    return list(value)
 
 
 def boolean(name: str, value: Any) -> bool:
@@ -50,4 +93,4 @@ def boolean(name: str, value: Any) -> bool:
         return True
     if text in ("false", "0", "no", "off", "none", ""):
         return False
-    raise GpuplanError(f"{name} must be true or false, got {value!r}")
+    raise GpuplanError(f"{name} must be true or false, got {_shown(value)}")

@@ -18,12 +18,12 @@ Sections read (torchtitan/config/job_config.py, or config_manager.py in 2024 rel
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable
 from typing import Any
 
 from gpuplan.engine.frameworks.overrides import TrainOverrides, boolean, positive_int
 from gpuplan.errors import GpuplanError
+from gpuplan.safe_read import load_toml
 
 FLAVORS = {
     ("llama3", "8b"): "llama-3.1-8b",
@@ -142,10 +142,7 @@ def read(
 ) -> TrainOverrides:
     """A torchtitan TOML → train() arguments; `gpus` resolves data_parallel_shard_degree = -1;
     `num_layers(model)` counts a named model's layers (for layers-per-stage schedules)."""
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise GpuplanError(f"cannot read the torchtitan TOML: {e}") from None
+    doc = load_toml(text, "the torchtitan TOML")
     training, par = _section(doc, "training"), _section(doc, "parallelism")
     tp, pp, cp, ep, replicate, shard = _degrees(par, gpus)
     local, micro = _batch(training, par, pp)

@@ -13,8 +13,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpuplan.engine.frameworks.overrides import TrainOverrides, boolean, positive_int
+from gpuplan.engine.frameworks.overrides import (
+    TrainOverrides,
+    boolean,
+    positive_int,
+    str_list,
+)
 from gpuplan.errors import GpuplanError
+from gpuplan.safe_read import load_yaml
 
 # builder → catalog model (torchtune/models/*/_model_builders.py)
 MODELS = {
@@ -44,8 +50,6 @@ ATTN = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "output_proj
 
 def _apply_overrides(doc: dict[str, Any], overrides: list[str]) -> None:
     """`a.b=value` as tune run takes them (value parsed as YAML)."""
-    import yaml
-
     for item in overrides:
         key, eq, value = item.partition("=")
         if not eq:
@@ -56,7 +60,9 @@ def _apply_overrides(doc: dict[str, Any], overrides: list[str]) -> None:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise GpuplanError(f"torchtune override {key!r}: {part} is not a mapping")
-        node[parts[-1]] = yaml.safe_load(value) if value.strip() else None
+        node[parts[-1]] = (
+            load_yaml(value, f"torchtune override {key.strip()[:80]!r}") if value.strip() else None
+        )
 
 
 def _component(doc: dict[str, Any], key: str) -> str:
@@ -81,7 +87,10 @@ def _model(doc: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
 
 
 def _lora_targets(node: dict[str, Any]) -> tuple[str, ...]:
-    targets = [ATTN.get(m, m) for m in node.get("lora_attn_modules", ["q_proj", "v_proj"])]
+    modules = str_list(
+        "model.lora_attn_modules", node.get("lora_attn_modules", ["q_proj", "v_proj"])
+    )
+    targets = [ATTN.get(m, m) for m in modules]
     if boolean("apply_lora_to_mlp", node.get("apply_lora_to_mlp", False)):
         targets += ["gate_proj", "up_proj", "down_proj"]
     return tuple(targets)
@@ -138,12 +147,7 @@ def read(text: str, overrides: list[str] | None = None) -> TrainOverrides:
 
 def _load(text: str, overrides: list[str]) -> dict[str, Any]:
     """The config as a mapping, with the tune-run overrides applied."""
-    import yaml
-
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise GpuplanError(f"cannot read the torchtune YAML: {e}") from None
+    doc = load_yaml(text, "the torchtune YAML")
     if not isinstance(doc, dict):
         raise GpuplanError("a torchtune config is a YAML mapping")
     _apply_overrides(doc, overrides)

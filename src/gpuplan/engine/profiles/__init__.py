@@ -327,14 +327,11 @@ MAX_CONFIG_CHARS = 1_000_000
 
 def read_yaml_mapping(text: str) -> dict[str, Any]:
     """A YAML config file's top-level mapping (bounded; a one-line error otherwise)."""
-    import yaml
+    from gpuplan.safe_read import load_yaml
 
     if len(text) > MAX_CONFIG_CHARS:
         raise GpuplanError(f"config file is larger than {MAX_CONFIG_CHARS:,} characters")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise GpuplanError(f"config file is not YAML: {str(err).splitlines()[0]}") from None
+    data = load_yaml(text, "config file")
     if data is None:
         return {}
     if not isinstance(data, dict):
