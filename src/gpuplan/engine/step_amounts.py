@@ -158,7 +158,9 @@ def state_amounts(
     weights = 0 if offload == "params" else states.weights
     grads = 0 if offloaded_states else states.gradients
     master = 0 if offloaded_states else states.master
-    optimizer = 0 if offloaded_states else states.optimizer
+    # paged states (bitsandbytes is_paged) live in unified memory, outside the allocator's
+    # counters: the phases hold only their block scales (the bill adds the pages apart)
+    optimizer = 0 if offloaded_states else states.optimizer - recipe.paged_bytes(states.optimizer)
     g_before, g_last, g_first = _gradient_lifetime(setup, st, states, grads)
     gather = _gathered(setup, st, base_fraction)
     return StateAmounts(

@@ -534,7 +534,7 @@ def _heaviest(setup: TrainingSetup, budget: int | None = None) -> _Heaviest | No
     best: _Stage | None = None
     for st in chosen:
         stage = _stage(setup, spec, st, base_fraction)
-        if budget is not None and _per_gpu_total(setup, stage.peak) > budget:
+        if budget is not None and _per_gpu_total(setup, stage.peak, _paged(setup, stage)) > budget:
             return None
         if best is None or stage.peak > best.peak:
             best = stage
@@ -553,10 +553,19 @@ def _allocator_reserve(setup: TrainingSetup, allocated: int) -> int | None:
     return reserve_bytes(allocated) if setup.framework.id != "generic" else None
 
 
-def _per_gpu_total(setup: TrainingSetup, peak: int) -> int:
+def _per_gpu_total(setup: TrainingSetup, peak: int, paged: int = 0) -> int:
     """The per-GPU total of a bill whose peak phase holds `peak` bytes, without its lines: the
-    peak, the allocator reserve and the CUDA context, as `_bill_items` lists them."""
-    return peak + (_allocator_reserve(setup, peak) or 0) + setup.cuda_context_bytes
+    peak, the allocator reserve, the paged optimizer states and the CUDA context, as
+    `_bill_items` lists them."""
+    return peak + (_allocator_reserve(setup, peak) or 0) + paged + setup.cuda_context_bytes
+
+
+def _paged(setup: TrainingSetup, stage: _Stage) -> int:
+    """Optimizer-state bytes of `stage` in CUDA unified memory (a paged recipe, states not
+    offloaded): outside the allocator's counters, on the device once touched."""
+    if setup.offload != "none":
+        return 0
+    return held(setup).paged_bytes(stage.states.optimizer)
 
 
 def _bill_of(heaviest: _Heaviest) -> TrainingBill:
@@ -569,7 +578,7 @@ def _bill_of(heaviest: _Heaviest) -> TrainingBill:
     makers.update(step_lines(setup, spec, best.params, best.in_flight, best.amounts))
     parts = phase_parts(best.amounts)[best.peak_phase]
     peak = build_phase(best.peak_phase, parts, {k: makers[k]() for k in needed_lines(parts)})
-    items = _bill_items(setup, peak)
+    items = _bill_items(setup, peak, _paged(setup, best))
     host = _host_items(setup, states_lines, best)
     trainable_total = _lora_total(arch, setup.lora) if setup.lora else counts.total
     flops, comm, time = _cost(setup, spec, best.params, best.trainable, counts)
@@ -635,7 +644,7 @@ def _stage(
     return _Stage(st, part.states, part.trainable, in_flight, amounts, host_act, peak, name)
 
 
-def _bill_items(setup: TrainingSetup, peak: Phase) -> tuple[LineItem, ...]:
+def _bill_items(setup: TrainingSetup, peak: Phase, paged: int = 0) -> tuple[LineItem, ...]:
     """The peak phase's lines, then what the GPU shows beyond the tensors."""
     items = list(peak.lines)
     reserve = _allocator_reserve(setup, peak.total)
@@ -652,8 +661,26 @@ def _bill_items(setup: TrainingSetup, peak: Phase) -> tuple[LineItem, ...]:
                 "reserve",
             )
         )
+    if paged:
+        items.append(_paged_line(paged))
     items.append(_cuda_context_line(setup.cuda_context_bytes))
     return tuple(items)
+
+
+def _paged_line(n: int) -> LineItem:
+    """Paged optimizer states: CUDA unified memory (bitsandbytes functional.get_paged,
+    cudaMallocManaged), counted by nvidia-smi once touched, never by PyTorch's allocator."""
+    return LineItem(
+        "optimizer_paged",
+        "Optimizer states (paged, unified memory)",
+        n,
+        "state payloads of ≥ 1e5 elements allocated with cudaMallocManaged (bitsandbytes"
+        " is_paged): on the GPU once touched, paged out to host memory under pressure;"
+        " not in torch.cuda.max_memory_allocated/reserved",
+        "paged optimizer states = {bytes}",
+        {"predicts": "nvidia-smi"},
+        "optimizer",
+    )
 
 
 @lru_cache(maxsize=64, typed=True)
@@ -846,6 +873,13 @@ def _note_list(
         notes.append(state_kernel_note(arch, kernel))
     if recipe.factored:
         notes.append("Adafactor's factored second moment counts rows + columns per matrix (fp32)")
+    if recipe.paged:
+        notes.append(
+            "paged optimizer (bitsandbytes): the states' payload is in CUDA unified memory — in the"
+            " total (what nvidia-smi shows once the optimizer has run), not in allocated/reserved"
+            " (torch.cuda.max_memory_*); under memory pressure it pages out to the host instead of"
+            " running out of memory"
+        )
     if fsdp_fp32:
         notes.append(
             "FSDP2 mixed precision: the sharded fp32 parameter is the master copy; bf16 weights"

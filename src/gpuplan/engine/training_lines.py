@@ -204,16 +204,21 @@ def _optimizer_line(
     names = ", ".join(f"{s.name} ({s.format.id})" for s in recipe.states) or "none"
     if recipe.factored:
         names += ", factored second moment (fp32 rows + columns)"
+    paged = recipe.paged_bytes(states.optimizer)
+    formula = "{trainable_params} × {state_bytes_per_param} bytes" + _shard_text(lo, 1)
+    if paged:  # the payload is paged (unified memory): this line is what the allocator holds
+        formula = "(" + formula + ") − {paged_bytes} paged"
     return LineItem(
         "optimizer",
-        "Optimizer states",
-        states.optimizer,
+        "Optimizer states" + (" (block scales; payload paged)" if paged else ""),
+        states.optimizer - paged,
         "trainable params × state bytes" + (" ÷ shards (ZeRO-1+)" if lo.zero >= 1 else ""),
-        "{trainable_params} × {state_bytes_per_param} bytes" + _shard_text(lo, 1) + " = {bytes}",
+        formula + " = {bytes}",
         {
             **common,
             "states": names,
             "state_bytes_per_param": round(_f(recipe.optimizer_bytes_per_param), 4),
+            **({"paged_bytes": paged} if paged else {}),
         },
         "optimizer",
     )
