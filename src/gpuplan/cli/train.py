@@ -153,6 +153,18 @@ from gpuplan.units import format_bytes, format_count
     "--qlora", is_flag=True, help="QLoRA: NF4 base with double quantisation (rank 64 unless given)."
 )
 @click.option(
+    "--lora-base",
+    type=click.Choice(["bf16", "fp16", "fp32", "int8", "nf4", "nf4-dq", "fp4"]),
+    default=None,
+    help="The frozen LoRA base's format (int8: bitsandbytes LLM.int8). [default: bf16; nf4-dq"
+    " with --qlora]",
+)
+@click.option(
+    "--lora-modules-to-save",
+    default=None,
+    help="PEFT modules_to_save trained in full (embed_tokens, lm_head), comma-separated.",
+)
+@click.option(
     "--offload", type=click.Choice(["optimizer", "params"]), default=None, help="CPU offload."
 )
 @click.option("--offload-activations", is_flag=True, help="Offload saved activations to CPU.")

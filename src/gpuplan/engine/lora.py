@@ -8,6 +8,11 @@ Only the adapters are trained, so only they carry gradients, a master copy and o
 4-bit NF4 with double-quantised scales for QLoRA (Dettmers et al. 2023, §3: 4 + 8/64 + 32/(64·256)
 bits per packed weight; embeddings, norms and the LM head stay 16-bit, as bitsandbytes leaves
 them). Module names are those PEFT's `target_modules` matches in `transformers`' models.
+
+PEFT's `modules_to_save` (peft/utils/other.py ModulesToSaveWrapper) keeps the original module
+frozen and trains a full copy of it: the embedding or LM head named there adds its parameters
+to the trainable ones (weights, gradients, optimizer states) on top of the base that keeps the
+original.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ class LoraSpec:
     rank: int
     targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     quantized: bool = False  # QLoRA: NF4 base with double quantisation
+    saved: tuple[str, ...] = ()  # PEFT modules_to_save: embed_tokens / lm_head trained in full
 
 
 def linear_shapes(arch: Architecture, layer: LayerSpec) -> dict[str, list[tuple[int, int]]]:
@@ -116,6 +122,17 @@ def lora_modules_per_layer(arch: Architecture, spec: LoraSpec) -> int:
     """Adapted linear modules per (first) layer: each saves a T × r lora_A output."""
     shapes = linear_shapes(arch, arch.layers[0])
     return sum(len(shapes.get(name, [])) for name in spec.targets)
+
+
+SAVED = ("embed_tokens", "lm_head")
+
+
+def saved_params(spec: LoraSpec, embedding: int, lm_head: int) -> int:
+    """Parameters of the full copies PEFT trains for `modules_to_save`, given the embedding and
+    LM head parameters held (a stage's, or the model's)."""
+    return (embedding if "embed_tokens" in spec.saved else 0) + (
+        lm_head if "lm_head" in spec.saved else 0
+    )
 
 
 def lora_params(arch: Architecture, spec: LoraSpec, layers: range | None = None) -> int:

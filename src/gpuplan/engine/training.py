@@ -56,6 +56,7 @@ from gpuplan.engine.lora import (
     lora_modules_per_layer,
     lora_params,
     resolve_targets,
+    saved_params,
 )
 from gpuplan.engine.loss import CHUNKED, LossSpec, parse_loss
 from gpuplan.engine.mixer_activations import state_kernel_note
@@ -311,7 +312,8 @@ def _counts(arch: Architecture) -> ParamCounts:
 
 @lru_cache(maxsize=1024)
 def _lora_total(arch: Architecture, lora: LoraSpec) -> int:
-    return lora_params(arch, lora)
+    counts = _counts(arch)
+    return lora_params(arch, lora) + saved_params(lora, counts.embedding, counts.lm_head)
 
 
 @lru_cache(maxsize=1024)
@@ -437,6 +439,7 @@ def _layout_states(
         )
         return states, st.total
     adapters = round(lora_params(arch, lora, st.layers) / lo.tp)
+    adapters += saved_params(lora, st.embedding, st.lm_head)
     states = model_states(
         recipe,
         lo,
