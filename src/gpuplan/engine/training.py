@@ -258,10 +258,13 @@ def validate_training(setup: TrainingSetup) -> None:
     _validate_stage(setup)
     fw = setup.framework
     lo = setup.layout
-    if lo.vpp > 1 and setup.micro_batches % lo.pp:
+    if lo.vpp > 1 and setup.micro_batches < lo.pp:
+        # Megatron-LM (2024+) runs any count of at least pp: groups of
+        # microbatch_group_size_per_vp_stage = pp, the last one shorter (schedules.py
+        # get_pp_rank_microbatches); the warm-up count is the same (engine/pipeline.py)
         raise GpuplanError(
-            f"interleaved 1F1B (vpp={lo.vpp}) runs micro-batches in groups of pp={lo.pp}:"
-            f" {setup.micro_batches} micro-batches is not a multiple"
+            f"interleaved 1F1B (vpp={lo.vpp}) needs at least pp={lo.pp} micro-batches,"
+            f" got {setup.micro_batches}"
         )
     if fw.optimizer_in_backward and setup.micro_batches > 1:
         raise GpuplanError(
