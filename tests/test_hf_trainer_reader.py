@@ -182,3 +182,43 @@ def test_train_from_a_command_line():
     assert setup.lora is not None and setup.lora.quantized and setup.lora.rank == 16
     assert setup.recipe.id == "paged-adamw8bit-amp"
     assert setup.base is not None and setup.base.precision.id == "nf4-dq"
+
+
+AXOLOTL = """
+base_model: NousResearch/Meta-Llama-3.1-8B
+load_in_4bit: true
+adapter: qlora
+lora_r: 32
+lora_alpha: 16
+lora_target_linear: true
+sequence_len: 4096
+sample_packing: true
+micro_batch_size: 2
+gradient_accumulation_steps: 4
+optimizer: paged_adamw_8bit
+bf16: auto
+gradient_checkpointing: true
+"""
+
+
+def test_axolotl_yaml():
+    """axolotl's keys (docs/config.qmd): qlora = 4-bit NF4 base, lora_target_linear = every
+    linear layer, bf16 auto on a bf16 GPU; adapters stay fp32 (PEFT)."""
+    assert detect_format(AXOLOTL, "qlora.yml") == "hf-trainer"
+    r = read(AXOLOTL)
+    kw = r.kwargs
+    assert r.model == "NousResearch/Meta-Llama-3.1-8B"
+    assert (kw["seq"], kw["micro_batch"], kw["grad_accum"]) == (4096, 2, 4)
+    assert kw["lora_rank"] == 32 and kw["lora_targets"] == ("all-linear",)
+    assert kw["lora_base"] == "nf4-dq" and kw["checkpointing"] == "full"
+    assert kw["recipe"] == "paged-adamw8bit-amp"
+
+
+def test_unsloth_offloaded_checkpointing():
+    """use_gradient_checkpointing="unsloth" checkpoints each layer and offloads its input."""
+    kw = read(
+        "max_seq_length: 2048\nload_in_4bit: true\nr: 16\ntarget_modules: all-linear\n"
+        "use_gradient_checkpointing: unsloth\nper_device_train_batch_size: 2\n"
+    ).kwargs
+    assert kw["checkpointing"] == "full" and kw["offload_activations"] is True
+    assert kw["lora_base"] == "nf4-dq" and kw["seq"] == 2048

@@ -712,6 +712,8 @@ HF_KEYS = (
     "lora_r",
     "peft_type",
     "gradient_checkpointing",
+    "sequence_len",  # axolotl
+    "lora_target_linear",
 )
 
 

@@ -12,7 +12,9 @@ load_in_4bit / load_in_8bit, bnb_4bit_quant_type, use_bnb_nested_quant, dtype / 
 PEFT LoraConfig (peft/tuners/lora/config.py, as adapter_config.json or under `peft_config` /
 `lora_config`): r, lora_alpha, target_modules, modules_to_save. A `quantization_config`
 (BitsAndBytesConfig: load_in_4bit, bnb_4bit_quant_type, bnb_4bit_use_double_quant, load_in_8bit)
-sets the frozen base's format.
+sets the frozen base's format. axolotl YAMLs (base_model, sequence_len, micro_batch_size, adapter,
+lora_r, lora_target_linear, optimizer, ...) and Unsloth's arguments (use_gradient_checkpointing
+"unsloth") are read through the same keys.
 
 The parameters' dtype is the model's load dtype, which TrainingArguments does not hold: with
 `dtype`/`torch_dtype` bfloat16 the weights, gradients and optimizer states are bf16 (pure bf16,
@@ -76,6 +78,8 @@ def read(text: str) -> TrainOverrides:
     kwargs.update(lora)
     if lora and "lora_base" not in kwargs:  # the frozen base as loaded
         kwargs["lora_base"] = "bf16" if _load_dtype(doc) in BF16 else "fp32"
+    if boolean("offload_activations", doc.get("offload_activations", False)):
+        kwargs["offload_activations"] = True
     _notes(doc, notes)
     model = doc.get("model_name_or_path") or doc.get("base_model_name_or_path")
     return TrainOverrides("hf-trainer", str(model) if model else None, kwargs, tuple(notes))
@@ -100,11 +104,67 @@ def _load(text: str) -> dict[str, Any]:
             raise GpuplanError(f"cannot read the TrainingArguments YAML: {e}") from None
     if not isinstance(doc, dict):
         raise GpuplanError("TrainingArguments are a JSON/YAML object or --flag command line")
+    if "base_model" in doc or "sequence_len" in doc or "adapter" in doc:
+        doc = _axolotl(doc)
+    if "use_gradient_checkpointing" in doc:
+        doc = _unsloth(doc)
     for key in ("peft_config", "lora_config"):  # a LoraConfig nested in the document
         nested = doc.get(key)
         if isinstance(nested, dict):
             doc = {**nested, **{k: v for k, v in doc.items() if k != key}}
     return doc
+
+
+# axolotl's config keys (docs/config.qmd) → the TrainingArguments / PEFT / TRL keys they set
+AXOLOTL = {
+    "base_model": "model_name_or_path",
+    "sequence_len": "max_length",
+    "micro_batch_size": "per_device_train_batch_size",
+    "optimizer": "optim",
+    "lora_target_modules": "target_modules",
+    "lora_modules_to_save": "modules_to_save",
+}
+
+
+def _axolotl(doc: dict[str, Any]) -> dict[str, Any]:
+    """An axolotl YAML in TrainingArguments terms: adapter lora | qlora (qlora: 4-bit NF4 with
+    nested quantisation, axolotl's utils/models.py load_in_4bit path), lora_r,
+    lora_target_linear (all linear layers), bf16 auto (= true on bf16 GPUs), and the renamed
+    keys of `AXOLOTL`. Models load in bf16 when bf16 is set (axolotl's torch_dtype)."""
+    out = {AXOLOTL.get(k, k): v for k, v in doc.items()}
+    adapter = str(doc.get("adapter") or "").lower()
+    if adapter not in ("", "lora", "qlora"):
+        raise GpuplanError(f"axolotl adapter {adapter!r} is not modelled (lora, qlora)")
+    if adapter:
+        out["r"] = doc.get("lora_r", 8)
+        out.pop("lora_r", None)
+    if adapter == "qlora":
+        out.setdefault("load_in_4bit", True)
+        out.setdefault("use_bnb_nested_quant", True)
+    if doc.get("lora_target_linear"):
+        out["target_modules"] = "all-linear"
+    if str(doc.get("bf16", "")).lower() == "auto":
+        out["bf16"] = True
+    if out.get("bf16") is True and "dtype" not in out and "torch_dtype" not in out:
+        out["dtype"] = "bfloat16"
+    return out
+
+
+def _unsloth(doc: dict[str, Any]) -> dict[str, Any]:
+    """Unsloth's arguments (FastLanguageModel.from_pretrained / get_peft_model):
+    max_seq_length, load_in_4bit, r, target_modules, and use_gradient_checkpointing = "unsloth",
+    which checkpoints every layer and offloads the saved inputs to host memory
+    (unsloth_zoo gradient_checkpointing.py)."""
+    out = dict(doc)
+    mode = str(doc.get("use_gradient_checkpointing", "")).lower()
+    if mode == "unsloth":
+        out["gradient_checkpointing"] = True
+        out["offload_activations"] = True
+    elif mode in ("true", "false"):
+        out["gradient_checkpointing"] = mode == "true"
+    if out.get("load_in_4bit") and "use_bnb_nested_quant" not in out:
+        out["use_bnb_nested_quant"] = True  # Unsloth's bnb-4bit checkpoints: double quant
+    return out
 
 
 def _is_command_line(text: str) -> bool:
