@@ -127,3 +127,22 @@ def test_lora_base_formats():
     assert int8 < bf16 * 0.75
     with pytest.raises(GpuplanError, match="unknown LoRA base"):
         gpuplan.train("llama-3.2-1b", "h100", gpus=1, lora_rank=16, lora_base="int3")
+
+
+def test_megatron_deferred_embedding_wgrad_keeps_the_head_inputs():
+    """--defer-embedding-wgrad-compute: the last stage keeps, per micro-batch, the LM head's
+    input (T × h, gathered under SP) and its output gradient (T × V/tp), bf16, until the flush;
+    --wgrad-deferral-limit caps the count. MEGATRON: pp 2, gpus 8 → dp 2; global batch 64 →
+    32 micro-batches per rank."""
+    plain = _megatron()
+    deferred = _megatron(" --defer-embedding-wgrad-compute")
+    limited = _megatron(" --defer-embedding-wgrad-compute --wgrad-deferral-limit 4")
+    vocab_per_rank = -(-VOCAB // (128 * TP)) * 128
+    per = 2 * SEQ * MBS * (4096 + vocab_per_rank)
+    m = deferred.bill.setup.micro_batches
+    assert m == 64 // (8 // (TP * 2))  # global batch ÷ dp
+    lines = {i.key: i.bytes for i in deferred.bill.phase("loss").lines}
+    assert lines["deferred_wgrad"] == m * per
+    limited_lines = {i.key: i.bytes for i in limited.bill.phase("loss").lines}
+    assert limited_lines["deferred_wgrad"] == 4 * per
+    assert "deferred_wgrad" not in {i.key for i in plain.bill.phase("loss").lines}

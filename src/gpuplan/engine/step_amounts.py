@@ -102,7 +102,7 @@ def amounts(
         unit_grads_last=held_part.unit_grads_last,
         unit_grads_first=held_part.unit_grads_first,
         deferred_grads=held_part.deferred_grads,
-        held=held_part.held,
+        held=held_part.held + _deferred_wgrad(setup, spec, last),
         fp8_weights=held_part.fp8_weights,
         dequant=held_part.dequant,
         step_temp=held_part.step_temp,
@@ -441,6 +441,25 @@ def _gathered(setup: TrainingSetup, st: StageParams, base_fraction: float) -> Ga
     )
     keeps_head = fw.reshard_after_forward == "unless_pp"
     return fsdp_gathered(units, reshard, keeps_head, lo.pp > 1, trainable=not frozen)
+
+
+def _deferred_wgrad(
+    setup: TrainingSetup, spec: ActivationSpec, last: bool
+) -> tuple[tuple[str, int], ...]:
+    """Megatron --defer-embedding-wgrad-compute on the last stage: each micro-batch's LM-head
+    input (T·h, all-gathered under sequence parallelism) and output gradient (T·V/tp), in the
+    activation dtype, kept until the flush computes the head's weight gradient
+    (megatron/core/models/gpt/gpt_model.py embedding_activation_buffer / grad_output_buffer,
+    tensor_parallel/layers.py wgrad_deferral_limit; 0 = every micro-batch of the step). Billed
+    as held for the whole step: the count reached at the last micro-batch's backward."""
+    n = setup.framework.defer_embedding_wgrad
+    if n < 0 or not last:
+        return ()
+    kept = setup.micro_batches if n == 0 else min(n, setup.micro_batches)
+    lo, arch = setup.layout, setup.arch
+    vocab = -(-arch.vocab_size // lo.tp)
+    per = spec.act_bytes * spec.tokens * (arch.hidden_size + vocab)
+    return (("deferred_wgrad", kept * per),)
 
 
 def _held_buffers(setup: TrainingSetup, states: ModelStates) -> tuple[tuple[str, int], ...]:

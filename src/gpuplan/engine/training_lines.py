@@ -247,6 +247,7 @@ def step_lines(
         "grad_buffer": m.grad_buffer,
         "allgather_bucket": m.allgather_bucket,
         "ddp_buckets": m.ddp_buckets,
+        "deferred_wgrad": m.deferred_wgrad,
         "gemm_workspace": m.gemm_workspace,
         "fp8_weights": m.fp8_weights,
         "dequant_buffer": m.dequant_buffer,
@@ -426,6 +427,17 @@ class _StepLines:
             _held(self.a, "ddp_buckets"),
             "a second copy of every gradient (gradient_as_bucket_view=False)",
             "comm",
+        )
+
+    def deferred_wgrad(self) -> LineItem:
+        return _simple(
+            "deferred_wgrad",
+            "Deferred LM-head wgrad inputs",
+            _held(self.a, "deferred_wgrad"),
+            "micro-batches × tokens × (hidden + vocab ÷ tp) × activation bytes: the LM head's"
+            " input and output gradient kept for its deferred weight gradient (Megatron"
+            " --defer-embedding-wgrad-compute)",
+            "activations",
         )
 
     # kernel-side copies and scratch: GEMM workspaces, fp8 weight copies, the NF4 weight

@@ -392,10 +392,16 @@ def read(text: str) -> TrainOverrides:
         kwargs["fp8"] = "te"
     if _on(flags, "optimizer-cpu-offload"):
         kwargs["offload"] = "optimizer"
+    if _on(flags, "defer-embedding-wgrad-compute"):
+        text = str(flags.get("wgrad-deferral-limit", 0))
+        if not text.isdigit():
+            raise GpuplanError(f"--wgrad-deferral-limit must be a whole number ≥ 0, got {text!r}")
+        overrides = kwargs.setdefault("framework_overrides", {})
+        overrides["defer_embedding_wgrad"] = int(text)  # 0: every micro-batch of the step
     if str(flags.get("transformer-impl", "transformer_engine")) == "local":
         # Megatron's own layers: unfused norms and MLP, core attention keeping the s² softmax
         kwargs["attention"] = "eager"
-        kwargs["framework_overrides"] = {"fused": "none"}
+        kwargs.setdefault("framework_overrides", {})["fused"] = "none"
     global_batch = _int(flags, "global-batch-size")
     notes: list[str] = []
     _loss_and_attention(flags, kwargs)
@@ -463,4 +469,6 @@ READ = {
     "v-head-dim",
     "optimizer",
     "expert-tensor-parallel-size",
+    "defer-embedding-wgrad-compute",
+    "wgrad-deferral-limit",
 }
