@@ -104,7 +104,7 @@ from gpuplan.units import format_bytes, format_count
     "--loss",
     default=None,
     help="Loss: standard, plain, chunked:N, linear_chunked:N, compiled, fused,"
-    " vocab_parallel. [default: the framework's]",
+    " vocab_parallel, vocab_parallel_fused, te_fused. [default: the framework's]",
 )
 @click.option(
     "--compile/--no-compile", "compile_", default=None, help="torch.compile the model and loss."

@@ -900,6 +900,13 @@ def _note_list(
             f"LoRA r={lora.rank} on {', '.join(lora.targets)}: activations are those of"
             " full fine-tuning plus the adapters' (an upper bound: frozen layers save a little less)"
         )
+        if lora.quantized:
+            notes.append(
+                "quantised base: the blocks the caching allocator keeps after loading bf16"
+                " weights and quantising them layer by layer (bitsandbytes) are not modelled;"
+                " reserved and nvidia-smi can exceed this bill by up to the bf16 weights of a"
+                " few layers"
+            )
     if parse_recompute(recompute)[0] in COUNTED:
         assert spec is not None
         ck = checkpointed_layers(spec, len(st.layers))
