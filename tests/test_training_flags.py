@@ -60,8 +60,8 @@ def test_megatron_multi_latent_attention_and_muon():
     recipe = get_recipe(read.kwargs["recipe"])
     # bf16 params 2 + fp32 main_grad 4 + fp32 main params 4 + one fp32 momentum buffer 4
     assert recipe.bytes_per_param == 14
-    with pytest.raises(GpuplanError, match="expert tensor parallelism"):
-        read_framework_config(MEGATRON + " --expert-tensor-parallel-size 1")
+    with pytest.raises(GpuplanError, match="mixture-of-experts"):
+        _megatron(" --expert-tensor-parallel-size 1")
     with pytest.raises(GpuplanError, match="not modelled"):
         read_framework_config(MEGATRON + " --optimizer lamb")
 
@@ -146,3 +146,32 @@ def test_megatron_deferred_embedding_wgrad_keeps_the_head_inputs():
     limited_lines = {i.key: i.bytes for i in limited.bill.phase("loss").lines}
     assert limited_lines["deferred_wgrad"] == 4 * per
     assert "deferred_wgrad" not in {i.key for i in plain.bill.phase("loss").lines}
+
+
+MOE = " --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 1024"
+
+
+def test_expert_tensor_parallelism_apart_from_tp():
+    """--expert-tensor-parallel-size 1 with tp 2 (Megatron-core ETP): each rank holds whole
+    experts, ep × etp spans dp × cp × tp. MEGATRON on 16 GPUs: tp 2, pp 2, dp 4. With ep 4 the
+    experts of a layer on one rank are 8 ÷ 4 = 2 whole ones (3 × h × f each, gated) instead of
+    2 halves: one expert's worth more per MoE layer of the stage (16 layers)."""
+    split = gpuplan.train_from(MEGATRON + MOE + " --expert-model-parallel-size 4", gpus=16)
+    whole = gpuplan.train_from(
+        MEGATRON + MOE + " --expert-model-parallel-size 4 --expert-tensor-parallel-size 1",
+        gpus=16,
+    )
+    assert whole.layout.expert_tp == 1 and split.layout.expert_tp == 2
+    one_expert = 3 * 4096 * 1024
+    layers = len(whole.bill.stage.layers)
+    assert whole.bill.stage.experts - split.bill.stage.experts == layers * one_expert
+    # the expert-data-parallel group: dp × cp × tp ÷ (etp × ep) = 4 × 2 ÷ 4
+    assert whole.layout.expert_shard_degree == 2 and split.layout.expert_shard_degree == 1
+    # expert parallelism across the tensor-parallel ranks: ep 8 > dp 4, with etp 1
+    wide = gpuplan.train_from(
+        MEGATRON + MOE + " --expert-model-parallel-size 8 --expert-tensor-parallel-size 1",
+        gpus=16,
+    )
+    assert wide.layout.ep == 8 and wide.bill.stage.experts * 2 == whole.bill.stage.experts
+    with pytest.raises(GpuplanError, match="must divide"):
+        gpuplan.train_from(MEGATRON + MOE + " --expert-model-parallel-size 8", gpus=16)

@@ -241,6 +241,7 @@ def train(
     sp: bool = False,
     cp: int = 1,
     ep: int = 1,
+    etp: int | None = None,
     vpp: int = 1,
     recipe: str | TrainingRecipe | None = None,
     seq: int = 4096,
@@ -300,7 +301,9 @@ def train(
     compile_loss, and framework_overrides (any other profile field by name). global_batch:
     sequences per optimizer step over all data-parallel ranks (sets grad_accum). stage: bill
     this pipeline stage ("first", "last" or an index) instead of the heaviest. vpp: virtual
-    pipeline stages (model chunks) per pipeline rank, interleaved 1F1B (needs pp).
+    pipeline stages (model chunks) per pipeline rank, interleaved 1F1B (needs pp). etp: the
+    experts' tensor-parallel degree when it differs from tp (Megatron
+    --expert-tensor-parallel-size; ep × etp then spans dp × cp × tp).
     """
     profile = resolve_framework(
         framework,
@@ -340,7 +343,7 @@ def train(
     capacity_factor = real_number("capacity-factor", capacity_factor, MAX_CAPACITY_FACTOR)
     rec = _recipe(recipe, optimizer, profile)
     lora, base = _lora(ref.arch, lora_rank, lora_targets, qlora, lora_base, lora_modules_to_save)
-    layout = _layout(profile, spec, zero, fsdp, tp, pp, cp, ep, sp, vpp)
+    layout = _layout(profile, spec, zero, fsdp, tp, pp, cp, ep, sp, vpp, etp)
     setup = TrainingSetup(
         arch=ref.arch,
         recipe=rec,
@@ -474,8 +477,10 @@ def _layout(
     ep: int,
     sp: bool,
     vpp: int,
+    etp: int | None = None,
 ) -> Layout:
-    """The layout before the GPU count is known (dp = 1); vpp > 1 (interleaved 1F1B) needs pp."""
+    """The layout before the GPU count is known (dp = 1); vpp > 1 (interleaved 1F1B) needs pp;
+    etp: the experts' tensor-parallel degree when it is not tp (Megatron ETP)."""
     if vpp > 1 and pp is None:
         raise GpuplanError(f"vpp={vpp} interleaves pipeline stages: give --pp")
     stage_zero, hybrid = (zero or 0), False
@@ -493,6 +498,7 @@ def _layout(
         hybrid=hybrid,
         gpus_per_node=spec.gpus_per_node,
         vpp=int(vpp),
+        etp=0 if etp is None or int(etp) == (tp or 1) else int(etp),
     )
 
 

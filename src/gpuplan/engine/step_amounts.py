@@ -363,8 +363,8 @@ def _gradient_lifetime(
     if setup.lora is not None or not st.layers:
         held = grads if fw.grads == "persistent" or setup.micro_batches > 1 else 0
         return held, held, grads
-    last_layer, last_down = layer_params_per_rank(arch, st.layers[-1], lo.tp, lo.ep)
-    first_layer, first_down = layer_params_per_rank(arch, st.layers[0], lo.tp, lo.ep)
+    last_layer, last_down = layer_params_per_rank(arch, st.layers[-1], lo.tp, lo.ep, lo.etp)
+    first_layer, first_down = layer_params_per_rank(arch, st.layers[0], lo.tp, lo.ep, lo.etp)
     if lo.zero >= 2:  # the layer's own gradients are unsharded until reduce-scattered
         last_down = first_down = 0
     if fw.grads == "persistent" or setup.micro_batches > 1:
@@ -381,7 +381,7 @@ def _accumulating(setup: TrainingSetup, st: StageParams, states: ModelStates, gr
     held = fw.grads == "persistent" or setup.micro_batches > 1
     if not held or fw.optimizer_in_backward or lo.zero >= 2 or setup.lora or not st.layers:
         return 0
-    _, down = layer_params_per_rank(setup.arch, st.layers[-1], lo.tp, lo.ep)
+    _, down = layer_params_per_rank(setup.arch, st.layers[-1], lo.tp, lo.ep, lo.etp)
     return round(grads / max(1, states.trainable) * down)
 
 
@@ -422,8 +422,8 @@ def _gathered(setup: TrainingSetup, st: StageParams, base_fraction: float) -> Ga
     r = held(setup)
     param = setup.recipe.weights  # the compute (param) dtype of gathered units
     frozen = setup.lora is not None
-    first_layer, first_down = layer_params_per_rank(setup.arch, st.layers[0], lo.tp, lo.ep)
-    last_layer, last_down = layer_params_per_rank(setup.arch, st.layers[-1], lo.tp, lo.ep)
+    first_layer, first_down = layer_params_per_rank(setup.arch, st.layers[0], lo.tp, lo.ep, lo.etp)
+    last_layer, last_down = layer_params_per_rank(setup.arch, st.layers[-1], lo.tp, lo.ep, lo.etp)
     units = Units(
         first_layer=first_layer,
         largest_layer=max(first_layer, last_layer),

@@ -467,7 +467,7 @@ def model_states_floor(setup: TrainingSetup) -> int:
         return 0
     validate_training(setup)
     lo = setup.layout
-    stages = _distinct_stages(setup.arch, lo.tp, lo.pp, lo.ep)
+    stages = _distinct_stages(setup.arch, lo.tp, lo.pp, lo.ep, lo.etp)
     held_states = (_stage_states(setup, st, 0.0)[0] for st in stages)
     return max(s.weights + s.master + s.optimizer for s in held_states)
 
@@ -533,10 +533,10 @@ def _heaviest(setup: TrainingSetup, budget: int | None = None) -> _Heaviest | No
         base_fraction = _base_bytes(arch, setup.base) / counts.total
     if setup.stage is not None:
         chosen: tuple[StageParams, ...] = (
-            stage_param_list(arch, lo.tp, lo.pp, lo.ep)[setup.stage],
+            stage_param_list(arch, lo.tp, lo.pp, lo.ep, lo.etp)[setup.stage],
         )
     else:
-        chosen = _distinct_stages(arch, lo.tp, lo.pp, lo.ep)
+        chosen = _distinct_stages(arch, lo.tp, lo.pp, lo.ep, lo.etp)
     best: _Stage | None = None
     for st in chosen:
         stage = _stage(setup, spec, st, base_fraction)
@@ -614,12 +614,14 @@ def _bill_of(heaviest: _Heaviest) -> TrainingBill:
 
 
 @lru_cache(maxsize=1024)
-def _distinct_stages(arch: Architecture, tp: int, pp: int, ep: int) -> tuple[StageParams, ...]:
+def _distinct_stages(
+    arch: Architecture, tp: int, pp: int, ep: int, etp: int = 0
+) -> tuple[StageParams, ...]:
     """The stages that can be the heaviest: of stages with the same layers (by kind), embedding
     and LM head, the earliest holds the most micro-batches in flight under 1F1B (pp − s), so
     only it is billed."""
     seen: dict[object, StageParams] = {}
-    for st in stage_param_list(arch, tp, pp, ep):
+    for st in stage_param_list(arch, tp, pp, ep, etp):
         key = (layer_kinds(arch, st.layers.start, st.layers.stop), st.embedding, st.lm_head)
         seen.setdefault(key, st)
     return tuple(seen.values())

@@ -297,13 +297,12 @@ def _optimizer(flags: dict[str, Any], kwargs: dict[str, Any], notes: list[str]) 
         raise GpuplanError(f"--optimizer {name} is not modelled (adam, sgd, muon)")
 
 
-def _expert_tp(flags: dict[str, Any], tp: int) -> None:
+def _expert_tp(flags: dict[str, Any], tp: int, kwargs: dict[str, Any]) -> None:
+    """--expert-tensor-parallel-size: the experts split etp ways instead of tp (engine/
+    sharding.py; expert parallelism may then span the tensor-parallel ranks)."""
     etp = _int(flags, "expert-tensor-parallel-size", tp)
     if etp != tp:
-        raise GpuplanError(
-            f"--expert-tensor-parallel-size {etp} differs from --tensor-model-parallel-size"
-            f" {tp}: expert tensor parallelism apart from tp is not modelled yet"
-        )
+        kwargs["etp"] = etp
 
 
 def _recompute(flags: dict[str, Any]) -> str:
@@ -406,7 +405,7 @@ def read(text: str) -> TrainOverrides:
     notes: list[str] = []
     _loss_and_attention(flags, kwargs)
     _optimizer(flags, kwargs, notes)
-    _expert_tp(flags, tp)
+    _expert_tp(flags, tp, kwargs)
     if global_batch is not None:
         kwargs["global_batch"] = global_batch
     unknown = sorted(
