@@ -73,6 +73,12 @@ from gpuplan.units import format_bytes, format_count
 @click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel degree.")
 @click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel degree (MoE).")
 @click.option(
+    "--etp",
+    type=int,
+    default=None,
+    help="Experts' tensor-parallel degree when not tp (Megatron ETP; ep × etp spans dp × cp × tp).",
+)
+@click.option(
     "--virtual-stages",
     "vpp",
     type=int,

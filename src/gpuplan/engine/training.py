@@ -861,6 +861,12 @@ def _note_list(
             f"{', the embedding' if st.embedding else ''}{', the LM head' if st.lm_head else ''}),"
             f" holding {in_flight} micro-batch(es) in flight under 1F1B"
         )
+    if lo.expert_tp != lo.tp:
+        notes.append(
+            f"etp={lo.expert_tp}: expert weights and states split etp ways; the experts'"
+            " activations are billed as under tp (tokens ÷ tp × the whole expert width carry"
+            " the same bytes as all tokens × the width ÷ tp)"
+        )
     if lo.zero == 0 and lo.dp > 1:
         notes.append(
             "plain data parallelism copies every model state onto every GPU: it adds speed, never capacity"
