@@ -160,3 +160,25 @@ def test_torchtune_reader_names_the_paged_and_torchao_optimizers():
     assert recipe("bitsandbytes.optim.PagedAdamW") == "paged-adamw32bit-pure-bf16"
     assert recipe("torchao.optim.AdamW8bit") == "torchao-adamw8bit-pure-bf16"
     assert recipe("torchao.optim.AdamW4bit") == "torchao-adamw4bit-pure-bf16"
+
+
+def test_only_large_lora_tensors_are_paged():
+    """bitsandbytes pages a state only when its tensor has ≥ 1e5 elements
+    (Optimizer8bit.get_state_buffer): Llama-3.2-1B (h 2048, MLP 8192), r = 16 on gate_proj:
+    lora_A 16 × 2048 = 32,768 elements stays an allocator tensor, lora_B 8192 × 16 = 131,072
+    is paged — one uint8 byte per element per state, 16 layers; on q_proj / v_proj nothing is."""
+
+    def plan(targets):
+        return gpuplan.train(
+            "llama-3.2-1b",
+            gpus=1,
+            gpu="a100-80gb",
+            recipe="paged-adamw8bit-pure-bf16",
+            lora_rank=16,
+            lora_targets=targets,
+            seq=1024,
+        )
+
+    lines = {i.key: i.bytes for i in plan(["gate_proj"]).bill.items}
+    assert lines["optimizer_paged"] == 2 * 16 * 8192 * 16
+    assert "optimizer_paged" not in {i.key for i in plan(["q_proj", "v_proj"]).bill.items}

@@ -148,3 +148,18 @@ def lora_params(arch: Architecture, spec: LoraSpec, layers: range | None = None)
             per_kind[layer] = lora_layer_params(arch, layer, spec)
         total += per_kind[layer]
     return total
+
+
+def paged_share(arch: Architecture, spec: LoraSpec, threshold: int, layers: range) -> float:
+    """The share of the adapter parameters over `layers` held in tensors of at least
+    `threshold` elements: lora_A (r × in) and lora_B (out × r) are separate tensors, and
+    bitsandbytes pages only state tensors of ≥ 1e5 elements (Optimizer8bit.get_state_buffer)."""
+    big = total = 0
+    for i in layers:
+        shapes = linear_shapes(arch, arch.layers[i])
+        for name in spec.targets:
+            for fan_in, fan_out in shapes.get(name, []):
+                for n in (spec.rank * fan_in, spec.rank * fan_out):
+                    total += n
+                    big += n if n >= threshold else 0
+    return big / total if total else 0.0

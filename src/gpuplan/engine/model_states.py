@@ -180,6 +180,7 @@ class ModelStates:
     allgather_bucket: int  # DeepSpeed ZeRO-1/2 weight all-gather bucket
     trainable: int  # trainable parameters on this GPU (before ZeRO)
     frozen: int  # frozen parameters on this GPU (LoRA base)
+    optimizer_paged: int = 0  # of `optimizer`, the bytes in CUDA unified memory (paged states)
 
     @property
     def total(self) -> int:

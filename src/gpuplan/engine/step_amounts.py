@@ -160,7 +160,7 @@ def state_amounts(
     master = 0 if offloaded_states else states.master
     # paged states (bitsandbytes is_paged) live in unified memory, outside the allocator's
     # counters: the phases hold only their block scales (the bill adds the pages apart)
-    optimizer = 0 if offloaded_states else states.optimizer - recipe.paged_bytes(states.optimizer)
+    optimizer = 0 if offloaded_states else states.optimizer - states.optimizer_paged
     g_before, g_last, g_first = _gradient_lifetime(setup, st, states, grads)
     gather = _gathered(setup, st, base_fraction)
     return StateAmounts(

@@ -55,6 +55,7 @@ from gpuplan.engine.lora import (
     LoraSpec,
     lora_modules_per_layer,
     lora_params,
+    paged_share,
     resolve_targets,
     saved_params,
 )
@@ -440,6 +441,8 @@ def _layout_states(
         states = model_states(
             recipe, lo, st.dense, st.experts, st.largest_unit, factored=factored, buckets=buckets
         )
+        if recipe.paged:  # every weight matrix is over bitsandbytes' 1e5-element threshold
+            states = replace(states, optimizer_paged=recipe.paged_bytes(states.optimizer))
         return states, st.total
     adapters = round(lora_params(arch, lora, st.layers) / lo.tp)
     adapters += saved_params(lora, st.embedding, st.lm_head)
@@ -454,6 +457,9 @@ def _layout_states(
         frozen_params=st.total,
         buckets=buckets,
     )
+    if recipe.paged:  # only adapter tensors of ≥ paged_min elements are paged
+        share = paged_share(arch, lora, recipe.paged_min, st.layers)
+        states = replace(states, optimizer_paged=int(recipe.paged_bytes(states.optimizer) * share))
     return states, adapters
 
 
@@ -571,7 +577,7 @@ def _paged(setup: TrainingSetup, stage: _Stage) -> int:
     offloaded): outside the allocator's counters, on the device once touched."""
     if setup.offload != "none":
         return 0
-    return held(setup).paged_bytes(stage.states.optimizer)
+    return stage.states.optimizer_paged
 
 
 def _bill_of(heaviest: _Heaviest) -> TrainingBill:

@@ -204,7 +204,7 @@ def _optimizer_line(
     names = ", ".join(f"{s.name} ({s.format.id})" for s in recipe.states) or "none"
     if recipe.factored:
         names += ", factored second moment (fp32 rows + columns)"
-    paged = recipe.paged_bytes(states.optimizer)
+    paged = states.optimizer_paged
     formula = "{trainable_params} × {state_bytes_per_param} bytes" + _shard_text(lo, 1)
     if paged:  # the payload is paged (unified memory): this line is what the allocator holds
         formula = "(" + formula + ") − {paged_bytes} paged"
