@@ -62,7 +62,7 @@ def test_interleaving_holds_more_activations_on_the_first_stage():
     ("kw", "word"),
     [
         ({"pp": 1, "vpp": 2}, "needs pp > 1"),
-        ({"grad_accum": 12, "vpp": 2}, "not a multiple"),
+        ({"grad_accum": 4, "vpp": 2}, "at least pp=8"),
         ({"vpp": 16}, "virtual stages exceed"),
         ({"vpp": 0}, "vpp"),
     ],
@@ -70,6 +70,14 @@ def test_interleaving_holds_more_activations_on_the_first_stage():
 def test_bad_virtual_stages_are_refused(kw, word):
     with pytest.raises(GpuplanError, match=word):
         _bill(**kw)
+
+
+def test_interleaving_takes_micro_batches_that_are_not_a_multiple_of_pp():
+    """Megatron-LM since 2024 (schedules.py get_pp_rank_microbatches): warm-up
+    2·(pp − r − 1) + (vpp − 1)·pp forwards, groups of pp micro-batches per chunk, the last
+    group shorter; rank 0 of pp = 8, vpp = 2 with 12 micro-batches: 14 + 8 + 1 = 23 ≤ 24."""
+    bill = _bill(stage=0, vpp=2, grad_accum=12)
+    assert bill.in_flight == 2 * 7 + 8 + 1
 
 
 def test_virtual_stages_need_a_pipeline_degree():

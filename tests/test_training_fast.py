@@ -103,7 +103,7 @@ def test_records_built_per_call_keep_their_defaults_and_repr():
     assert line.category == "other" and line.template == ""
     assert (
         repr(Layout(dp=2))
-        == "Layout(dp=2, tp=1, pp=1, cp=1, ep=1, sp=False, zero=0, fsdp=None, hybrid=False, gpus_per_node=8, vpp=1)"
+        == "Layout(dp=2, tp=1, pp=1, cp=1, ep=1, sp=False, zero=0, fsdp=None, hybrid=False, gpus_per_node=8, vpp=1, etp=0)"
     )
 
 

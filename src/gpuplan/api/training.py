@@ -167,6 +167,7 @@ def _how_json(b: TrainingBill) -> dict[str, Any]:
             "rank": s.lora.rank,
             "targets": list(s.lora.targets),
             "qlora": s.lora.quantized,
+            "modules_to_save": list(s.lora.saved),
             "base_format": s.base.describe() if s.base else None,
         },
         "offload": s.offload,
@@ -244,6 +245,7 @@ def train(
     sp: bool = False,
     cp: int = 1,
     ep: int = 1,
+    etp: int | None = None,
     vpp: int = 1,
     recipe: str | TrainingRecipe | None = None,
     seq: int = 4096,
@@ -256,6 +258,8 @@ def train(
     lora_rank: int | None = None,
     lora_targets: tuple[str, ...] | list[str] | str | None = None,
     qlora: bool = False,
+    lora_base: str | None = None,
+    lora_modules_to_save: tuple[str, ...] | list[str] | str | None = None,
     offload: str | None = None,
     offload_activations: bool = False,
     capacity_factor: float = 1.0,
@@ -287,6 +291,9 @@ def train(
     grad_accum: micro-batches per step (default: pp, enough to fill the pipeline).
     checkpointing: none, selective (Megatron: core attention), op (torchtitan's op-level
     selective), full, every:K (each K-th layer), or True = full; default: the framework's.
+    lora_base: the frozen base's format (bf16, fp16, fp32, int8, nf4, nf4-dq, fp4; default bf16,
+    nf4-dq with qlora); lora_modules_to_save: PEFT modules_to_save (embed_tokens, lm_head),
+    trained in full beside the frozen originals.
     method: "full", "lora" (rank 16 unless given) or "qlora"; optimizer: a recipe alias
     (adamw, adam8bit, adafactor, sgd) used when `recipe` is not given; dp: the data-parallel
     degree (then gpus = dp × tp × pp × cp); fsdp=True means FULL_SHARD.
@@ -298,7 +305,9 @@ def train(
     compile_loss, and framework_overrides (any other profile field by name). global_batch:
     sequences per optimizer step over all data-parallel ranks (sets grad_accum). stage: bill
     this pipeline stage ("first", "last" or an index) instead of the heaviest. vpp: virtual
-    pipeline stages (model chunks) per pipeline rank, interleaved 1F1B (needs pp).
+    pipeline stages (model chunks) per pipeline rank, interleaved 1F1B (needs pp). etp: the
+    experts' tensor-parallel degree when it differs from tp (Megatron
+    --expert-tensor-parallel-size; ep × etp then spans dp × cp × tp).
     """
     profile = resolve_framework(
         framework,
@@ -337,8 +346,8 @@ def train(
     mfu = None if mfu is None else real_number("MFU", mfu)
     capacity_factor = real_number("capacity-factor", capacity_factor, MAX_CAPACITY_FACTOR)
     rec = _recipe(recipe, optimizer, profile)
-    lora, base = _lora(ref.arch, lora_rank, lora_targets, qlora)
-    layout = _layout(profile, spec, zero, fsdp, tp, pp, cp, ep, sp, vpp)
+    lora, base = _lora(ref.arch, lora_rank, lora_targets, qlora, lora_base, lora_modules_to_save)
+    layout = _layout(profile, spec, zero, fsdp, tp, pp, cp, ep, sp, vpp, etp)
     setup = TrainingSetup(
         arch=ref.arch,
         recipe=rec,
@@ -472,8 +481,10 @@ def _layout(
     ep: int,
     sp: bool,
     vpp: int,
+    etp: int | None = None,
 ) -> Layout:
-    """The layout before the GPU count is known (dp = 1); vpp > 1 (interleaved 1F1B) needs pp."""
+    """The layout before the GPU count is known (dp = 1); vpp > 1 (interleaved 1F1B) needs pp;
+    etp: the experts' tensor-parallel degree when it is not tp (Megatron ETP)."""
     if vpp > 1 and pp is None:
         raise GpuplanError(f"vpp={vpp} interleaves pipeline stages: give --pp")
     stage_zero, hybrid = (zero or 0), False
@@ -491,6 +502,7 @@ def _layout(
         hybrid=hybrid,
         gpus_per_node=spec.gpus_per_node,
         vpp=int(vpp),
+        etp=0 if etp is None or int(etp) == (tp or 1) else int(etp),
     )
 
 
@@ -636,26 +648,66 @@ def _stage(stage: int | str | None, pp: int) -> int | None:
     return stage
 
 
+LORA_BASES = {  # --lora-base: (linear weights, everything else, packed/dequantised per matmul)
+    "bf16": ("bf16", "bf16", False),
+    "fp16": ("fp16", "fp16", False),
+    "fp32": ("fp32", "fp32", False),
+    "int8": ("bnb-int8", "bf16", True),  # load_in_8bit: LLM.int8 linears, 16-bit the rest
+    "nf4": ("nf4", "bf16", True),
+    "nf4-dq": ("nf4-dq", "bf16", True),  # QLoRA's default (double quantisation)
+    "fp4": ("bnb-fp4", "bf16", True),
+}
+
+
 def _lora(
     arch: Architecture,
     lora_rank: int | None,
     lora_targets: tuple[str, ...] | list[str] | str | None,
     qlora: bool,
+    lora_base: str | None = None,
+    modules_to_save: tuple[str, ...] | list[str] | str | None = None,
 ) -> tuple[LoraSpec | None, WeightFormat | None]:
-    if qlora and not lora_rank:
+    """The adapters and the frozen base's format: bf16 for LoRA, NF4 with double quantisation
+    for QLoRA, or `lora_base` (fp32, fp16, bf16, int8 = bitsandbytes LLM.int8, nf4, nf4-dq,
+    fp4): the base's linear weights in that format, its embeddings and norms 16-bit when the
+    linears are packed (bitsandbytes replaces only nn.Linear), fp32 for an fp32 base."""
+    if lora_base is not None and lora_base.lower() not in LORA_BASES:
+        raise GpuplanError(f"unknown LoRA base {lora_base!r}; use {', '.join(LORA_BASES)}")
+    base_kind = (lora_base or ("nf4-dq" if qlora else "bf16")).lower()
+    packed = LORA_BASES[base_kind][2]
+    if packed and not lora_rank:
         lora_rank = 64  # the QLoRA paper's r = 64 (Dettmers et al. 2023, §4)
     if not lora_rank:
+        if lora_base is not None or modules_to_save:
+            raise GpuplanError("a LoRA base or modules to save needs LoRA (give a rank)")
         return None, None
     if isinstance(lora_targets, str):
         lora_targets = tuple(t.strip() for t in lora_targets.split(",") if t.strip())
     if lora_targets:
         targets = tuple(lora_targets)
     else:  # QLoRA adapts every linear layer (Dettmers et al. 2023 §4); LoRA the attention
-        targets = ("all-linear",) if qlora else default_targets(arch)
-    lora = LoraSpec(int(lora_rank), _dedupe(targets), bool(qlora))
-    bf16 = get_precision("bf16")
-    base = WeightFormat(get_precision("nf4-dq"), bf16) if qlora else WeightFormat(bf16, bf16)
-    return lora, base
+        four_bit = base_kind in ("nf4", "nf4-dq", "fp4")
+        targets = ("all-linear",) if four_bit else default_targets(arch)
+    saved = _saved_modules(modules_to_save)
+    lora = LoraSpec(int(lora_rank), _dedupe(targets), packed, saved)
+    linear, other, _ = LORA_BASES[base_kind]
+    return lora, WeightFormat(get_precision(linear), get_precision(other))
+
+
+def _saved_modules(names: tuple[str, ...] | list[str] | str | None) -> tuple[str, ...]:
+    """PEFT modules_to_save, by the names gpuplan models (the embedding and the LM head)."""
+    from gpuplan.engine.lora import SAVED
+
+    if isinstance(names, str):
+        names = [t.strip() for t in names.split(",") if t.strip()]
+    aliases = {"embed_tokens": "embed_tokens", "wte": "embed_tokens", "lm_head": "lm_head"}
+    out = []
+    for name in names or ():
+        key = aliases.get(str(name).rsplit(".", 1)[-1])
+        if key is None:
+            raise GpuplanError(f"modules_to_save {name!r} is not modelled (use {', '.join(SAVED)})")
+        out.append(key)
+    return _dedupe(tuple(out))
 
 
 def _dedupe(targets: tuple[str, ...]) -> tuple[str, ...]:
@@ -663,6 +715,16 @@ def _dedupe(targets: tuple[str, ...]) -> tuple[str, ...]:
 
 
 READERS = ("torchtitan", "torchtune", "megatron", "deepspeed", "hf-trainer")
+HF_KEYS = (
+    "per_device_train_batch_size",
+    "model_name_or_path",
+    "target_modules",
+    "lora_r",
+    "peft_type",
+    "gradient_checkpointing",
+    "sequence_len",  # axolotl
+    "lora_target_linear",
+)
 
 
 def detect_format(text: str, name: str = "") -> str:
@@ -674,9 +736,12 @@ def detect_format(text: str, name: str = "") -> str:
     if "MODEL_ARGS" in text or "--num-layers" in text or "pretrain_gpt" in text:
         return "megatron"
     if lower.endswith(".json") or stripped.startswith("{"):
-        if "zero_optimization" in text or "train_micro_batch_size_per_gpu" in text:
+        ds_keys = "zero_optimization" in text or "train_micro_batch_size_per_gpu" in text
+        if ds_keys and "per_device_train_batch_size" not in text:  # else inline in HF args
             return "deepspeed"
         return "hf-trainer"
+    if "_component_" not in text and any(key in text for key in HF_KEYS):
+        return "hf-trainer"  # TrainingArguments / TRL / PEFT as YAML or flags
     if lower.endswith((".yaml", ".yml")) or "_component_" in text:
         return "torchtune"
     raise GpuplanError(

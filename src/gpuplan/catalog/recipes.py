@@ -40,6 +40,12 @@ def _table() -> tuple[dict[str, TrainingRecipe], dict[str, str]]:
             states=tuple(OptimizerState(s["name"], _format(s, row["id"])) for s in row["state"]),
             factored=bool(row.get("factored", False)),
             autocast=bool(row.get("autocast", False)),
+            paged=bool(row.get("paged", False)),
+            quantize_min=int(row.get("quantize_min", 0)),
+            small_state=get_precision(row["small_state"]) if row.get("small_state") else None,
+            whole_blocks=bool(row.get("whole_blocks", False)),
+            qmap_bytes=int(row.get("qmap_bytes", 0)),
+            paged_min=int(row.get("paged_min", 0)),
             source=row.get("source", ""),
         )
         by_id[recipe.id] = recipe

@@ -73,6 +73,12 @@ from gpuplan.units import format_bytes, format_count
 @click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel degree.")
 @click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel degree (MoE).")
 @click.option(
+    "--etp",
+    type=int,
+    default=None,
+    help="Experts' tensor-parallel degree when not tp (Megatron ETP; ep × etp spans dp × cp × tp).",
+)
+@click.option(
     "--virtual-stages",
     "vpp",
     type=int,
@@ -104,7 +110,7 @@ from gpuplan.units import format_bytes, format_count
     "--loss",
     default=None,
     help="Loss: standard, plain, chunked:N, linear_chunked:N, compiled, fused,"
-    " vocab_parallel. [default: the framework's]",
+    " vocab_parallel, vocab_parallel_fused, te_fused. [default: the framework's]",
 )
 @click.option(
     "--compile/--no-compile", "compile_", default=None, help="torch.compile the model and loss."
@@ -151,6 +157,18 @@ from gpuplan.units import format_bytes, format_count
 )
 @click.option(
     "--qlora", is_flag=True, help="QLoRA: NF4 base with double quantisation (rank 64 unless given)."
+)
+@click.option(
+    "--lora-base",
+    type=click.Choice(["bf16", "fp16", "fp32", "int8", "nf4", "nf4-dq", "fp4"]),
+    default=None,
+    help="The frozen LoRA base's format (int8: bitsandbytes LLM.int8). [default: bf16; nf4-dq"
+    " with --qlora]",
+)
+@click.option(
+    "--lora-modules-to-save",
+    default=None,
+    help="PEFT modules_to_save trained in full (embed_tokens, lm_head), comma-separated.",
 )
 @click.option(
     "--offload", type=click.Choice(["optimizer", "params"]), default=None, help="CPU offload."

@@ -8,6 +8,11 @@ Only the adapters are trained, so only they carry gradients, a master copy and o
 4-bit NF4 with double-quantised scales for QLoRA (Dettmers et al. 2023, §3: 4 + 8/64 + 32/(64·256)
 bits per packed weight; embeddings, norms and the LM head stay 16-bit, as bitsandbytes leaves
 them). Module names are those PEFT's `target_modules` matches in `transformers`' models.
+
+PEFT's `modules_to_save` (peft/utils/other.py ModulesToSaveWrapper) keeps the original module
+frozen and trains a full copy of it: the embedding or LM head named there adds its parameters
+to the trainable ones (weights, gradients, optimizer states) on top of the base that keeps the
+original.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ class LoraSpec:
     rank: int
     targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     quantized: bool = False  # QLoRA: NF4 base with double quantisation
+    saved: tuple[str, ...] = ()  # PEFT modules_to_save: embed_tokens / lm_head trained in full
 
 
 def linear_shapes(arch: Architecture, layer: LayerSpec) -> dict[str, list[tuple[int, int]]]:
@@ -118,6 +124,17 @@ def lora_modules_per_layer(arch: Architecture, spec: LoraSpec) -> int:
     return sum(len(shapes.get(name, [])) for name in spec.targets)
 
 
+SAVED = ("embed_tokens", "lm_head")
+
+
+def saved_params(spec: LoraSpec, embedding: int, lm_head: int) -> int:
+    """Parameters of the full copies PEFT trains for `modules_to_save`, given the embedding and
+    LM head parameters held (a stage's, or the model's)."""
+    return (embedding if "embed_tokens" in spec.saved else 0) + (
+        lm_head if "lm_head" in spec.saved else 0
+    )
+
+
 def lora_params(arch: Architecture, spec: LoraSpec, layers: range | None = None) -> int:
     """Adapter parameters over `layers` (all layers by default)."""
     if spec.rank < 1:
@@ -131,3 +148,18 @@ def lora_params(arch: Architecture, spec: LoraSpec, layers: range | None = None)
             per_kind[layer] = lora_layer_params(arch, layer, spec)
         total += per_kind[layer]
     return total
+
+
+def paged_share(arch: Architecture, spec: LoraSpec, threshold: int, layers: range) -> float:
+    """The share of the adapter parameters over `layers` held in tensors of at least
+    `threshold` elements: lora_A (r × in) and lora_B (out × r) are separate tensors, and
+    bitsandbytes pages only state tensors of ≥ 1e5 elements (Optimizer8bit.get_state_buffer)."""
+    big = total = 0
+    for i in layers:
+        shapes = linear_shapes(arch, arch.layers[i])
+        for name in spec.targets:
+            for fan_in, fan_out in shapes.get(name, []):
+                for n in (spec.rank * fan_in, spec.rank * fan_out):
+                    total += n
+                    big += n if n >= threshold else 0
+    return big / total if total else 0.0

@@ -44,6 +44,18 @@ what it keeps from forward to backward (`saved`):
                   cross_entropy.py): the bf16 logits (a·T·V') upcast once (4·T·V'), turned into the
                   softmax in place and saved; backward rewrites that softmax into the gradient in
                   place and autograd casts it back to the logits' dtype: (a + 4)·T·V' both ways.
+  vocab_parallel_fused  Megatron-LM --cross-entropy-loss-fusion (megatron/core/fusions/
+                  fused_cross_entropy.py, native impl, releases before its in-place steps were
+                  compiled apart): the same cross entropy with each step under torch.compile
+                  (jit_fuser). Inductor keeps an in-place update in place only when pointwise ops
+                  alone consume it; the exp written into the fp32 logits and then summed, and the
+                  gradient scattered into the softmax, are materialised in a fresh T·V' fp32 buffer
+                  and copied back (the file's own note): one more 4·T·V' in forward and in
+                  backward, (a + 8)·T·V' both ways.
+  te_fused        --cross-entropy-fusion-impl te (Transformer Engine parallel_cross_entropy, a
+                  Triton kernel): the gradient is computed in forward and written into the logits
+                  themselves, which are kept for backward: a·T·V' (+ 4·T for the per-token
+                  statistics) both ways.
 """
 
 from __future__ import annotations
@@ -62,6 +74,8 @@ LOSS_MODES = (
     "fused",
     "loss_parallel",
     "vocab_parallel",
+    "vocab_parallel_fused",
+    "te_fused",
 )
 CHUNKED = ("chunked", "linear_chunked")
 DEFAULT_CHUNKS = 8  # torchtune CEWithChunkedOutputLoss(num_output_chunks=8)
@@ -93,6 +107,8 @@ class LossSpec:
             "fused": "fused linear cross entropy (Liger)",
             "loss_parallel": "cross entropy on fp32-upcast logits, DTensor loss parallel",
             "vocab_parallel": "vocab-parallel cross entropy (in place)",
+            "vocab_parallel_fused": "Megatron fused vocab-parallel cross entropy (compiled)",
+            "te_fused": "Transformer Engine fused cross entropy (gradient in the logits)",
         }[self.mode]
 
 
@@ -108,7 +124,7 @@ class LossMemory:
 @lru_cache(maxsize=256)
 def parse_loss(text: str) -> LossSpec:
     """'standard', 'chunked', 'chunked:16', 'linear_chunked:8', 'compiled', 'fused',
-    'loss_parallel', 'vocab_parallel'."""
+    'loss_parallel', 'vocab_parallel', 'vocab_parallel_fused', 'te_fused'."""
     name, _, arg = text.strip().lower().replace("-", "_").partition(":")
     if name not in LOSS_MODES:
         raise GpuplanError(f"unknown loss {text!r}; use {', '.join(LOSS_MODES)} (chunked:N)")
@@ -169,4 +185,8 @@ def loss_memory(spec: LossSpec, tokens: int, vocab: int, hidden: int, a: int) ->
         return LossMemory(4 * tv, logits + upcast + 8 * tv, 16 * tv + held)
     if spec.mode == "vocab_parallel":
         return LossMemory(4 * tv, logits + 4 * tv, 4 * tv + logits)
+    if spec.mode == "vocab_parallel_fused":
+        return LossMemory(4 * tv, logits + 8 * tv, 8 * tv + logits)
+    if spec.mode == "te_fused":
+        return LossMemory(logits + 4 * tokens, logits + 4 * tokens, logits + 4 * tokens)
     raise GpuplanError(f"unknown loss mode {spec.mode!r}")

@@ -56,14 +56,19 @@ class StageParams:
         return self.dense + self.experts
 
 
-def layer_params_per_rank(arch: Architecture, index: int, tp: int, ep: int = 1) -> tuple[int, int]:
+def layer_params_per_rank(
+    arch: Architecture, index: int, tp: int, ep: int = 1, etp: int = 0
+) -> tuple[int, int]:
     """(all parameters, those of the MLP's last linear) of layer `index` on one GPU after tp
-    and ep: the unit whose gradients a layer's backward builds, and the first it builds."""
-    return _kind_params_per_rank(arch, layer_kind_index(arch)[1][index], tp, ep)
+    and ep (experts split etp ways when set, else tp): the unit whose gradients a layer's
+    backward builds, and the first it builds."""
+    return _kind_params_per_rank(arch, layer_kind_index(arch)[1][index], tp, ep, etp or tp)
 
 
 @lru_cache(maxsize=4096)
-def _kind_params_per_rank(arch: Architecture, kind: int, tp: int, ep: int) -> tuple[int, int]:
+def _kind_params_per_rank(
+    arch: Architecture, kind: int, tp: int, ep: int, etp: int
+) -> tuple[int, int]:
     """`layer_params_per_rank` by the layer's kind (`layer_kind_index`): layers of one kind
     weigh the same."""
     index = layer_kind_index(arch)[1].index(kind)  # the first layer of that kind
@@ -72,9 +77,10 @@ def _kind_params_per_rank(arch: Architecture, kind: int, tp: int, ep: int) -> tu
     h = arch.hidden_size
     if layer.moe and arch.moe is not None:
         m = arch.moe
-        experts = round(m.num_experts * expert_params(arch) / tp)
-        total -= experts - ceil_div(experts, ep)
-        down = ceil_div(m.num_experts, ep) * m.expert_intermediate_size * h // tp
+        counted = round(m.num_experts * expert_params(arch) / tp)  # as split by tp above
+        experts = round(m.num_experts * expert_params(arch) / etp)
+        total -= counted - ceil_div(experts, ep)
+        down = ceil_div(m.num_experts, ep) * m.expert_intermediate_size * h // etp
         return total, down
     down = arch.mlp.intermediate_size * h // tp if arch.mlp is not None else 0
     return total, down
@@ -91,10 +97,13 @@ def layer_kind_index(arch: Architecture) -> tuple[tuple[LayerSpec, ...], tuple[i
 
 
 @lru_cache(maxsize=4096)
-def stage_param_list(arch: Architecture, tp: int, pp: int, ep: int = 1) -> tuple[StageParams, ...]:
-    """Ψ on one GPU of each pipeline stage: its layers ÷ tp (experts further ÷ ep), the token
-    embedding on the first stage, the final norm and LM head on the last (a tied embedding gets
-    a second copy there when pp > 1), laid out as engine/weights.py does for serving."""
+def stage_param_list(
+    arch: Architecture, tp: int, pp: int, ep: int = 1, etp: int = 0
+) -> tuple[StageParams, ...]:
+    """Ψ on one GPU of each pipeline stage: its layers ÷ tp (experts ÷ etp when set, else tp,
+    and further ÷ ep), the token embedding on the first stage, the final norm and LM head on the
+    last (a tied embedding gets a second copy there when pp > 1), laid out as engine/weights.py
+    does for serving."""
     counts = count_params(arch)
     h = arch.hidden_size
     emb = round(counts.embedding / tp)
@@ -105,13 +114,18 @@ def stage_param_list(arch: Architecture, tp: int, pp: int, ep: int = 1) -> tuple
     experts_tp = (
         round(arch.moe.num_experts * expert_params(arch) / tp) if arch.moe is not None else 0
     )
+    experts_etp = (
+        round(arch.moe.num_experts * expert_params(arch) / (etp or tp))
+        if arch.moe is not None
+        else 0
+    )
     kinds, index = layer_kind_index(arch)
     dense_of, experts_of = [], []  # per layer kind: (dense part, expert part) on one GPU
     for k, layer in enumerate(kinds):
         total = layer_bytes_per_rank(arch, index.index(k), COUNT, tp)
-        e = experts_tp if layer.moe and layer.ffn else 0
-        dense_of.append(total - e)
-        experts_of.append(ceil_div(e, ep))
+        moe = layer.moe and layer.ffn
+        dense_of.append(total - (experts_tp if moe else 0))
+        experts_of.append(ceil_div(experts_etp, ep) if moe else 0)
     out = []
     for s, layers in enumerate(stage_layers(arch.num_layers, pp)):
         in_stage = index[layers.start : layers.stop]
@@ -163,6 +177,7 @@ class ModelStates:
     allgather_bucket: int  # DeepSpeed ZeRO-1/2 weight all-gather bucket
     trainable: int  # trainable parameters on this GPU (before ZeRO)
     frozen: int  # frozen parameters on this GPU (LoRA base)
+    optimizer_paged: int = 0  # of `optimizer`, the bytes in CUDA unified memory (paged states)
 
     @property
     def total(self) -> int:

@@ -16,7 +16,10 @@ the node's data-parallel ranks, replicated across nodes), _HYBRID_SHARD_ZERO2 li
 Megatron-LM shards its distributed optimizer over the data-parallel *and* context-parallel ranks
 (they hold the same parameters), so the sharding degree here is dp × cp. Expert parameters
 are split ep ways and then sharded over the dp × cp ÷ ep ranks that hold the same experts
-(Megatron-core's expert-data-parallel group).
+(Megatron-core's expert-data-parallel group). With expert tensor parallelism apart from tp
+(--expert-tensor-parallel-size etp, Megatron-core 0.10+) the experts are split etp ways instead
+of tp, ep × etp ranks span dp × cp × tp (expert parallelism may cross the tensor-parallel
+ranks), and their expert-data-parallel group is dp × cp × tp ÷ (etp × ep).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class Layout:
     hybrid: bool = False  # shard within a node only (FSDP HYBRID_SHARD)
     gpus_per_node: int = 8
     vpp: int = 1  # virtual pipeline stages (model chunks) per pipeline rank: interleaved 1F1B
+    etp: int = 0  # expert tensor parallelism (Megatron --expert-tensor-parallel-size); 0: = tp
 
     @property
     def gpus(self) -> int:
@@ -66,9 +70,19 @@ class Layout:
         return ranks
 
     @property
+    def expert_tp(self) -> int:
+        """The tensor-parallel degree of the experts: etp, or tp when not set."""
+        return self.etp or self.tp
+
+    @property
     def expert_shard_degree(self) -> int:
-        """Ranks that hold the same experts and shard their states: dp × cp ÷ ep."""
-        return max(1, self.shard_degree // self.ep)
+        """Ranks that hold the same experts and shard their states: dp × cp ÷ ep; with expert
+        tensor parallelism apart from tp, the expert-data-parallel group of Megatron-core,
+        dp × cp × tp ÷ (etp × ep) (parallel_state.py: experts are laid out over the same
+        ranks as dp × cp × tp)."""
+        if self.expert_tp == self.tp:
+            return max(1, self.shard_degree // self.ep)
+        return max(1, self.shard_degree * self.tp // (self.expert_tp * self.ep))
 
     def describe(self) -> str:
         parts = [f"dp={self.dp}", f"tp={self.tp}", f"pp={self.pp}"]
@@ -78,6 +92,8 @@ class Layout:
             parts.append(f"cp={self.cp}")
         if self.ep > 1:
             parts.append(f"ep={self.ep}")
+        if self.expert_tp != self.tp:
+            parts.append(f"etp={self.expert_tp}")
         if self.sp:
             parts.append("sp")
         parts.append(f"FSDP {self.fsdp.upper()}" if self.fsdp else f"ZeRO-{self.zero}")
@@ -138,9 +154,21 @@ def validate_layout(
             raise GpuplanError(f"ep={layout.ep} needs a mixture-of-experts model")
         if num_experts % layout.ep:
             raise GpuplanError(f"ep={layout.ep} does not divide the {num_experts} experts")
-        if (layout.dp * layout.cp) % layout.ep:
+        if layout.expert_tp == layout.tp and (layout.dp * layout.cp) % layout.ep:
             raise GpuplanError(
                 f"ep={layout.ep} must divide the data-parallel ranks dp×cp={layout.dp * layout.cp}"
+                " (or give an expert tensor-parallel degree etp: ep × etp spans dp × cp × tp)"
+            )
+    if layout.etp < 0 or isinstance(layout.etp, bool):
+        raise GpuplanError(f"etp must be at least 1, got {layout.etp}")
+    if layout.expert_tp != layout.tp:
+        if num_experts == 0:
+            raise GpuplanError(f"etp={layout.etp} needs a mixture-of-experts model")
+        ranks = layout.dp * layout.cp * layout.tp
+        if ranks % (layout.ep * layout.expert_tp):
+            raise GpuplanError(
+                f"ep={layout.ep} × etp={layout.expert_tp} must divide dp×cp×tp={ranks}"
+                " (Megatron lays the experts out over the same ranks)"
             )
     if layout.sp and layout.tp == 1:
         raise GpuplanError("sequence parallelism (--sp) splits activations over tp; set --tp > 1")

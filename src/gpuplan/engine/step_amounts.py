@@ -102,7 +102,7 @@ def amounts(
         unit_grads_last=held_part.unit_grads_last,
         unit_grads_first=held_part.unit_grads_first,
         deferred_grads=held_part.deferred_grads,
-        held=held_part.held,
+        held=held_part.held + _deferred_wgrad(setup, spec, last),
         fp8_weights=held_part.fp8_weights,
         dequant=held_part.dequant,
         step_temp=held_part.step_temp,
@@ -158,7 +158,9 @@ def state_amounts(
     weights = 0 if offload == "params" else states.weights
     grads = 0 if offloaded_states else states.gradients
     master = 0 if offloaded_states else states.master
-    optimizer = 0 if offloaded_states else states.optimizer
+    # paged states (bitsandbytes is_paged) live in unified memory, outside the allocator's
+    # counters: the phases hold only their block scales (the bill adds the pages apart)
+    optimizer = 0 if offloaded_states else states.optimizer - states.optimizer_paged
     g_before, g_last, g_first = _gradient_lifetime(setup, st, states, grads)
     gather = _gathered(setup, st, base_fraction)
     return StateAmounts(
@@ -361,8 +363,8 @@ def _gradient_lifetime(
     if setup.lora is not None or not st.layers:
         held = grads if fw.grads == "persistent" or setup.micro_batches > 1 else 0
         return held, held, grads
-    last_layer, last_down = layer_params_per_rank(arch, st.layers[-1], lo.tp, lo.ep)
-    first_layer, first_down = layer_params_per_rank(arch, st.layers[0], lo.tp, lo.ep)
+    last_layer, last_down = layer_params_per_rank(arch, st.layers[-1], lo.tp, lo.ep, lo.etp)
+    first_layer, first_down = layer_params_per_rank(arch, st.layers[0], lo.tp, lo.ep, lo.etp)
     if lo.zero >= 2:  # the layer's own gradients are unsharded until reduce-scattered
         last_down = first_down = 0
     if fw.grads == "persistent" or setup.micro_batches > 1:
@@ -379,7 +381,7 @@ def _accumulating(setup: TrainingSetup, st: StageParams, states: ModelStates, gr
     held = fw.grads == "persistent" or setup.micro_batches > 1
     if not held or fw.optimizer_in_backward or lo.zero >= 2 or setup.lora or not st.layers:
         return 0
-    _, down = layer_params_per_rank(setup.arch, st.layers[-1], lo.tp, lo.ep)
+    _, down = layer_params_per_rank(setup.arch, st.layers[-1], lo.tp, lo.ep, lo.etp)
     return round(grads / max(1, states.trainable) * down)
 
 
@@ -420,8 +422,8 @@ def _gathered(setup: TrainingSetup, st: StageParams, base_fraction: float) -> Ga
     r = held(setup)
     param = setup.recipe.weights  # the compute (param) dtype of gathered units
     frozen = setup.lora is not None
-    first_layer, first_down = layer_params_per_rank(setup.arch, st.layers[0], lo.tp, lo.ep)
-    last_layer, last_down = layer_params_per_rank(setup.arch, st.layers[-1], lo.tp, lo.ep)
+    first_layer, first_down = layer_params_per_rank(setup.arch, st.layers[0], lo.tp, lo.ep, lo.etp)
+    last_layer, last_down = layer_params_per_rank(setup.arch, st.layers[-1], lo.tp, lo.ep, lo.etp)
     units = Units(
         first_layer=first_layer,
         largest_layer=max(first_layer, last_layer),
@@ -439,6 +441,25 @@ def _gathered(setup: TrainingSetup, st: StageParams, base_fraction: float) -> Ga
     )
     keeps_head = fw.reshard_after_forward == "unless_pp"
     return fsdp_gathered(units, reshard, keeps_head, lo.pp > 1, trainable=not frozen)
+
+
+def _deferred_wgrad(
+    setup: TrainingSetup, spec: ActivationSpec, last: bool
+) -> tuple[tuple[str, int], ...]:
+    """Megatron --defer-embedding-wgrad-compute on the last stage: each micro-batch's LM-head
+    input (T·h, all-gathered under sequence parallelism) and output gradient (T·V/tp), in the
+    activation dtype, kept until the flush computes the head's weight gradient
+    (megatron/core/models/gpt/gpt_model.py embedding_activation_buffer / grad_output_buffer,
+    tensor_parallel/layers.py wgrad_deferral_limit; 0 = every micro-batch of the step). Billed
+    as held for the whole step: the count reached at the last micro-batch's backward."""
+    n = setup.framework.defer_embedding_wgrad
+    if n < 0 or not last:
+        return ()
+    kept = setup.micro_batches if n == 0 else min(n, setup.micro_batches)
+    lo, arch = setup.layout, setup.arch
+    vocab = -(-arch.vocab_size // lo.tp)
+    per = spec.act_bytes * spec.tokens * (arch.hidden_size + vocab)
+    return (("deferred_wgrad", kept * per),)
 
 
 def _held_buffers(setup: TrainingSetup, states: ModelStates) -> tuple[tuple[str, int], ...]:

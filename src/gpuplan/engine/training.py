@@ -55,7 +55,9 @@ from gpuplan.engine.lora import (
     LoraSpec,
     lora_modules_per_layer,
     lora_params,
+    paged_share,
     resolve_targets,
+    saved_params,
 )
 from gpuplan.engine.loss import CHUNKED, LossSpec, parse_loss
 from gpuplan.engine.mixer_activations import state_kernel_note
@@ -258,10 +260,13 @@ def validate_training(setup: TrainingSetup) -> None:
     _validate_stage(setup)
     fw = setup.framework
     lo = setup.layout
-    if lo.vpp > 1 and setup.micro_batches % lo.pp:
+    if lo.vpp > 1 and setup.micro_batches < lo.pp:
+        # Megatron-LM (2024+) runs any count of at least pp: groups of
+        # microbatch_group_size_per_vp_stage = pp, the last one shorter (schedules.py
+        # get_pp_rank_microbatches); the warm-up count is the same (engine/pipeline.py)
         raise GpuplanError(
-            f"interleaved 1F1B (vpp={lo.vpp}) runs micro-batches in groups of pp={lo.pp}:"
-            f" {setup.micro_batches} micro-batches is not a multiple"
+            f"interleaved 1F1B (vpp={lo.vpp}) needs at least pp={lo.pp} micro-batches,"
+            f" got {setup.micro_batches}"
         )
     if fw.optimizer_in_backward and setup.micro_batches > 1:
         raise GpuplanError(
@@ -312,7 +317,8 @@ def _counts(arch: Architecture) -> ParamCounts:
 
 @lru_cache(maxsize=1024)
 def _lora_total(arch: Architecture, lora: LoraSpec) -> int:
-    return lora_params(arch, lora)
+    counts = _counts(arch)
+    return lora_params(arch, lora) + saved_params(lora, counts.embedding, counts.lm_head)
 
 
 @lru_cache(maxsize=1024)
@@ -436,8 +442,11 @@ def _layout_states(
         states = model_states(
             recipe, lo, st.dense, st.experts, st.largest_unit, factored=factored, buckets=buckets
         )
+        if recipe.paged:  # every weight matrix is over bitsandbytes' 1e5-element threshold
+            states = replace(states, optimizer_paged=recipe.paged_bytes(states.optimizer))
         return states, st.total
     adapters = round(lora_params(arch, lora, st.layers) / lo.tp)
+    adapters += saved_params(lora, st.embedding, st.lm_head)
     states = model_states(
         recipe,
         lo,
@@ -449,6 +458,9 @@ def _layout_states(
         frozen_params=st.total,
         buckets=buckets,
     )
+    if recipe.paged:  # only adapter tensors of ≥ paged_min elements are paged
+        share = paged_share(arch, lora, recipe.paged_min, st.layers)
+        states = replace(states, optimizer_paged=int(recipe.paged_bytes(states.optimizer) * share))
     return states, adapters
 
 
@@ -462,7 +474,7 @@ def model_states_floor(setup: TrainingSetup) -> int:
         return 0
     validate_training(setup)
     lo = setup.layout
-    stages = _distinct_stages(setup.arch, lo.tp, lo.pp, lo.ep)
+    stages = _distinct_stages(setup.arch, lo.tp, lo.pp, lo.ep, lo.etp)
     held_states = (_stage_states(setup, st, 0.0)[0] for st in stages)
     return max(s.weights + s.master + s.optimizer for s in held_states)
 
@@ -528,14 +540,14 @@ def _heaviest(setup: TrainingSetup, budget: int | None = None) -> _Heaviest | No
         base_fraction = _base_bytes(arch, setup.base) / counts.total
     if setup.stage is not None:
         chosen: tuple[StageParams, ...] = (
-            stage_param_list(arch, lo.tp, lo.pp, lo.ep)[setup.stage],
+            stage_param_list(arch, lo.tp, lo.pp, lo.ep, lo.etp)[setup.stage],
         )
     else:
-        chosen = _distinct_stages(arch, lo.tp, lo.pp, lo.ep)
+        chosen = _distinct_stages(arch, lo.tp, lo.pp, lo.ep, lo.etp)
     best: _Stage | None = None
     for st in chosen:
         stage = _stage(setup, spec, st, base_fraction)
-        if budget is not None and _per_gpu_total(setup, stage.peak) > budget:
+        if budget is not None and _per_gpu_total(setup, stage.peak, _paged(setup, stage)) > budget:
             return None
         if best is None or stage.peak > best.peak:
             best = stage
@@ -554,10 +566,19 @@ def _allocator_reserve(setup: TrainingSetup, allocated: int) -> int | None:
     return reserve_bytes(allocated) if setup.framework.id != "generic" else None
 
 
-def _per_gpu_total(setup: TrainingSetup, peak: int) -> int:
+def _per_gpu_total(setup: TrainingSetup, peak: int, paged: int = 0) -> int:
     """The per-GPU total of a bill whose peak phase holds `peak` bytes, without its lines: the
-    peak, the allocator reserve and the CUDA context, as `_bill_items` lists them."""
-    return peak + (_allocator_reserve(setup, peak) or 0) + setup.cuda_context_bytes
+    peak, the allocator reserve, the paged optimizer states and the CUDA context, as
+    `_bill_items` lists them."""
+    return peak + (_allocator_reserve(setup, peak) or 0) + paged + setup.cuda_context_bytes
+
+
+def _paged(setup: TrainingSetup, stage: _Stage) -> int:
+    """Optimizer-state bytes of `stage` in CUDA unified memory (a paged recipe, states not
+    offloaded): outside the allocator's counters, on the device once touched."""
+    if setup.offload != "none":
+        return 0
+    return stage.states.optimizer_paged
 
 
 def _bill_of(heaviest: _Heaviest) -> TrainingBill:
@@ -570,7 +591,7 @@ def _bill_of(heaviest: _Heaviest) -> TrainingBill:
     makers.update(step_lines(setup, spec, best.params, best.in_flight, best.amounts))
     parts = phase_parts(best.amounts)[best.peak_phase]
     peak = build_phase(best.peak_phase, parts, {k: makers[k]() for k in needed_lines(parts)})
-    items = _bill_items(setup, peak)
+    items = _bill_items(setup, peak, _paged(setup, best))
     host = _host_items(setup, states_lines, best)
     trainable_total = _lora_total(arch, setup.lora) if setup.lora else counts.total
     flops, comm, time = _cost(setup, spec, best.params, best.trainable, counts)
@@ -600,12 +621,14 @@ def _bill_of(heaviest: _Heaviest) -> TrainingBill:
 
 
 @lru_cache(maxsize=1024)
-def _distinct_stages(arch: Architecture, tp: int, pp: int, ep: int) -> tuple[StageParams, ...]:
+def _distinct_stages(
+    arch: Architecture, tp: int, pp: int, ep: int, etp: int = 0
+) -> tuple[StageParams, ...]:
     """The stages that can be the heaviest: of stages with the same layers (by kind), embedding
     and LM head, the earliest holds the most micro-batches in flight under 1F1B (pp − s), so
     only it is billed."""
     seen: dict[object, StageParams] = {}
-    for st in stage_param_list(arch, tp, pp, ep):
+    for st in stage_param_list(arch, tp, pp, ep, etp):
         key = (layer_kinds(arch, st.layers.start, st.layers.stop), st.embedding, st.lm_head)
         seen.setdefault(key, st)
     return tuple(seen.values())
@@ -636,7 +659,7 @@ def _stage(
     return _Stage(st, part.states, part.trainable, in_flight, amounts, host_act, peak, name)
 
 
-def _bill_items(setup: TrainingSetup, peak: Phase) -> tuple[LineItem, ...]:
+def _bill_items(setup: TrainingSetup, peak: Phase, paged: int = 0) -> tuple[LineItem, ...]:
     """The peak phase's lines, then what the GPU shows beyond the tensors."""
     items = list(peak.lines)
     reserve = _allocator_reserve(setup, peak.total)
@@ -653,8 +676,26 @@ def _bill_items(setup: TrainingSetup, peak: Phase) -> tuple[LineItem, ...]:
                 "reserve",
             )
         )
+    if paged:
+        items.append(_paged_line(paged))
     items.append(_cuda_context_line(setup.cuda_context_bytes))
     return tuple(items)
+
+
+def _paged_line(n: int) -> LineItem:
+    """Paged optimizer states: CUDA unified memory (bitsandbytes functional.get_paged,
+    cudaMallocManaged), counted by nvidia-smi once touched, never by PyTorch's allocator."""
+    return LineItem(
+        "optimizer_paged",
+        "Optimizer states (paged, unified memory)",
+        n,
+        "state payloads of ≥ 1e5 elements allocated with cudaMallocManaged (bitsandbytes"
+        " is_paged): on the GPU once touched, paged out to host memory under pressure;"
+        " not in torch.cuda.max_memory_allocated/reserved",
+        "paged optimizer states = {bytes}",
+        {"predicts": "nvidia-smi"},
+        "optimizer",
+    )
 
 
 @lru_cache(maxsize=64, typed=True)
@@ -838,6 +879,12 @@ def _note_list(
             f"{', the embedding' if st.embedding else ''}{', the LM head' if st.lm_head else ''}),"
             f" holding {in_flight} micro-batch(es) in flight under 1F1B"
         )
+    if lo.expert_tp != lo.tp:
+        notes.append(
+            f"etp={lo.expert_tp}: expert weights and states split etp ways; the experts'"
+            " activations are billed as under tp (tokens ÷ tp × the whole expert width carry"
+            " the same bytes as all tokens × the width ÷ tp)"
+        )
     if lo.zero == 0 and lo.dp > 1:
         notes.append(
             "plain data parallelism copies every model state onto every GPU: it adds speed, never capacity"
@@ -858,6 +905,13 @@ def _note_list(
         notes.append(state_kernel_note(arch, kernel))
     if recipe.factored:
         notes.append("Adafactor's factored second moment counts rows + columns per matrix (fp32)")
+    if recipe.paged:
+        notes.append(
+            "paged optimizer (bitsandbytes): the states' payload is in CUDA unified memory — in the"
+            " total (what nvidia-smi shows once the optimizer has run), not in allocated/reserved"
+            " (torch.cuda.max_memory_*); under memory pressure it pages out to the host instead of"
+            " running out of memory"
+        )
     if fsdp_fp32:
         notes.append(
             "FSDP2 mixed precision: the sharded fp32 parameter is the master copy; bf16 weights"
@@ -872,6 +926,13 @@ def _note_list(
             f"LoRA r={lora.rank} on {', '.join(lora.targets)}: activations are those of"
             " full fine-tuning plus the adapters' (an upper bound: frozen layers save a little less)"
         )
+        if lora.quantized:
+            notes.append(
+                "quantised base: the blocks the caching allocator keeps after loading bf16"
+                " weights and quantising them layer by layer (bitsandbytes) are not modelled;"
+                " reserved and nvidia-smi can exceed this bill by up to the bf16 weights of a"
+                " few layers"
+            )
     if parse_recompute(recompute)[0] in COUNTED:
         assert spec is not None
         ck = checkpointed_layers(spec, len(st.layers))

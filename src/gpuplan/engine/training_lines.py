@@ -204,16 +204,21 @@ def _optimizer_line(
     names = ", ".join(f"{s.name} ({s.format.id})" for s in recipe.states) or "none"
     if recipe.factored:
         names += ", factored second moment (fp32 rows + columns)"
+    paged = states.optimizer_paged
+    formula = "{trainable_params} × {state_bytes_per_param} bytes" + _shard_text(lo, 1)
+    if paged:  # the payload is paged (unified memory): this line is what the allocator holds
+        formula = "(" + formula + ") − {paged_bytes} paged"
     return LineItem(
         "optimizer",
-        "Optimizer states",
-        states.optimizer,
+        "Optimizer states" + (" (block scales; payload paged)" if paged else ""),
+        states.optimizer - paged,
         "trainable params × state bytes" + (" ÷ shards (ZeRO-1+)" if lo.zero >= 1 else ""),
-        "{trainable_params} × {state_bytes_per_param} bytes" + _shard_text(lo, 1) + " = {bytes}",
+        formula + " = {bytes}",
         {
             **common,
             "states": names,
             "state_bytes_per_param": round(_f(recipe.optimizer_bytes_per_param), 4),
+            **({"paged_bytes": paged} if paged else {}),
         },
         "optimizer",
     )
@@ -242,6 +247,7 @@ def step_lines(
         "grad_buffer": m.grad_buffer,
         "allgather_bucket": m.allgather_bucket,
         "ddp_buckets": m.ddp_buckets,
+        "deferred_wgrad": m.deferred_wgrad,
         "gemm_workspace": m.gemm_workspace,
         "fp8_weights": m.fp8_weights,
         "dequant_buffer": m.dequant_buffer,
@@ -421,6 +427,17 @@ class _StepLines:
             _held(self.a, "ddp_buckets"),
             "a second copy of every gradient (gradient_as_bucket_view=False)",
             "comm",
+        )
+
+    def deferred_wgrad(self) -> LineItem:
+        return _simple(
+            "deferred_wgrad",
+            "Deferred LM-head wgrad inputs",
+            _held(self.a, "deferred_wgrad"),
+            "micro-batches × tokens × (hidden + vocab ÷ tp) × activation bytes: the LM head's"
+            " input and output gradient kept for its deferred weight gradient (Megatron"
+            " --defer-embedding-wgrad-compute)",
+            "activations",
         )
 
     # kernel-side copies and scratch: GEMM workspaces, fp8 weight copies, the NF4 weight

@@ -95,14 +95,11 @@ NO_MEMORY_EFFECT = {
     "no-bias-dropout-fusion",
     "no-bias-swiglu-fusion",
     "ckpt-fully-parallel-load",
-    "attention-backend",
     "no-create-attention-mask-in-dataloader",
     "calculate-per-token-loss",
     "ddp-average-in-collective",
     "decoupled-lr",
     "decoupled-min-lr",
-    "cross-entropy-loss-fusion",
-    "cross-entropy-fusion-impl",
     "tp-comm-overlap",
     "num-workers",
     "dataloader-type",
@@ -243,20 +240,23 @@ def architecture(flags: dict[str, Any], tp: int) -> Architecture:
             experts_per_token=topk,
             expert_intermediate_size=_int(flags, "moe-ffn-hidden-size", ffn) or ffn,
         )
+    attention = AttentionSpec(
+        num_heads=heads,
+        num_kv_heads=groups,
+        head_dim=head_dim,
+        v_head_dim=head_dim,
+        qkv_bias=bias or _on(flags, "add-qkv-bias"),
+        o_bias=bias,
+    )
+    if _on(flags, "multi-latent-attention"):
+        attention = _mla(flags, heads, bias)
     return Architecture(
         name="megatron-gpt",
         model_type="megatron_gpt",
         hidden_size=hidden,
         num_layers=layers,
         vocab_size=padded_vocab(vocab, tp, divisor),
-        attention=AttentionSpec(
-            num_heads=heads,
-            num_kv_heads=groups,
-            head_dim=head_dim,
-            v_head_dim=head_dim,
-            qkv_bias=bias or _on(flags, "add-qkv-bias"),
-            o_bias=bias,
-        ),
+        attention=attention,
         layers=tuple(LayerSpec(moe=bool(experts)) for _ in range(layers)),
         mlp=MLPSpec(ffn, gated=swiglu, bias=bias),
         moe=moe,
@@ -267,6 +267,78 @@ def architecture(flags: dict[str, Any], tp: int) -> Architecture:
         hidden_act="silu" if swiglu else "gelu",
         rope=RopeSpec() if rope else None,
     )
+
+
+def _mla(flags: dict[str, Any], heads: int, bias: bool) -> AttentionSpec:
+    """Multi-latent attention (--multi-latent-attention; megatron/training/arguments.py MLA
+    defaults: --q-lora-rank none (a plain q projection), --kv-lora-rank 32, --qk-head-dim 128,
+    --qk-pos-emb-head-dim 64, --v-head-dim 128; megatron/core/transformer/
+    multi_latent_attention.py)."""
+    q_rank = _int(flags, "q-lora-rank")
+    kv_rank = _int(flags, "kv-lora-rank", 32) or 32
+    nope = _int(flags, "qk-head-dim", 128) or 128
+    rope = _int(flags, "qk-pos-emb-head-dim", 64) or 64
+    v = _int(flags, "v-head-dim", 128) or 128
+    return AttentionSpec(
+        num_heads=heads,
+        num_kv_heads=heads,
+        head_dim=nope + rope,
+        v_head_dim=v,
+        qkv_bias=bias,
+        o_bias=bias,
+        q_lora_rank=q_rank,
+        kv_lora_rank=kv_rank,
+        qk_rope_head_dim=rope,
+        qk_nope_head_dim=nope,
+    )
+
+
+def _loss_and_attention(flags: dict[str, Any], kwargs: dict[str, Any]) -> None:
+    """--cross-entropy-loss-fusion (engine/loss.py vocab_parallel_fused, or te_fused with
+    --cross-entropy-fusion-impl te) and --attention-backend: unfused (TE's
+    UnfusedDotProductAttention) and local (Megatron's DotProductAttention) keep the s²
+    softmax; flash, fused (cuDNN) and auto do not (megatron/core/transformer/enums.py
+    AttnBackend)."""
+    if _on(flags, "cross-entropy-loss-fusion"):
+        impl = str(flags.get("cross-entropy-fusion-impl", "native"))
+        if impl not in ("native", "te"):
+            raise GpuplanError(f"--cross-entropy-fusion-impl must be native or te, got {impl!r}")
+        kwargs["loss"] = "te_fused" if impl == "te" else "vocab_parallel_fused"
+    backend = str(flags.get("attention-backend", "auto"))
+    if backend not in ("auto", "flash", "fused", "unfused", "local"):
+        raise GpuplanError(
+            f"--attention-backend must be auto, flash, fused, unfused or local, got {backend!r}"
+        )
+    if backend in ("unfused", "local"):
+        kwargs["attention"] = "eager"
+
+
+def _optimizer(flags: dict[str, Any], kwargs: dict[str, Any], notes: list[str]) -> None:
+    """--optimizer adam (default), sgd or muon (one momentum buffer, Megatron's fp32 main_grad
+    and main params kept)."""
+    name = str(flags.get("optimizer", "adam")).lower()
+    if name == "adam":
+        return
+    if kwargs["recipe"] != "adamw-bf16-fp32grad":
+        raise GpuplanError(f"--optimizer {name} is modelled with --bf16 only")
+    if name == "sgd":
+        kwargs["recipe"] = "sgd-megatron"
+    elif name in ("muon", "dist_muon"):
+        kwargs["recipe"] = "muon-megatron"
+        notes.append(
+            "Muon: every parameter billed with one fp32 momentum buffer (Megatron applies Adam"
+            " to embeddings, output layer and vectors: slightly more for those)"
+        )
+    else:
+        raise GpuplanError(f"--optimizer {name} is not modelled (adam, sgd, muon)")
+
+
+def _expert_tp(flags: dict[str, Any], tp: int, kwargs: dict[str, Any]) -> None:
+    """--expert-tensor-parallel-size: the experts split etp ways instead of tp (engine/
+    sharding.py; expert parallelism may then span the tensor-parallel ranks)."""
+    etp = _int(flags, "expert-tensor-parallel-size", tp)
+    if etp != tp:
+        kwargs["etp"] = etp
 
 
 def _recompute(flags: dict[str, Any]) -> str:
@@ -355,12 +427,21 @@ def read(text: str) -> TrainOverrides:
         kwargs["fp8"] = "te"
     if _on(flags, "optimizer-cpu-offload"):
         kwargs["offload"] = "optimizer"
+    if _on(flags, "defer-embedding-wgrad-compute"):
+        text = str(flags.get("wgrad-deferral-limit", 0))
+        if not text.isdigit():
+            raise GpuplanError(f"--wgrad-deferral-limit must be a whole number ≥ 0, got {text!r}")
+        overrides = kwargs.setdefault("framework_overrides", {})
+        overrides["defer_embedding_wgrad"] = int(text)  # 0: every micro-batch of the step
     if str(flags.get("transformer-impl", "transformer_engine")) == "local":
         # Megatron's own layers: unfused norms and MLP, core attention keeping the s² softmax
         kwargs["attention"] = "eager"
-        kwargs["framework_overrides"] = {"fused": "none"}
+        kwargs.setdefault("framework_overrides", {})["fused"] = "none"
     global_batch = _int(flags, "global-batch-size")
-    notes = []
+    notes: list[str] = []
+    _loss_and_attention(flags, kwargs)
+    _optimizer(flags, kwargs, notes)
+    _expert_tp(flags, tp, kwargs)
     if global_batch is not None:
         kwargs["global_batch"] = global_batch
     unknown = sorted(
@@ -412,4 +493,17 @@ READ = {
     "fp8",
     "optimizer-cpu-offload",
     "transformer-impl",
+    "cross-entropy-loss-fusion",
+    "cross-entropy-fusion-impl",
+    "attention-backend",
+    "multi-latent-attention",
+    "q-lora-rank",
+    "kv-lora-rank",
+    "qk-head-dim",
+    "qk-pos-emb-head-dim",
+    "v-head-dim",
+    "optimizer",
+    "expert-tensor-parallel-size",
+    "defer-embedding-wgrad-compute",
+    "wgrad-deferral-limit",
 }

@@ -43,6 +43,11 @@ DeepSpeed or the Hugging Face Trainer, because each decides differently:
                         Engine adds its own GEMM workspace (module/base.py get_workspace).
   allocator             `expandable_segments`: the caching allocator maps one growing segment
                         instead of fixed blocks, so freed memory is reused without fragmentation.
+  deferred wgrad        `defer_embedding_wgrad` (Megatron --defer-embedding-wgrad-compute): the last
+                        stage keeps each micro-batch's LM-head input (gathered under sequence
+                        parallelism) and output gradient until the pipeline flush computes the
+                        head's weight gradient at once (megatron/core/tensor_parallel/layers.py
+                        LinearWithGradAccumulationAndAsyncCommunication, wgrad_deferral_limit).
 
 Each field's value for each framework, and where it was read, is in catalog/data/frameworks.toml.
 """
@@ -93,6 +98,9 @@ class FrameworkProfile:
     sp_saves_gathered: bool = False  # DTensor SP: linears save their all-gathered input
     gqa_expanded_kv: bool = False  # k, v repeated to every query head before attention
     workspace_bytes: int = 0  # GEMM workspaces taken from the caching allocator (cuBLAS, TE)
+    defer_embedding_wgrad: int = -1  # Megatron --defer-embedding-wgrad-compute: micro-batches
+    # whose LM-head input and output gradient are kept for the deferred weight gradient (-1: off,
+    # 0: every micro-batch of the step, n: --wgrad-deferral-limit)
     recipe: str = "adamw-bf16"
     zero: int = -1  # the sharding it applies unless told (3: FSDP fully_shard); -1: none implied
     source: str = ""
@@ -125,6 +133,8 @@ def validate_profile(p: FrameworkProfile) -> None:
         raise GpuplanError(f"framework {p.id}: dropout must be in [0, 1), got {p.dropout}")
     if p.zero not in (-1, 0, 1, 2, 3):
         raise GpuplanError(f"framework {p.id}: zero must be -1 or 0-3, got {p.zero}")
+    if p.defer_embedding_wgrad < -1:
+        raise GpuplanError(f"framework {p.id}: defer_embedding_wgrad must be -1 or ≥ 0")
     if p.gather_units < 1:
         raise GpuplanError(f"framework {p.id}: gather_units must be at least 1")
     for name in ("reduce_bucket_elems", "allgather_bucket_elems"):

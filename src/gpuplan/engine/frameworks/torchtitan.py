@@ -11,7 +11,10 @@ Sections read (torchtitan/config/job_config.py, or config_manager.py in 2024 rel
                  pipeline_parallel_schedule (1F1B | Interleaved1F1B) and
                  pipeline_parallel_layers_per_stage (virtual stages per rank)
   [activation_checkpoint]  mode none | selective | full, selective_ac_option "op" or k
-  [compile]      enable, components (model, loss)
+  [compile]      enable, components (model, loss: each compiled only when named)
+  2024 layout    data_parallel_degree (+ data_parallel_type) and tensor_parallel_degree under
+                 [training]; pipeline / context degrees, schedule, microbatches under
+                 [experimental]
   [float8] / [quantize.linear.float8] / model.converters   float8 linears, fp8 all-gather
   [optimizer]    implementation fused | foreach | for-loop (fused = true before 2025)
 """
@@ -143,13 +146,21 @@ def read(
     """A torchtitan TOML → train() arguments; `gpus` resolves data_parallel_shard_degree = -1;
     `num_layers(model)` counts a named model's layers (for layers-per-stage schedules)."""
     doc = load_toml(text, "the torchtitan TOML")
-    training, par = _section(doc, "training"), _section(doc, "parallelism")
+    training, par = _section(doc, "training"), _parallelism(doc)
     tp, pp, cp, ep, replicate, shard = _degrees(par, gpus)
     local, micro = _batch(training, par, pp)
     compile_section = _section(doc, "compile")
     compiled = boolean(
         "compile.enable", compile_section.get("enable", training.get("compile", False))
     )
+    # [compile] components (2025: default ["model", "loss"]); 2024's training.compile compiled
+    # the transformer blocks only. The loss mode itself stays the framework's (loss parallel
+    # under TP): only whether compile reaches it changes.
+    default = ["model", "loss"] if "enable" in compile_section else ["model"]
+    components = [str(c) for c in compile_section.get("components", default)]
+    unknown = sorted(set(components) - {"model", "loss"})
+    if unknown:
+        raise GpuplanError(f"torchtitan compile.components {unknown} are not model or loss")
     float8, fp8_gather = _float8(doc)
     kernel = _optimizer_kernel(_section(doc, "optimizer"))
     reshard = str(par.get("fsdp_reshard_after_forward", "default")).lower()
@@ -169,7 +180,8 @@ def read(
         "micro_batch": micro if pp > 1 else local,
         "grad_accum": local // micro if pp > 1 else 1,
         "checkpointing": _recompute(_section(doc, "activation_checkpoint")),
-        "compile": compiled,
+        "compile": compiled and "model" in components,
+        "compile_loss": compiled and "loss" in components,
         "optimizer_kernel": kernel,
         "stage": None,
     }
@@ -179,14 +191,45 @@ def read(
         kwargs["fp8_all_gather"] = fp8_gather
     if boolean("training.enable_cpu_offload", training.get("enable_cpu_offload", False)):
         kwargs["offload"] = "params"
-    if compiled and "loss" not in [
-        str(c) for c in compile_section.get("components", ["model", "loss"])
-    ]:
-        kwargs["loss"] = "standard"
     notes = []
     if boolean("enable_async_tensor_parallel", par.get("enable_async_tensor_parallel", False)):
         notes.append("async tensor parallel: its overlap buffers are not modelled")
     return TrainOverrides("torchtitan", _model(doc), kwargs, tuple(notes))
+
+
+LEGACY = (  # 2024 layout: degrees under [training] and [experimental] (config_manager.py)
+    "data_parallel_replicate_degree",
+    "data_parallel_shard_degree",
+    "tensor_parallel_degree",
+    "pipeline_parallel_degree",
+    "context_parallel_degree",
+    "pipeline_parallel_schedule",
+    "pipeline_parallel_microbatches",
+    "enable_async_tensor_parallel",
+)
+
+
+def _parallelism(doc: dict[str, Any]) -> dict[str, Any]:
+    """[parallelism], or the 2024 layout: data_parallel_degree / tensor_parallel_degree under
+    [training] (data_parallel_type fsdp | ddp), pipeline and context degrees, the schedule and
+    the microbatch count under [experimental] (torchtitan config_manager.py, 2024 releases)."""
+    par = dict(_section(doc, "parallelism"))
+    training, experimental = _section(doc, "training"), _section(doc, "experimental")
+    for section in (experimental, training):
+        for key in LEGACY:
+            if key in section:
+                par.setdefault(key, section[key])
+    if "data_parallel_degree" in training:
+        kind = str(training.get("data_parallel_type", "fsdp")).lower()
+        if kind not in ("fsdp", "ddp"):
+            raise GpuplanError(f"training.data_parallel_type must be fsdp or ddp, got {kind!r}")
+        degree = training["data_parallel_degree"]
+        if kind == "ddp":
+            par.setdefault("data_parallel_replicate_degree", degree)
+            par.setdefault("data_parallel_shard_degree", 1)
+        else:
+            par.setdefault("data_parallel_shard_degree", degree)
+    return par
 
 
 def _degrees(par: dict[str, Any], gpus: int | None) -> tuple[int, int, int, int, int, int]:
@@ -227,6 +270,14 @@ def _batch(training: dict[str, Any], par: dict[str, Any], pp: int) -> tuple[int,
     micro = positive_int(
         "pipeline_parallel_microbatch_size", par.get("pipeline_parallel_microbatch_size", 1)
     )
+    count = par.get("pipeline_parallel_microbatches")  # 2024: the count, not the size
+    if pp > 1 and count is not None:
+        count = positive_int("pipeline_parallel_microbatches", count)
+        if local % count:
+            raise GpuplanError(
+                f"batch_size {local} does not split into {count} pipeline microbatches"
+            )
+        micro = local // count
     if pp > 1 and local % micro:
         raise GpuplanError(
             f"local_batch_size {local} is not a multiple of the microbatch size {micro}"

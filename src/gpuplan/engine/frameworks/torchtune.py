@@ -102,10 +102,21 @@ def _recipe(doc: dict[str, Any]) -> str:
     if dtype not in ("bf16", "fp32", "bfloat16", "float32"):
         raise GpuplanError(f"torchtune dtype must be bf16 or fp32, got {dtype!r}")
     pure = dtype in ("bf16", "bfloat16")
-    if re.search(r"8bit", opt, re.I):
+    low_bit = re.search(r"([48])bit$", opt, re.I)
+    if "torchao" in opt and low_bit and pure:  # torchao.optim.AdamW8bit / AdamW4bit
+        return f"torchao-adamw{low_bit.group(1)}bit-pure-bf16"
+    paged = "paged" in opt.lower()  # bitsandbytes PagedAdamW8bit / PagedAdamW: unified memory
+    if re.search(r"8bit", opt, re.I) and "torchao" not in opt:
+        if paged and pure:
+            return "paged-adamw8bit-pure-bf16"
         return "adamw8bit-pure-bf16" if pure else "adamw-8bit"
-    if opt and not opt.endswith(("AdamW", "Adam")):
-        raise GpuplanError(f"torchtune optimizer {opt!r} is not modelled (AdamW, AdamW8bit)")
+    if opt and not opt.endswith(("AdamW", "Adam")) or (low_bit and not pure):
+        raise GpuplanError(
+            f"torchtune optimizer {opt!r} is not modelled (AdamW, bitsandbytes (Paged)AdamW8bit,"
+            " torchao AdamW8bit/4bit over bf16)"
+        )
+    if paged and pure:
+        return "paged-adamw32bit-pure-bf16"
     return "adamw-pure-bf16" if pure else "adamw-fp32"
 
 
