@@ -66,7 +66,8 @@ class PlanOption:
 
 
 def parse_duration(value: str | float | None, name: str) -> float | None:
-    """'33ms', '2s', '1.5 s', '250us' or a number of seconds → seconds."""
+    """'33ms', '2s', '1.5 s', '250us', or a number (not text) of seconds → seconds. Text
+    needs its unit: '33' could mean seconds or milliseconds, so it is refused, never guessed."""
     if value is None:
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -78,7 +79,11 @@ def parse_duration(value: str | float | None, name: str) -> float | None:
                 text, factor = text[: -len(suffix)], scale
                 break
         else:
-            factor = 1.0
+            from gpuplan.units import shown
+
+            raise GpuplanError(
+                f"--{name} needs a unit: write {shown(value)} as ms or s, like 33ms or 2s"
+            )
         try:
             seconds = float(text) * factor
         except ValueError:
@@ -221,6 +226,9 @@ class TrainOption:
             "dp": lo.dp,
             "tp": lo.tp,
             "pp": lo.pp,
+            "cp": lo.cp,
+            "ep": lo.ep,
+            "vpp": lo.vpp,
             "sp": lo.sp,
             "zero": lo.zero,
             "fsdp_strategy": None if lo.zero == 1 else fsdp_strategy(lo),  # FSDP has no ZeRO-1

@@ -40,6 +40,14 @@ def list_precisions() -> list[Precision]:
     return list(_table()[0].values())
 
 
+def precision_aliases(precision_id: str) -> list[str]:
+    """The other names `--dtype` takes for a precision, as its row lists them."""
+    for row in load_data("precisions.toml")["precision"]:
+        if row["id"] == precision_id:
+            return [a for a in row.get("aliases", []) if a != precision_id]
+    return []
+
+
 def get_precision(name: str, for_kv: bool = False) -> Precision:
     """A precision by id or alias ('bf16', 'bfloat16', 'awq', 'nf4-dq', ...)."""
     by_id, names = _table()

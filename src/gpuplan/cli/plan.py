@@ -11,7 +11,8 @@ from typing import Any
 import click
 
 from gpuplan.cli.jsonout import print_json
-from gpuplan.cli.options import headroom_option, units_option
+from gpuplan.cli import specs
+from gpuplan.cli.options import click_option, headroom_option, units_option
 from gpuplan.errors import GpuplanError
 
 SERVING_ENGINES = ("vllm", "sglang")
@@ -33,24 +34,12 @@ TRAINING_ENGINES = ("deepspeed", "fsdp", "megatron")
     help="Weight formats to consider (repeat). [default: the checkpoint's, and fp8 linear weights]",
 )
 @click.option("--kv-dtype", default=None, help="KV-cache dtype.")
-@click.option("--context", type=int, default=4096, show_default=True)
+@click_option(specs.PLAN_CONTEXT)
 @click.option("--users", type=int, default=1, show_default=True, help="Concurrent users.")
-@click.option("--tpot", default=None, help="Time per output token target, e.g. 33ms.")
-@click.option("--ttft", default=None, help="Time to first token target, e.g. 2s.")
-@click.option(
-    "--prompt",
-    "prompt_tokens",
-    type=int,
-    default=None,
-    help="Prompt tokens per request for the speed model. [default: 3/4 of --context]",
-)
-@click.option(
-    "--output",
-    "output_tokens",
-    type=int,
-    default=None,
-    help="Output tokens per request. [default: the rest of --context]",
-)
+@click_option(specs.TPOT)
+@click_option(specs.TTFT)
+@click_option(specs.PLAN_PROMPT)
+@click_option(specs.PLAN_OUTPUT)
 @click.option(
     "--objective",
     type=click.Choice(["gpus", "cost", "throughput", "latency"]),
@@ -89,13 +78,8 @@ TRAINING_ENGINES = ("deepspeed", "fsdp", "megatron")
 @click.option(
     "--gpus", "gpu_count", type=int, default=None, help="--train: GPU count. [default: 8]"
 )
-@click.option("--seq", type=int, default=None, help="--train: sequence length. [default: 4096]")
-@click.option(
-    "--global-batch-tokens",
-    type=int,
-    default=None,
-    help="--train: tokens per optimizer step. [default: gpus × seq × 8]",
-)
+@click_option(specs.SEQ)
+@click_option(specs.GLOBAL_BATCH_TOKENS)
 @click.option("--recipe", default=None, help="--train: training recipe. [default: adamw-bf16]")
 @click.option("--lora-rank", type=int, default=None, help="--train: LoRA adapters of this rank.")
 @click.option("--qlora", is_flag=True, default=None, help="--train: QLoRA (NF4 base).")

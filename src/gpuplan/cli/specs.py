@@ -115,7 +115,8 @@ DTYPE = Opt(
 KV_DTYPE = Opt(
     ("--kv-dtype", "--kv-cache-dtype"),
     "kv_dtype",
-    help="KV-cache dtype: bf16, fp16, fp8, fp32. [default: weights' 16-bit]",
+    help="KV-cache dtype: bf16, fp16, fp8, int8, fp32. Only this option sets it: --dtype fp8/int8/int4"
+    " quantises the weights, never the KV cache. [default: the model's compute dtype, 16-bit]",
 )
 CONTEXT = Opt(
     ("--context", "--max-model-len"),
@@ -157,6 +158,53 @@ SERVE_OWN_BILL = (
 DEFAULT_CONTEXT = 4096  # tokens per sequence of the lesson's bill when --context is not given
 
 
+# `gpuplan plan`'s token counts, read as serve's --context is (read_count)
+PLAN_CONTEXT = Opt(
+    ("--context",),
+    "context",
+    default="4096",
+    show_default=True,
+    reader=lambda text: read_count(text, "--context"),
+    help="Tokens per sequence, e.g. 4096 or 32k (k = 1,000, K = 1,024, as vLLM reads them).",
+)
+PLAN_PROMPT = Opt(
+    ("--prompt",),
+    "prompt_tokens",
+    reader=lambda text: None if text is None else read_count(text, "--prompt"),
+    help="Prompt tokens per request for the speed model, e.g. 3k. [default: 3/4 of --context]",
+)
+PLAN_OUTPUT = Opt(
+    ("--output",),
+    "output_tokens",
+    reader=lambda text: None if text is None else read_count(text, "--output"),
+    help="Output tokens per request. [default: the rest of --context]",
+)
+SEQ = Opt(
+    ("--seq",),
+    "seq",
+    reader=lambda text: None if text is None else read_count(text, "--seq"),
+    help="--train: sequence length, e.g. 4096 or 8K. [default: 4096]",
+)
+GLOBAL_BATCH_TOKENS = Opt(
+    ("--global-batch-tokens",),
+    "global_batch_tokens",
+    reader=lambda text: (
+        None if text is None else read_count(text, "--global-batch-tokens", MAX_STEP_TOKENS)
+    ),
+    help="--train: tokens per optimizer step, e.g. 4M or 16M (M = 2^20). [default: gpus × seq × 8]",
+)
+TPOT = Opt(
+    ("--tpot",),
+    "tpot",
+    help="Time per output token target, with its unit: 33ms or 0.05s (a bare number is refused).",
+)
+TTFT = Opt(
+    ("--ttft",),
+    "ttft",
+    help="Time to first token target, with its unit: 500ms or 2s (a bare number is refused).",
+)
+
+
 def read_gpus(text: str | None) -> int | str | None:
     """--gpus as the API takes it: None, "auto", or a count."""
     if text is None or text == "auto":
@@ -166,19 +214,41 @@ def read_gpus(text: str | None) -> int | str | None:
     raise BadValue(f"--gpus takes a number or 'auto', got {text!r}")
 
 
-def read_context(text: str | None) -> int:
-    """--context for the lesson's bill: a token count (k/K suffixes as vLLM reads them); the API
-    refuses values below 1 with its own message."""
-    from gpuplan.units import human_int
+MAX_TOKENS = 10**9  # tokens per sequence, prompt or output: the API's bound (api/common.py)
+MAX_STEP_TOKENS = 10**16  # tokens per optimizer step: MAX_TOKENS × the API's most sequences
 
+
+def read_count(text: str, flag: str, limit: int = MAX_TOKENS, hint: str = "") -> int:
+    """One grammar for every token count a command takes (--context, --seq, --prompt, --output,
+    --global-batch-tokens): a whole number, or with vLLM's suffixes (human_readable_int: 32k =
+    32,000, 32K = 32,768, 16M = 16,777,216); from 1 to `limit`, and a value out of range is
+    echoed as typed with its reading beside it."""
+    from gpuplan.units import human_int, shown
+
+    try:
+        value = human_int(text)
+    except ValueError:
+        raise BadValue(f"{shown(text)} is not a token count{hint}", flag) from None
+    if not 1 <= value <= limit:
+        reading = f" ({value:,})" if str(value) != text.strip() else ""
+        raise BadValue(f"{shown(text)}{reading} is not from 1 to {limit:,} tokens", flag)
+    return value
+
+
+def count_reader(flag: str, limit: int = MAX_TOKENS) -> Callable[[str | None], int | None]:
+    """The reader of one token-count option (None stays None: the option's default applies)."""
+
+    def read(text: str | None) -> int | None:
+        return None if text is None else read_count(text, flag, limit)
+
+    return read
+
+
+def read_context(text: str | None) -> int:
+    """--context for the lesson's bill: a token count (k/K suffixes as vLLM reads them)."""
     if text is None:
         return DEFAULT_CONTEXT
-    try:
-        return human_int(text)
-    except ValueError:
-        raise BadValue(
-            f"{text!r} is not a token count (auto needs --engine)", "--context"
-        ) from None
+    return read_count(text, "--context", hint=" (auto needs --engine)")
 
 
 def serve_ask(model: str, values: dict[str, Any]) -> dict[str, Any]:
