@@ -42,10 +42,12 @@ TRAINING_ENGINES = ("deepspeed", "fsdp", "megatron")
 @click_option(specs.PLAN_OUTPUT)
 @click.option(
     "--objective",
-    type=click.Choice(["gpus", "cost", "throughput", "latency"]),
+    type=click.Choice(["gpus", "cost", "token-cost", "throughput", "latency"]),
     default="gpus",
     show_default=True,
-    help="What to rank plans by.",
+    help="What to rank plans by: fewest GPUs; cost = $/hour for all the users; token-cost = $ per"
+    " million output tokens at each layout's speed; output tokens/s per GPU; TPOT. (--train"
+    " --tokens: cost and token-cost both rank by the job's total price.)",
 )
 @click.option(
     "--price",

@@ -106,6 +106,18 @@ def render_plan_training(data: dict[str, Any], units: str) -> None:
         out.print(f"[dim]note: {note}[/dim]")
 
 
+def _goal_ranked_by(objective: str) -> str:
+    """What a token goal's objective ranks by (its tokens are fixed: cost is the job's price)."""
+    figure = {
+        "gpus": "fewest GPUs",
+        "cost": "the job's total price",
+        "token-cost": "the job's total price",
+        "throughput": "tokens/s per GPU",
+        "latency": "days to train",
+    }.get(objective)
+    return f"{objective} ({figure})" if figure else objective
+
+
 def _layout_cell(r: dict[str, Any]) -> str:
     """dp, tp, pp and, where used, context parallelism, virtual stages and sequence parallelism
     (expert parallelism has its own column)."""
@@ -212,7 +224,7 @@ def render_training_goal(data: dict[str, Any], units: str) -> None:
     when = f" within {data['days']:g} days" if data["days"] else ""
     out.print(
         f"[bold]{data['model']}[/bold]  train {data['tokens']:,} tokens{when}"
-        f" · ranked by {data['objective']}"
+        f" · ranked by {_goal_ranked_by(data['objective'])}"
     )
     table = Table(box=None, header_style="bold")
     for col in GOAL_COLUMNS:

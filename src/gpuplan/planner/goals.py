@@ -12,8 +12,10 @@ powers of two, expert parallelism on or off for MoE models) the search asks:
     replicas r = ⌈users ÷ min(c_mem, c_lat)⌉, each serving ⌈users ÷ r⌉ sequences
 
 and keeps every layout whose r × tp × pp GPUs stay within `max_gpus`. Objectives rank them:
-fewest GPUs (`gpus`), lowest price per hour (`cost`, GPUs × the price table or `--price`), most
-output tokens/s per GPU (`throughput`), lowest TPOT (`latency`); ties go to fewer GPUs, then the
+fewest GPUs (`gpus`), lowest price per hour of serving all the users (`cost`, GPUs × the price
+table or `--price`), lowest price per million output tokens at each layout's own speed
+(`token-cost`: $/hour ÷ tokens/hour), most output tokens/s per GPU (`throughput`), lowest TPOT
+(`latency`); RANKED_BY names each one's figure. Ties go to fewer GPUs, then the
 lower price, then the lower TPOT. Nothing returned misses a target it was given: each candidate's
 own figures are checked again before it is kept.
 """
@@ -38,7 +40,16 @@ from gpuplan.engine.train_time import TrainingTime, training_time
 from gpuplan.engine.training import TrainingBill, TrainingSetup
 from gpuplan.errors import GpuplanError
 
-OBJECTIVES = ("gpus", "cost", "throughput", "latency")
+OBJECTIVES = ("gpus", "cost", "token-cost", "throughput", "latency")
+# what each objective ranks by, as the outputs say it (serving; training ranks `cost` and
+# `token-cost` alike by the job's total price: its tokens are fixed)
+RANKED_BY = {
+    "gpus": "fewest GPUs",
+    "cost": "$/hour for all the users",
+    "token-cost": "$ per million output tokens",
+    "throughput": "output tokens/s per GPU",
+    "latency": "TPOT",
+}
 PP_DEGREES = (1, 2, 4, 8, 16)
 DEFAULT_MAX_GPUS = 256
 
@@ -110,6 +121,9 @@ def _rank_key(objective: str):
         base = (float(c.gpus), cost, c.perf.tpot_s)
         if objective == "cost":
             return (cost, float(c.gpus), c.perf.tpot_s)
+        if objective == "token-cost":
+            per_token = c.usd_per_million_tokens
+            return (inf if per_token is None else per_token, *base)
         if objective == "throughput":
             return (-c.perf.tokens_per_s_per_gpu, *base)
         if objective == "latency":
@@ -286,7 +300,7 @@ def train_to_goal(
     def key(c: TrainingCandidate) -> tuple[float, ...]:
         cost = c.time.cost_usd if c.time.cost_usd is not None else inf
         gpus = float(c.time.gpus)
-        if goal.objective == "cost":
+        if goal.objective in ("cost", "token-cost"):
             return (cost, gpus, c.time.seconds)
         if goal.objective == "throughput":
             return (-c.time.tokens_per_s / gpus, gpus, cost)
