@@ -19,7 +19,9 @@ def build_server() -> Any:
     try:
         from mcp.server.mcpserver import MCPServer
     except ImportError as err:
-        raise GpuplanError('gpuplan mcp needs the MCP SDK: pip install "gpuplan[mcp]"') from err
+        raise GpuplanError(
+            "gpuplan mcp needs the MCP SDK: pip install 'mcp>=2' (from a clone: pip install '.[mcp]')"
+        ) from err
 
     server = MCPServer("gpuplan")
     _add_bill_tools(server)

@@ -127,8 +127,10 @@ def serve_command(
 ) -> None:
     """Will MODEL fit for serving, and on how many GPUs?
 
-    MODEL is a catalog name (llama-3.1-8b), a Hugging Face id in the catalog, or a path to a
-    config.json or to a model directory holding one. With --engine vllm|sglang|trtllm, or
+    MODEL is a catalog name (llama-3.1-8b, see `gpuplan models`), a local config.json, model
+    folder, .safetensors or .gguf file, or a Hugging Face repo id (meta-llama/Llama-3.1-8B),
+    read from the local Hugging Face cache, else from the Hub (config and safetensors headers
+    only; --revision picks a branch, tag or commit; HF_HUB_OFFLINE=1 stays offline). With --engine vllm|sglang|trtllm, or
     --from "LAUNCH LINE", the bill follows that engine's own rules and reports the KV-cache
     size it will log. vLLM's own option names (--tensor-parallel-size, --max-model-len,
     --kv-cache-dtype, --quantization, --gpu-memory-utilization) are accepted as written.

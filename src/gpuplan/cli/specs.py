@@ -231,7 +231,10 @@ def read_count(text: str, flag: str, limit: int = MAX_TOKENS, hint: str = "") ->
         raise BadValue(f"{shown(text)} is not a token count{hint}", flag) from None
     if not 1 <= value <= limit:
         reading = f" ({value:,})" if str(value) != text.strip() else ""
-        raise BadValue(f"{shown(text)}{reading} is not from 1 to {limit:,} tokens", flag)
+        raise BadValue(
+            f"{flag.lstrip('-')} must be a token count from 1 to {limit:,}, got {shown(text)}{reading}",
+            flag,
+        )
     return value
 
 

@@ -193,8 +193,10 @@ def train_command(
 ) -> None:
     """Will training MODEL fit, on how many GPUs, and how fast?
 
-    MODEL is a catalog name (llama-3.1-8b), a Hugging Face id in the catalog, or a path to a
-    config.json or to a model directory holding one; with --from, the config may name it.
+    MODEL is a catalog name (llama-3.1-8b, see `gpuplan models`), a local config.json, model
+    folder, .safetensors or .gguf file, or a Hugging Face repo id (meta-llama/Llama-3.1-8B),
+    read from the local Hugging Face cache, else from the Hub (config and safetensors headers
+    only; HF_HUB_OFFLINE=1 stays offline). With --from, the config may name it.
     """
     from gpuplan.api import train, train_from
 

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from gpuplan.catalog.sources import safetensors_header as st
@@ -25,6 +28,39 @@ from gpuplan.errors import GpuplanError
 TIMEOUT_S = 15.0
 MAX_JSON_BYTES = 16 * 1024 * 1024
 WORKERS = 8
+
+# A Hub that is slow to answer is said, once, after NOTICE_AFTER_S (gpuplan.progress: the CLI
+# prints it as one stderr line; a library caller hears nothing unless it listens).
+NOTICE_AFTER_S = 1.0
+_noticed: list[bool] = []
+
+
+@contextmanager
+def _waiting(what: str) -> Iterator[None]:
+    """Around one Hub request: if it takes longer than NOTICE_AFTER_S, say what is awaited,
+    where, for how long at most, and how to skip the Hub."""
+    from gpuplan import progress
+
+    if progress.listener is None or _noticed:
+        yield
+        return
+    line = (
+        f"waiting for the Hugging Face Hub ({endpoint()}) for {what}, up to {TIMEOUT_S:g} s per"
+        " request (HF_HUB_OFFLINE=1 skips the Hub)"
+    )
+
+    def tell() -> None:
+        if not _noticed:
+            _noticed.append(True)
+            progress.say(line)
+
+    timer = threading.Timer(NOTICE_AFTER_S, tell)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def endpoint() -> str:
@@ -83,9 +119,10 @@ def repo_listing(repo_id: str, revision: str | None) -> HubRepo:
 
     _session()
     try:
-        info = HfApi(endpoint=endpoint(), token=_token()).model_info(
-            repo_id, revision=revision, timeout=TIMEOUT_S
-        )
+        with _waiting(repo_id):
+            info = HfApi(endpoint=endpoint(), token=_token()).model_info(
+                repo_id, revision=revision, timeout=TIMEOUT_S
+            )
     except Exception as err:  # network, HTTP and Hub errors alike become one line
         raise _fail(repo_id, err) from None
     files = tuple(s.rfilename for s in (info.siblings or []))
@@ -102,7 +139,7 @@ def read_range(repo_id: str, revision: str, filename: str, start: int, length: i
     """Bytes [start, start + length) of a file, never more, even if Range is ignored."""
     headers = _headers({"Range": f"bytes={start}-{start + length - 1}"})
     try:
-        with _session().stream(
+        with _waiting(f"{repo_id}/{filename}"), _session().stream(
             "GET",
             _url(repo_id, revision, filename),
             headers=headers,
