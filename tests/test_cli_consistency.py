@@ -167,16 +167,18 @@ def test_plan_reads_token_counts_as_serve_does(capsys):
     """vLLM's human_readable_int: lower-case suffixes decimal (32k = 32,000), upper-case binary
     (16M = 16 × 2^20)."""
     assert as_json(capsys, "serve", "llama-3.1-8b", "--context", "32k")["context"] == 32_000
-    assert as_json(capsys, "plan", "llama-3.1-8b", "--gpu", "h100", "--context", "32k")[
-        "context"
-    ] == 32_000
+    assert (
+        as_json(capsys, "plan", "llama-3.1-8b", "--gpu", "h100", "--context", "32k")["context"]
+        == 32_000
+    )
     train = as_json(
         capsys, "plan", "llama-3.1-8b", "--train", "--top", "1", "--global-batch-tokens", "16M"
     )
     assert train["global_batch_tokens"] == 16 * 2**20
-    assert as_json(capsys, "plan", "llama-3.1-8b", "--train", "--top", "1", "--seq", "8K")[
-        "seq"
-    ] == 8192
+    assert (
+        as_json(capsys, "plan", "llama-3.1-8b", "--train", "--top", "1", "--seq", "8K")["seq"]
+        == 8192
+    )
 
 
 @pytest.mark.parametrize("flag", ["--tpot", "--ttft"])
@@ -200,7 +202,9 @@ def test_plan_train_shows_expert_parallel(capsys):
     data = as_json(capsys, "plan", "mixtral-8x7b", "--train", "--gpus", "16", "--top", "20")
     rows = data["options"]
     for r in rows:
-        assert r["ep"] == (int(re.search(r"ep=(\d+)", r["layout"])[1]) if "ep=" in r["layout"] else 1)
+        assert r["ep"] == (
+            int(re.search(r"ep=(\d+)", r["layout"])[1]) if "ep=" in r["layout"] else 1
+        )
         assert r["dp"] * r["cp"] * r["tp"] * r["pp"] == r["gpus"]
     assert {r["ep"] for r in rows} != {1}
     code, out, _ = run(capsys, "plan", "mixtral-8x7b", "--train", "--gpus", "16", "--top", "20")
@@ -277,7 +281,7 @@ def test_readme_on_snapshot_hash_matches_inspect(tmp_path, monkeypatch, capsys):
 def test_the_lesson_is_introduced_before_it_is_named():
     readme = (ROOT / "README.md").read_text()
     first = readme.index("lesson")
-    assert "the lesson" in readme[:first + 200]
+    assert "the lesson" in readme[: first + 200]
     intro = readme[: readme.index("\n\n", first)]
     assert "lesson.json" in intro or "GPU memory" in intro  # what the lesson is, where it lives
 

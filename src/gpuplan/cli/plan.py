@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from gpuplan.cli.jsonout import print_json
 from gpuplan.cli import specs
+from gpuplan.cli.jsonout import print_json
 from gpuplan.cli.options import click_option, headroom_option, units_option
 from gpuplan.errors import GpuplanError
 

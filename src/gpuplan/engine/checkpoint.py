@@ -300,9 +300,7 @@ class Checkpoint:
         elements = sum(t.numel for t in self.tensors)
         everything = list(self.bytes_by_dtype.items())
         shares = [(d, b) for d, b in everything if b * 200 >= total][:most]  # ≥ 0.5 % each
-        named = ", ".join(
-            d if len(everything) == 1 else f"{d} {b / total:.0%}" for d, b in shares
-        )
+        named = ", ".join(d if len(everything) == 1 else f"{d} {b / total:.0%}" for d, b in shares)
         rest = len(everything) - len(shares)
         more = f", {rest} more" if rest else ""
         per = f" ({total / elements:.3g} bytes/param)" if elements else ""

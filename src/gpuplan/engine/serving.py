@@ -299,7 +299,9 @@ def _weights_formula(tp: int, pp: int, even: bool) -> str:
         return "params × bytes/param"
     if even:
         return "params × bytes/param ÷ (tp × pp)"
-    return "heaviest stage: its layers ÷ tp + embedding ÷ tp (first stage) + LM head ÷ tp (last stage)"
+    return (
+        "heaviest stage: its layers ÷ tp + embedding ÷ tp (first stage) + LM head ÷ tp (last stage)"
+    )
 
 
 def _weights_template(tp: int, pp: int, w: WeightsPerGpu, even: bool) -> str:

@@ -139,13 +139,16 @@ def read_range(repo_id: str, revision: str, filename: str, start: int, length: i
     """Bytes [start, start + length) of a file, never more, even if Range is ignored."""
     headers = _headers({"Range": f"bytes={start}-{start + length - 1}"})
     try:
-        with _waiting(f"{repo_id}/{filename}"), _session().stream(
-            "GET",
-            _url(repo_id, revision, filename),
-            headers=headers,
-            timeout=TIMEOUT_S,
-            follow_redirects=True,
-        ) as r:
+        with (
+            _waiting(f"{repo_id}/{filename}"),
+            _session().stream(
+                "GET",
+                _url(repo_id, revision, filename),
+                headers=headers,
+                timeout=TIMEOUT_S,
+                follow_redirects=True,
+            ) as r,
+        ):
             if r.status_code >= 400:
                 from huggingface_hub.utils import hf_raise_for_status
 
