@@ -3,15 +3,17 @@ training layouts of a GPU count, with engine configs."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.api.serving import ServingPlan
-from gpuplan.api.training import TrainingPlan, train
 from gpuplan.engine.cost import DEFAULT_MFU
 from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.serving import DEFAULT_HEADROOM, ServingSetup
 from gpuplan.errors import GpuplanError
 from gpuplan.planner.goals import DEFAULT_MAX_GPUS, ServingCandidate
+
+if TYPE_CHECKING:  # the training code loads only when a training plan is asked for (cold start)
+    from gpuplan.api.training import TrainingPlan
 
 DEFAULT_PLAN_GPUS = ("h100", "h200", "b200", "a100-80gb", "l40s", "mi300x")
 
@@ -278,6 +280,7 @@ def plan_training(
     narrows the search to the layouts that engine runs as exported; with megatron the default
     recipe becomes Megatron-LM's own (bf16 weights, fp32 gradients: 18 bytes/param).
     """
+    from gpuplan.api.training import train
     from gpuplan.planner.training_export import engine_allows, engine_recipe
     from gpuplan.planner.training_search import (
         default_global_batch_tokens,
@@ -371,6 +374,7 @@ def plan_training_goal(
     fastest layout trains `tokens` tokens within `days`, with GPU-hours and cost; ranked by
     `objective`. The layouts searched are planner/training_search.py's (tp, pp, cp, ep, dp,
     ZeRO/FSDP, recompute, micro-batch); `mfu` is the utilisation the step time assumes."""
+    from gpuplan.api.training import train
     from gpuplan.catalog.prices import parse_prices
     from gpuplan.planner.goals import train_to_goal
 
@@ -514,6 +518,7 @@ def training_budget_matrix(
     gpu_memory: str | int | None = None,
 ) -> dict[str, Any]:
     """`gpuplan.plan-matrix/1` for training: memory per GPU vs GPU count for ZeRO 0-3."""
+    from gpuplan.api.training import train
     from gpuplan.planner.matrix import DEFAULT_TRAIN_GPUS, training_matrix
 
     counts = tuple(sorted(set(gpu_counts or DEFAULT_TRAIN_GPUS)))
@@ -603,6 +608,8 @@ def training_three_answers(
 ) -> list[dict[str, Any]]:
     """The same for training `model` on `gpus` × `gpu` (`train` arguments in `kwargs`): the plan
     `train(...)`, then `training_answers`."""
+    from gpuplan.api.training import train
+
     ask: dict[str, Any] = {"model": model, "gpu": gpu, "gpus": gpus, **kwargs}
     try:
         current = train(**ask)

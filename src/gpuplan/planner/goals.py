@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from gpuplan.engine.frozen import field, record, replace
 from gpuplan.engine.perf import (
@@ -36,9 +37,11 @@ from gpuplan.engine.perf import (
 )
 from gpuplan.engine.serving import ServingBill, ServingSetup, serving_bill
 from gpuplan.engine.sharding import tp_problem
-from gpuplan.engine.train_time import TrainingTime, training_time
-from gpuplan.engine.training import TrainingBill, TrainingSetup
 from gpuplan.errors import GpuplanError
+
+if TYPE_CHECKING:  # the training code loads only when a training goal is planned (cold start)
+    from gpuplan.engine.train_time import TrainingTime
+    from gpuplan.engine.training import TrainingBill, TrainingSetup
 
 OBJECTIVES = ("gpus", "cost", "token-cost", "throughput", "latency")
 # what each objective ranks by, as the outputs say it (serving; training ranks `cost` and
@@ -257,6 +260,7 @@ def train_to_goal(
     """For each GPU type, the fewest GPUs whose fastest layout (planner/training_search.py,
     tp/pp/cp/ep/dp/ZeRO/recompute/micro-batch) trains `tokens` within `days` — and, for
     `cost`, the counts up to 4× that — ranked by the objective."""
+    from gpuplan.engine.train_time import training_time
     from gpuplan.planner.training_search import (
         default_global_batch_tokens,
         rank_training_layouts,
