@@ -175,7 +175,7 @@ def runnable(example: str, fillers: dict[str, str]) -> list[str] | None:
     words = [w.split("|")[0] for w in shlex.split(text)[1:]]  # a|b|c: the first choice
     if not words or any("…" in w for w in words):
         return None
-    if words[0] not in NO_ARGUMENTS and not any(not w.startswith("-") for w in words[1:]):
+    if words[0] not in NO_ARGUMENTS and (len(words) < 2 or words[1].startswith("-")):
         return None  # a command named in prose (`gpuplan plan --train`), not an example
     if any(w in SKIPPED or w.split("=")[0] in SKIPPED for w in words):
         return None

@@ -568,6 +568,7 @@ def serving_answers(kwargs: dict[str, Any], plan: Any) -> list[dict[str, Any]]:
 def training_answers(kwargs: dict[str, Any], plan: Any) -> list[dict[str, Any]]:
     """The same for a training plan (`planner.fixes.training_fixes`: ZeRO stage, recompute,
     LoRA/QLoRA, a bigger GPU, more GPUs); `kwargs` are the `train` arguments."""
+    from gpuplan.api.training import train
     from gpuplan.planner.fixes import training_fixes
 
     return [_answer(fix) for fix in training_fixes(kwargs, plan, train)]
