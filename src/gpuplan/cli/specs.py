@@ -16,7 +16,10 @@ from typing import Any
 
 class Opt:
     """One command-line option: `kind` is str, int, float, or bool for a flag; `reader` turns
-    its text into its value (raising ValueError) after click's own type check."""
+    its text into its value (raising ValueError) after click's own type check. `multiple`: the
+    option repeats and its value is the tuple of what was given; `off`: a flag's negative
+    spellings (`--no-compile`), its value then True, False or None (not given); `unset`: a flag
+    whose value is None, not False, when not given."""
 
     __slots__ = (
         "names",
@@ -28,6 +31,8 @@ class Opt:
         "choices",
         "metavar",
         "reader",
+        "multiple",
+        "off",
     )
 
     def __init__(
@@ -41,11 +46,18 @@ class Opt:
         choices: tuple[str, ...] = (),
         metavar: str | None = None,
         reader: Callable[[str], Any] | None = None,
+        multiple: bool = False,
+        off: tuple[str, ...] = (),
+        unset: bool = False,
     ) -> None:
         self.names = names
         self.dest = dest
         self.kind = kind
-        self.default = False if kind is bool else default
+        self.multiple = multiple
+        self.off = off
+        if kind is bool:
+            default = None if (off or unset) else False
+        self.default = () if multiple else default
         self.help = help
         self.show_default = show_default
         self.choices = choices
@@ -203,6 +215,331 @@ TTFT = Opt(
     "ttft",
     help="Time to first token target, with its unit: 500ms or 2s (a bare number is refused).",
 )
+
+
+PLAN_GPU = Opt(
+    ("--gpu",),
+    "gpus",
+    multiple=True,
+    help="GPU types to consider (repeat). [default: h100 h200 b200 a100-80gb l40s mi300x]",
+)
+PLAN_DTYPE = Opt(
+    ("--dtype",),
+    "dtypes",
+    multiple=True,
+    help="Weight formats to consider (repeat). [default: the checkpoint's, and fp8 linear weights]",
+)
+PLAN_KV_DTYPE = Opt(
+    ("--kv-dtype",),
+    "kv_dtype",
+    help="KV-cache dtype (only this option sets it). [default: the model's 16-bit dtype]",
+)
+PLAN_USERS = Opt(("--users",), "users", int, 1, show_default=True, help="Concurrent users.")
+OBJECTIVE = Opt(
+    ("--objective",),
+    "objective",
+    default="gpus",
+    show_default=True,
+    choices=("gpus", "cost", "token-cost", "throughput", "latency"),
+    help="What to rank plans by: fewest GPUs; cost = $/hour for all the users; token-cost = $ per"
+    " million output tokens at each layout's speed; output tokens/s per GPU; TPOT. (--train"
+    " --tokens: cost and token-cost both rank by the job's total price.)",
+)
+PRICE = Opt(
+    ("--price",),
+    "prices",
+    multiple=True,
+    help="GPU price per GPU-hour, e.g. H100=2.5 (repeat); overrides the price table.",
+)
+MAX_GPUS = Opt(("--max-gpus",), "max_gpus", int, help="Most GPUs a plan may use.")
+MATRIX = Opt(
+    ("--matrix",),
+    "matrix",
+    bool,
+    help="Budget table: context × users (serving) or memory vs GPUs per ZeRO stage (--train).",
+)
+CSV = Opt(("--csv",), "as_csv", bool, help="With --matrix or a ranking: CSV output.")
+EXPORT = Opt(
+    ("--export",),
+    "engine",
+    choices=("vllm", "sglang", "deepspeed", "fsdp", "megatron"),
+    help="Print the launch command (serving: vllm, sglang) or config (--train: deepspeed,"
+    " fsdp, megatron) for the top option.",
+)
+
+
+def read_top(text: str) -> int:
+    """--top: how many options to show, 1 to 1000."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadValue(f"{text!r} is not a valid integer.", "--top") from None
+    if not 1 <= value <= 1000:
+        raise BadValue(f"{value} is not in the range 1<=x<=1000.", "--top")
+    return value
+
+
+TOP = Opt(("--top",), "top", default="10", show_default=True, reader=read_top, metavar="1-1000")
+TRAIN_FLAG = Opt(
+    ("--train",),
+    "train",
+    bool,
+    help="Rank training layouts (ZeRO/FSDP, tp, pp, micro-batch, recompute).",
+)
+PLAN_GPU_COUNT = Opt(("--gpus",), "gpu_count", int, help="--train: GPU count. [default: 8]")
+PLAN_RECIPE = Opt(("--recipe",), "recipe", help="--train: training recipe. [default: adamw-bf16]")
+PLAN_LORA_RANK = Opt(
+    ("--lora-rank",), "lora_rank", int, help="--train: LoRA adapters of this rank."
+)
+PLAN_QLORA = Opt(("--qlora",), "qlora", bool, unset=True, help="--train: QLoRA (NF4 base).")
+PLAN_GPU_MEMORY = Opt(("--gpu-memory",), "gpu_memory", help="Override the GPU's memory, e.g. 80GB.")
+TOKENS = Opt(("--tokens",), "tokens", help="--train: tokens to train, e.g. 2T (T = 10^12).")
+DAYS = Opt(("--days",), "days", float, help="--train: deadline in days.")
+PLAN_MFU = Opt(("--mfu",), "mfu", float, help="--train: assumed MFU. [default: 0.4]")
+
+# `gpuplan plan`: every option, in --help's order (cli/plan.py builds its click command from it)
+PLAN_OPTIONS = (
+    PLAN_GPU,
+    PLAN_DTYPE,
+    PLAN_KV_DTYPE,
+    PLAN_CONTEXT,
+    PLAN_USERS,
+    TPOT,
+    TTFT,
+    PLAN_PROMPT,
+    PLAN_OUTPUT,
+    OBJECTIVE,
+    PRICE,
+    MAX_GPUS,
+    MATRIX,
+    CSV,
+    HEADROOM,
+    EXPORT,
+    TOP,
+    TRAIN_FLAG,
+    PLAN_GPU_COUNT,
+    SEQ,
+    GLOBAL_BATCH_TOKENS,
+    PLAN_RECIPE,
+    PLAN_LORA_RANK,
+    PLAN_QLORA,
+    PLAN_GPU_MEMORY,
+    TOKENS,
+    DAYS,
+    PLAN_MFU,
+    UNITS,
+    JSON,
+)
+
+
+# `gpuplan train`: every option, in --help's order (cli/train.py builds its click command from it)
+TRAIN_OPTIONS = (
+    GPU,
+    GPUS,
+    Opt(
+        ("--from",),
+        "config",
+        help="A framework config to read: torchtitan TOML, torchtune YAML, Megatron-LM flags or"
+        " model_config.yaml, DeepSpeed JSON, TrainingArguments JSON.",
+    ),
+    Opt(
+        ("--format",),
+        "config_format",
+        choices=("torchtitan", "torchtune", "megatron", "deepspeed", "hf-trainer"),
+        help="The --from config's framework. [default: from its name and content]",
+    ),
+    Opt(
+        ("--override",),
+        "overrides",
+        multiple=True,
+        help="torchtune key=value override of the --from config (repeatable).",
+    ),
+    Opt(
+        ("--framework",),
+        "framework",
+        help="How the job runs: generic (the lesson), torchtitan, torchtune, megatron, deepspeed,"
+        " hf-trainer, fsdp2, ddp (see `gpuplan frameworks`). [default: generic]",
+    ),
+    Opt(("--zero",), "zero", int, help="ZeRO stage 0-3 (DeepSpeed). [default: searched]"),
+    Opt(
+        ("--fsdp",),
+        "fsdp",
+        help="FSDP sharding strategy: full_shard (=ZeRO-3), shard_grad_op (=ZeRO-2), hybrid_shard,"
+        " no_shard.",
+    ),
+    Opt(("--tp",), "tp", int, help="Tensor-parallel degree."),
+    Opt(("--pp",), "pp", int, help="Pipeline-parallel degree."),
+    Opt(
+        ("--sp",),
+        "sp",
+        bool,
+        help="Sequence parallelism (splits norm/residual activations over tp).",
+    ),
+    Opt(("--cp",), "cp", int, 1, show_default=True, help="Context-parallel degree."),
+    Opt(("--ep",), "ep", int, 1, show_default=True, help="Expert-parallel degree (MoE)."),
+    Opt(
+        ("--virtual-stages",),
+        "vpp",
+        int,
+        1,
+        show_default=True,
+        help="Model chunks per pipeline rank: interleaved 1F1B (Megatron's virtual pipeline).",
+    ),
+    Opt(
+        ("--recipe",),
+        "recipe",
+        help="Training recipe (see `gpuplan recipes`). [default: the framework's; adamw-bf16]",
+    ),
+    Opt(
+        ("--seq",),
+        "seq",
+        default="4096",
+        show_default=True,
+        reader=lambda text: read_count(text, "--seq"),
+        help="Sequence length, e.g. 4096 or 8K (K = 1,024, as vLLM reads it).",
+    ),
+    Opt(
+        ("--micro-batch",),
+        "micro_batch",
+        int,
+        1,
+        show_default=True,
+        help="Sequences per micro-batch per GPU.",
+    ),
+    Opt(("--grad-accum",), "grad_accum", int, help="Micro-batches per step. [default: pp]"),
+    Opt(
+        ("--checkpointing",),
+        "checkpointing",
+        help="Recompute: none, selective (Megatron core attention), op (torchtitan op-level),"
+        " full, every:K (each K-th layer), block:N, uniform:K. [default: the framework's; none]",
+    ),
+    Opt(
+        ("--loss",),
+        "loss",
+        help="Loss: standard, plain, chunked:N, linear_chunked:N, compiled, fused,"
+        " vocab_parallel. [default: the framework's]",
+    ),
+    Opt(
+        ("--compile",),
+        "compile_",
+        bool,
+        off=("--no-compile",),
+        help="torch.compile the model and loss.",
+    ),
+    Opt(
+        ("--grads",),
+        "grads",
+        choices=("set_to_none", "persistent"),
+        help="Gradient lifetime: freed after each step, or a persistent buffer.",
+    ),
+    Opt(
+        ("--reshard-after-forward",),
+        "reshard_after_forward",
+        bool,
+        off=("--no-reshard-after-forward",),
+        help="FSDP2: free gathered units after their forward.",
+    ),
+    Opt(
+        ("--optimizer-in-backward",),
+        "optimizer_in_backward",
+        bool,
+        unset=True,
+        help="Step each parameter in backward.",
+    ),
+    Opt(
+        ("--optimizer-kernel",),
+        "optimizer_kernel",
+        choices=("fused", "foreach", "for-loop"),
+        help="The optimizer implementation (its step's temporaries).",
+    ),
+    Opt(("--fp8",), "fp8", choices=("none", "te", "torchao"), help="fp8 training."),
+    Opt(("--stage",), "stage", help="Bill this pipeline stage: first, last or an index."),
+    Opt(
+        ("--attention",),
+        "attention",
+        default="flash",
+        show_default=True,
+        choices=("flash", "sdpa", "eager"),
+        help="Attention and state-mixer kernels: flash/sdpa (no s² scores; fused mamba_ssm, fla,"
+        " causal-conv1d kernels) or eager (s² scores; the transformers torch fallbacks).",
+    ),
+    Opt(
+        ("--lora-rank",),
+        "lora_rank",
+        int,
+        help="Train LoRA adapters of this rank on a frozen base.",
+    ),
+    Opt(
+        ("--lora-targets",),
+        "lora_targets",
+        help="Comma-separated modules, or all-linear. [default: q,k,v,o]",
+    ),
+    Opt(
+        ("--qlora",),
+        "qlora",
+        bool,
+        help="QLoRA: NF4 base with double quantisation (rank 64 unless given).",
+    ),
+    Opt(("--offload",), "offload", choices=("optimizer", "params"), help="CPU offload."),
+    Opt(
+        ("--offload-activations",),
+        "offload_activations",
+        bool,
+        help="Offload saved activations to CPU.",
+    ),
+    Opt(
+        ("--capacity-factor",),
+        "capacity_factor",
+        float,
+        1.0,
+        show_default=True,
+        help="MoE expert capacity factor.",
+    ),
+    HEADROOM,
+    GPU_MEMORY,
+    Opt(("--mfu",), "mfu", float, 0.4, show_default=True, help="Utilisation of peak bf16 FLOP/s."),
+    Opt(
+        ("--network",),
+        "network",
+        help="Inter-node bandwidth per GPU per direction [default: 50GB (/s)].",
+    ),
+    UNITS,
+    JSON,
+    Opt(
+        ("--explain",),
+        "explain",
+        bool,
+        help="Show each line's arithmetic and every phase of the step.",
+    ),
+)
+# the train options that are not arguments of `gpuplan.api.train` (the command reads them)
+TRAIN_OWN = ("gpus", "config", "config_format", "overrides", "units", "as_json", "explain")
+
+
+def train_kwargs(values: dict[str, Any]) -> dict[str, Any]:
+    """`gpuplan.api.train`'s keyword arguments from the train options' values."""
+    kw = {k: v for k, v in values.items() if k not in TRAIN_OWN}
+    kw["network_bandwidth"] = kw.pop("network")
+    kw["compile"] = kw.pop("compile_")
+    stage = kw.pop("stage")
+    kw["stage"] = int(stage) if stage and stage.lstrip("-").isdigit() else stage
+    return kw
+
+
+def train_data(model: str, values: dict[str, Any]) -> dict[str, Any]:
+    """`gpuplan.train/1` for MODEL from the train options' values (no --from config), with the
+    ways out (`fixes`) when it does not fit."""
+    from gpuplan.api import train
+
+    ask = {"model": model, "gpus": read_gpus(values["gpus"]), **train_kwargs(values)}
+    plan = train(**ask)
+    data = plan.to_dict(values["units"])
+    data["fixes"] = []
+    if not plan.fits:  # the three answers (fewer bytes, bigger GPU, more GPUs)
+        from gpuplan.api.planning import training_answers
+
+        data["fixes"] = training_answers(ask, plan)
+    return data
 
 
 def read_gpus(text: str | None) -> int | str | None:
