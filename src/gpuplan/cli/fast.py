@@ -83,8 +83,9 @@ def parse(args: list[str], table: Table) -> tuple[list[str], dict[str, Any], set
             return None
         values[opt.dest] = (*values[opt.dest], value) if opt.multiple else value
     for opt, _ in table.values():  # a default goes through the reader, as click's callback does
-        if opt.dest not in given and opt.reader is not None and not opt.multiple:
-            values[opt.dest] = _read(opt, opt.default) if opt.default is not None else None
+        default = opt.default
+        if opt.dest not in given and opt.reader is not None and isinstance(default, str):
+            values[opt.dest] = _read(opt, default)
     return positional, values, given
 
 
