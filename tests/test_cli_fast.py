@@ -50,9 +50,19 @@ ANSWERED = [
     ["models", "--json"],
     ["gpus", "--json"],
     ["gpus", "--units", "GiB", "--json"],
+    # issue 23: tables, train and plan from their option tables too
+    ["serve", "llama-3.1-8b"],
+    ["serve", "llama-3.1-70b", "--gpus", "1", "--explain", "--units", "GiB"],
+    ["train", "llama-3.1-8b", "--json"],
+    ["train", "llama-3.1-8b", "--gpus", "8", "--no-compile", "--seq", "8K", "--explain"],
+    ["train", "mixtral-8x7b", "--gpus", "16", "--ep", "8", "--attention", "EAGER"],
+    ["plan", "llama-3.1-8b", "--json", "--top", "3"],
+    ["plan", "llama-3.1-8b", "--gpu", "h100", "--gpu", "H200", "--objective", "COST"],
+    ["plan", "llama-3.1-8b", "--train", "--top", "2", "--global-batch-tokens", "4M"],
+    ["plan", "llama-3.1-8b", "--matrix", "--csv", "--dtype", "fp8"],
+    ["precisions", "--json"],
 ]
 DECLINED = [
-    ["serve", "llama-3.1-8b"],  # a table: rich renders it
     ["serve", "llama-3.1-8b", "--json", "--engine", "vllm"],
     ["serve", "llama-3.1-8b", "--json", "--help"],
     ["serve", "llama-3.1-8b", "--json", "--gpus", "x"],
@@ -66,7 +76,13 @@ DECLINED = [
     ["serve", "--json"],
     ["serve", "llama-3.1-8b", "--json", "--", "x"],
     ["models", "extra", "--json"],
-    ["train", "llama-3.1-8b", "--json"],
+    ["models"],  # a listing's table: click's command renders it
+    ["train", "llama-3.1-8b", "--from", "x.toml"],
+    ["train", "llama-3.1-8b", "--stage", "-1"],
+    ["train", "llama-3.1-8b", "--compile=1"],
+    ["plan", "llama-3.1-8b", "--top", "0"],
+    ["plan", "llama-3.1-8b", "--objective", "cheapest"],
+    ["plan", "--json"],
 ]
 
 
@@ -74,7 +90,8 @@ DECLINED = [
 def test_answers_as_click_does(args: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     with_fast, click_only, answered = _both(args, monkeypatch)
     assert answered
-    assert with_fast == click_only and with_fast[0] == 0 and with_fast[1].startswith("{")
+    assert with_fast == click_only and with_fast[0] == 0 and with_fast[1]
+    assert with_fast[1].startswith("{") == ("--json" in args)
 
 
 @pytest.mark.parametrize("args", DECLINED, ids=" ".join)
@@ -115,17 +132,25 @@ def test_any_own_bill_line_reads_the_same(picked: list, model: str) -> None:
     assert with_fast == click_only
 
 
-def test_click_reads_the_same_table() -> None:
+@pytest.mark.parametrize(
+    ("name", "table"),
+    [("serve", specs.SERVE_OWN_BILL), ("train", specs.TRAIN_OPTIONS), ("plan", specs.PLAN_OPTIONS)],
+)
+def test_click_reads_the_same_table(name: str, table: tuple) -> None:
     import click
 
     from gpuplan.cli.group import cli
 
-    command = cli.get_command(click.Context(cli), "serve")
+    command = cli.get_command(click.Context(cli), name)
     assert command is not None
     by_dest = {p.name: p for p in command.params if isinstance(p, click.Option)}
-    for opt in specs.SERVE_OWN_BILL:
+    for opt in table:
         param = by_dest[opt.dest]
-        assert tuple(param.opts) == opt.names and param.default == opt.default
+        assert tuple(param.opts) == opt.names and tuple(param.secondary_opts) == opt.off
+        assert param.multiple == opt.multiple
+        assert param.default == (None if opt.multiple else opt.default)
+    if name != "serve":  # every option of train and plan is in its table
+        assert set(by_dest) == {opt.dest for opt in table}
 
 
 def test_the_fast_path_loads_neither_click_nor_rich() -> None:

@@ -185,7 +185,7 @@ def test_cli_json_schema_is_documented(capsys):
         (["--train", "--export", "vllm"], "serving engine"),
         (["--export", "deepspeed"], "add --train"),
         (["--train", "--gpus", "0"], "gpus must be a positive"),
-        (["--train", "--seq", "0"], "seq must be a positive"),
+        (["--train", "--seq", "0"], "seq must be a token count from 1"),
         (["--train", "--global-batch-tokens", "1000"], "whole number of sequences"),
         (["--seq", "2048"], "only with --train"),
         (["--train", "--gpu", "h100", "--gpu", "h200"], "single --gpu"),

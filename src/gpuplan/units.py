@@ -90,11 +90,19 @@ def format_count(n: int | float) -> str:
 
 
 def format_per_token(n: int | float, units: str = "GB") -> str:
-    """A per-token size (KV cache per token: tens of kB to a few MB) in MB (10**6), or MiB (2**20)
-    with units="GiB": '0.13 MB', '0.125 MiB'."""
+    """A per-token size (KV cache per token: a few bytes for a toy model, tens of kB to a few MB
+    for real ones) in MB (10**6), or MiB (2**20) with units="GiB": '0.13 MB', '0.125 MiB'; below
+    0.1 MB (0.125 MiB) in kB (KiB) with three significant figures, below 1 kB in bytes, so a
+    small figure never reads '0.00 MB'."""
     if units not in UNIT_SYSTEMS:
         raise GpuplanError(f"unknown units {units!r}; use GB or GiB")
-    return f"{n / 10**6:.2f} MB" if units == "GB" else f"{n / 2**20:.3f} MiB"
+    if units == "GB":
+        if n >= 10**5:
+            return f"{n / 10**6:.2f} MB"
+        return f"{n / 10**3:.3g} kB" if n >= 10**3 else f"{n:,.0f} B"
+    if n >= 2**17:
+        return f"{n / 2**20:.3f} MiB"
+    return f"{n / 2**10:.3g} KiB" if n >= 2**10 else f"{n:,.0f} B"
 
 
 # token counts as engines read them (vLLM's human_readable_int): one reader for every flag

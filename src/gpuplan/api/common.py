@@ -73,9 +73,14 @@ def quantized_format(
 
 
 def resolve_kv(weights: WeightFormat, kv_dtype: str | None) -> Precision:
+    """The KV cache's format: `kv_dtype` when given, else the model's compute dtype (bf16/fp16,
+    fp32 for --dtype fp32). A quantised weight format (fp8, int8, 4-bit) never changes the KV
+    cache: an 8-bit KV cache is asked for with --kv-dtype fp8, as in vLLM, whose
+    --kv-cache-dtype "auto" keeps the model dtype whatever --quantization says
+    (vllm/config/cache.py: CacheDType, "auto" = model dtype)."""
     if kv_dtype is None or kv_dtype == "auto":
         p = weights.precision
-        return p if (p.kv and p.scope == "all" and p.bits >= 8) else weights.base
+        return p if (p.kv and p.scope == "all" and p.bits >= 16) else weights.base
     return get_precision(kv_dtype, for_kv=True)
 
 
@@ -114,6 +119,26 @@ def gpu_summaries() -> list[dict[str, Any]]:
     return [
         dict(gpu_record(g.id), memory_bytes=g.memory_bytes, memory_basis=g.memory_basis)
         for g in list_gpus()
+    ]
+
+
+def precision_summaries() -> list[dict[str, Any]]:
+    """One row per catalog precision (`gpuplan precisions`): its names, the bytes per parameter
+    derived from its fields, what it covers (every parameter, or linear weights only), whether
+    it can hold a KV cache, and its source."""
+    from gpuplan.catalog.precisions import list_precisions, precision_aliases
+
+    return [
+        {
+            "id": p.id,
+            "aliases": precision_aliases(p.id),
+            "bits": p.bits,
+            "bytes_per_param": float(p.bytes_per_param),
+            "scope": p.scope,
+            "kv": p.kv,
+            "source": p.source,
+        }
+        for p in list_precisions()
     ]
 
 

@@ -3,14 +3,16 @@ training layouts of a GPU count, with engine configs."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.api.serving import ServingPlan
-from gpuplan.api.training import TrainingPlan, train
 from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.serving import DEFAULT_HEADROOM, ServingSetup
 from gpuplan.errors import GpuplanError
 from gpuplan.planner.goals import DEFAULT_MAX_GPUS, ServingCandidate
+
+if TYPE_CHECKING:  # the training code loads only when a training plan is asked for (cold start)
+    from gpuplan.api.training import TrainingPlan
 
 DEFAULT_PLAN_GPUS = ("h100", "h200", "b200", "a100-80gb", "l40s", "mi300x")
 
@@ -65,7 +67,8 @@ class PlanOption:
 
 
 def parse_duration(value: str | float | None, name: str) -> float | None:
-    """'33ms', '2s', '1.5 s', '250us' or a number of seconds → seconds."""
+    """'33ms', '2s', '1.5 s', '250us', or a number (not text) of seconds → seconds. Text
+    needs its unit: '33' could mean seconds or milliseconds, so it is refused, never guessed."""
     if value is None:
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -77,7 +80,11 @@ def parse_duration(value: str | float | None, name: str) -> float | None:
                 text, factor = text[: -len(suffix)], scale
                 break
         else:
-            factor = 1.0
+            from gpuplan.units import shown
+
+            raise GpuplanError(
+                f"--{name} needs a unit: write {shown(value)} as ms or s, like 33ms or 2s"
+            )
         try:
             seconds = float(text) * factor
         except ValueError:
@@ -225,6 +232,9 @@ class TrainOption:
             "dp": lo.dp,
             "tp": lo.tp,
             "pp": lo.pp,
+            "cp": lo.cp,
+            "ep": lo.ep,
+            "vpp": lo.vpp,
             "sp": lo.sp,
             "zero": lo.zero,
             "fsdp_strategy": None if lo.zero == 1 else fsdp_strategy(lo),  # FSDP has no ZeRO-1
@@ -276,6 +286,7 @@ def plan_training(
     narrows the search to the layouts that engine runs as exported; with megatron the default
     recipe becomes Megatron-LM's own (bf16 weights, fp32 gradients: 18 bytes/param).
     """
+    from gpuplan.api.training import train
     from gpuplan.planner.training_export import engine_allows, engine_recipe
     from gpuplan.planner.training_search import (
         default_global_batch_tokens,
@@ -375,6 +386,7 @@ def plan_training_goal(
     utilisation. `gpus` None: every default GPU type with a complete catalog entry (the others
     named in each option's `left_out`); GPU counts: any within a server, whole servers beyond;
     the global batch is fixed: `global_batch_tokens`, else about 4M tokens."""
+    from gpuplan.api.training import train
     from gpuplan.catalog.prices import parse_prices
     from gpuplan.planner.goals import train_to_goal
 
@@ -552,6 +564,7 @@ def training_budget_matrix(
     gpu_memory: str | int | None = None,
 ) -> dict[str, Any]:
     """`gpuplan.plan-matrix/1` for training: memory per GPU vs GPU count for ZeRO 0-3."""
+    from gpuplan.api.training import train
     from gpuplan.planner.matrix import DEFAULT_TRAIN_GPUS, training_matrix
 
     counts = tuple(sorted(set(gpu_counts or DEFAULT_TRAIN_GPUS)))
@@ -601,6 +614,7 @@ def serving_answers(kwargs: dict[str, Any], plan: Any) -> list[dict[str, Any]]:
 def training_answers(kwargs: dict[str, Any], plan: Any) -> list[dict[str, Any]]:
     """The same for a training plan (`planner.fixes.training_fixes`: ZeRO stage, recompute,
     LoRA/QLoRA, a bigger GPU, more GPUs); `kwargs` are the `train` arguments."""
+    from gpuplan.api.training import train
     from gpuplan.planner.fixes import training_fixes
 
     return [_answer(fix) for fix in training_fixes(kwargs, plan, train)]
@@ -641,6 +655,8 @@ def training_three_answers(
 ) -> list[dict[str, Any]]:
     """The same for training `model` on `gpus` × `gpu` (`train` arguments in `kwargs`): the plan
     `train(...)`, then `training_answers`."""
+    from gpuplan.api.training import train
+
     ask: dict[str, Any] = {"model": model, "gpu": gpu, "gpus": gpus, **kwargs}
     try:
         current = train(**ask)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import tomllib
 from functools import cache
-from importlib import resources
 
+from gpuplan.catalog.compiled import load_data  # parsed once, cached (cold start)
 from gpuplan.catalog.lookup import did_you_mean, normalise
 from gpuplan.engine.frameworks.profile import FrameworkProfile, validate_profile
 from gpuplan.engine.frozen import fields
@@ -15,10 +14,9 @@ _FIELDS = {f.name for f in fields(FrameworkProfile)} - {"sources"}
 
 @cache
 def _table() -> tuple[dict[str, FrameworkProfile], dict[str, str]]:
-    text = resources.files("gpuplan.catalog").joinpath("data/frameworks.toml").read_text("utf-8")
     by_id: dict[str, FrameworkProfile] = {}
     names: dict[str, str] = {}
-    for row in tomllib.loads(text)["framework"]:
+    for row in load_data("frameworks.toml")["framework"]:
         values = {k: v for k, v in row.items() if k in _FIELDS}
         unknown = set(row) - _FIELDS - {"aliases", "sources"}
         if unknown:  # a typo in the data file must not pass silently

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import tomllib
 from functools import cache
-from importlib import resources
 from typing import Any
 
+from gpuplan.catalog.compiled import load_data  # parsed once, cached (cold start)
 from gpuplan.catalog.lookup import did_you_mean, normalise
 from gpuplan.catalog.precisions import get_precision
 from gpuplan.engine.precision import Precision
@@ -27,10 +26,9 @@ def _format(row: dict[str, Any], recipe: str) -> Precision:
 
 @cache
 def _table() -> tuple[dict[str, TrainingRecipe], dict[str, str]]:
-    text = resources.files("gpuplan.catalog").joinpath("data/recipes.toml").read_text("utf-8")
     by_id: dict[str, TrainingRecipe] = {}
     names: dict[str, str] = {}
-    for row in tomllib.loads(text)["recipe"]:
+    for row in load_data("recipes.toml")["recipe"]:
         recipe = TrainingRecipe(
             id=row["id"],
             name=row["name"],

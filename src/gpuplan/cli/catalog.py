@@ -87,3 +87,32 @@ def gpus_command(units: str, as_json: bool) -> None:
         "[dim]Bills measure against the driver-reported total where known (nvidia-smi/rocm-smi);"
         " sources in the package's catalog/data/gpus.toml.[/dim]"
     )
+
+
+@click.command("precisions")
+@click_option(specs.JSON)
+def precisions_command(as_json: bool) -> None:
+    """List the precisions --dtype and --kv-dtype take: bytes per parameter, what each covers."""
+    from gpuplan.api.common import precision_summaries
+
+    rows = precision_summaries()
+    if as_json:
+        print_json({"precisions": rows})
+        return
+    from rich.table import Table
+
+    from gpuplan.cli.render import console
+
+    table = Table(box=None, header_style="bold")
+    for col in ("id", "also", "bytes/param", "covers", "KV cache", "source"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            r["id"],
+            ", ".join(r["aliases"]),
+            f"{r['bytes_per_param']:.4g}",
+            "every parameter" if r["scope"] == "all" else "linear weights",
+            "yes" if r["kv"] else "",
+            r["source"],
+        )
+    console().print(table)

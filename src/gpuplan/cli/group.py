@@ -18,6 +18,7 @@ COMMANDS = {
     "frameworks": ("gpuplan.cli.train", "frameworks_command"),
     "models": ("gpuplan.cli.catalog", "models_command"),
     "gpus": ("gpuplan.cli.catalog", "gpus_command"),
+    "precisions": ("gpuplan.cli.catalog", "precisions_command"),
     "check": ("gpuplan.cli.check", "check_command"),
     "inspect": ("gpuplan.cli.inspect", "inspect_command"),
     "plan": ("gpuplan.cli.plan", "plan_command"),
@@ -50,6 +51,8 @@ def cli() -> None:
 def run_click(args: list[str]) -> int:
     """Run `args` through click; its usage errors become one line and exit 2. gpuplan's own
     errors pass through to `cli/main.py`, which words them for every path alike."""
+    if not args:  # no command: the group's help, as `gpuplan --help` prints it
+        args = ["--help"]
     try:
         cli.main(args=args, prog_name="gpuplan", standalone_mode=False)
     except click.exceptions.Abort:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
+from gpuplan import progress
 from gpuplan.cli.errors import EXIT_INTERNAL_ERROR, EXIT_USER_ERROR, fail
 from gpuplan.errors import GpuplanError
 from gpuplan.units import shown
@@ -22,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if any("\x00" in a for a in args):  # no real command line has one
         return fail("error: an argument contains a NUL character")
+    progress.listener = _progress_line
     try:
         from gpuplan.cli.fast import answer
 
@@ -44,6 +46,12 @@ def main(argv: list[str] | None = None) -> int:
             f"internal error: {err.__class__.__name__}: {err} (set GPUPLAN_DEBUG=1 for a traceback)",
             EXIT_INTERNAL_ERROR,
         )
+
+
+def _progress_line(line: str) -> None:
+    """A wait the user would otherwise sit through in silence, as one stderr line."""
+    sys.stderr.write(f"gpuplan: {line}\n")
+    sys.stderr.flush()
 
 
 def run() -> None:

@@ -102,7 +102,9 @@ def build_server() -> Any:
     try:
         server_class = _server_class()
     except ImportError as err:
-        raise GpuplanError('gpuplan mcp needs the MCP SDK: pip install "gpuplan[mcp]"') from err
+        raise GpuplanError(
+            "gpuplan mcp needs the MCP SDK: pip install 'mcp>=2' (from a clone: pip install '.[mcp]')"
+        ) from err
 
     server = server_class("gpuplan")
     _add_bill_tools(server)

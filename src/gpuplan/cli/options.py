@@ -31,7 +31,10 @@ class LazyChoice(click.Choice):
 def click_option(opt: Opt) -> Callable[[Any], Any]:
     """The click option for one row of the option table."""
     if opt.kind is bool:
-        return click.option(*opt.names, opt.dest, is_flag=True, default=False, help=opt.help)
+        if opt.off:
+            names = [f"{on}/{off}" for on, off in zip(opt.names, opt.off, strict=True)]
+            return click.option(*names, opt.dest, default=None, help=opt.help)
+        return click.option(*opt.names, opt.dest, is_flag=True, default=opt.default, help=opt.help)
     kind: Any = opt.kind if opt.kind is not str else None
     if opt.choices:
         kind = click.Choice(list(opt.choices), case_sensitive=False)
@@ -40,12 +43,24 @@ def click_option(opt: Opt) -> Callable[[Any], Any]:
         *opt.names,
         opt.dest,
         type=kind,
-        default=opt.default,
+        default=opt.default if not opt.multiple else None,
+        multiple=opt.multiple,
         show_default=opt.show_default,
         metavar=opt.metavar,
         callback=callback,
         help=opt.help,
     )
+
+
+def click_options(opts: Sequence[Opt]) -> Callable[[Any], Any]:
+    """A decorator adding every row of `opts` to a command, in the table's order."""
+
+    def add(command: Any) -> Any:
+        for opt in reversed(opts):
+            command = click_option(opt)(command)
+        return command
+
+    return add
 
 
 def _read_with(reader: Callable[[str], Any]) -> Callable[[click.Context, Any, Any], Any]:

@@ -95,8 +95,15 @@ def _plans_heading(data: dict[str, Any]) -> str:
         f"[bold]{data['model']}[/bold]  {data['users']:,} users × {data['context']:,} tokens"
         f" (prompt {data['prompt_tokens']:,}, output {data['output_tokens']:,})"
         + (f" · {', '.join(targets)}" if targets else "")
-        + f" · ranked by {data['objective']}"
+        + f" · ranked by {ranked_by(data['objective'])}"
     )
+
+
+def ranked_by(objective: str) -> str:
+    """The objective and the figure it ranks by: 'cost ($/hour for all the users)'."""
+    from gpuplan.planner.goals import RANKED_BY
+
+    return f"{objective} ({RANKED_BY[objective]})" if objective in RANKED_BY else objective
 
 
 def _plans_table(rows: list[dict[str, Any]], units: str) -> Any:
@@ -138,12 +145,7 @@ def render_matrix(data: dict[str, Any], units: str, as_json: bool, as_csv: bool)
         return
     row_key, col_key = data["rows"], data["cols"]
     if as_csv:
-        writer = csv.writer(sys.stdout)
-        writer.writerow([row_key, col_key, "per_gpu_total_bytes", "budget_bytes", "fits"])
-        for c in data["cells"]:
-            writer.writerow(
-                [c[row_key], c[col_key], c["per_gpu_total_bytes"], c["budget_bytes"], c["fits"]]
-            )
+        _write_matrix_csv(data, row_key, col_key)
         return
     from rich.table import Table
 
@@ -179,3 +181,30 @@ def render_matrix(data: dict[str, Any], units: str, as_json: bool, as_csv: bool)
     if data.get("largest_context"):
         parts = [f"{u} user(s): {n:,} tokens" for u, n in data["largest_context"].items()]
         out.print("largest context that fits: " + "; ".join(parts))
+
+
+# the layout every cell of a matrix shares, repeated on each CSV row so a row read alone says
+# what it is for (serving: the GPUs, parallel layout and formats; training: GPU, recipe, seq)
+MATRIX_CSV_LAYOUT = {
+    "serve": ("model", "gpu", "gpus", "tp", "pp", "dtype", "kv_dtype"),
+    "train": ("model", "gpu", "recipe", "seq", "checkpointing"),
+}
+
+
+def _write_matrix_csv(data: dict[str, Any], row_key: str, col_key: str) -> None:
+    """One CSV row per cell: the shared layout's columns, then the cell's."""
+    layout = [k for k in MATRIX_CSV_LAYOUT.get(data["mode"], ()) if k in data]
+    writer = csv.writer(sys.stdout)
+    writer.writerow([*layout, row_key, col_key, "per_gpu_total_bytes", "budget_bytes", "fits"])
+    shared = [data[k] for k in layout]
+    for c in data["cells"]:
+        writer.writerow(
+            [
+                *shared,
+                c[row_key],
+                c[col_key],
+                c["per_gpu_total_bytes"],
+                c["budget_bytes"],
+                c["fits"],
+            ]
+        )

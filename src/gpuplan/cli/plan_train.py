@@ -77,16 +77,16 @@ def render_plan_training(data: dict[str, Any], units: str) -> None:
     rows = data["options"]
     offload = any(r["offload"] != "none" for r in rows)
     table = Table(box=None, header_style="bold")
-    cols = ["#", "layout", "ZeRO/FSDP", "micro × accum", "checkpointing"]
+    cols = ["#", "layout", "ep", "ZeRO/FSDP", "micro × accum", "checkpointing"]
     cols += (["offload"] if offload else []) + ["per GPU", "tokens/s", "step"]
     for col in cols:
         table.add_column(col, justify="right" if col in ("per GPU", "tokens/s", "step") else "left")
     for r in rows:
-        layout = f"dp={r['dp']} tp={r['tp']} pp={r['pp']}" + (" sp" if r["sp"] else "")
         sharding = f"ZeRO-{r['zero']} / {r['fsdp_strategy'] or '(no FSDP twin)'}"
         speed = f"{r['tokens_per_second']:,.0f}" if r["tokens_per_second"] else "-"
         step = f"{r['step_time_s']:.2f} s" if r["step_time_s"] else "-"
-        cells = [str(r["rank"]), layout, sharding, f"{r['micro_batch']} × {r['grad_accum']}"]
+        cells = [str(r["rank"]), _layout_cell(r), str(r["ep"]), sharding]
+        cells += [f"{r['micro_batch']} × {r['grad_accum']}"]
         cells += [r["checkpointing"]] + ([r["offload"]] if offload else [])
         cells += [format_bytes(r["per_gpu_total_bytes"], units), speed, step]
         table.add_row(*cells)
@@ -115,6 +115,27 @@ def render_plan_training(data: dict[str, Any], units: str) -> None:
         out.print(f"[dim]note: {note}[/dim]")
 
 
+def _goal_ranked_by(objective: str) -> str:
+    """What a token goal's objective ranks by (its tokens are fixed: cost is the job's price)."""
+    figure = {
+        "gpus": "fewest GPUs",
+        "cost": "the job's total price",
+        "token-cost": "the job's total price",
+        "throughput": "tokens/s per GPU",
+        "latency": "days to train",
+    }.get(objective)
+    return f"{objective} ({figure})" if figure else objective
+
+
+def _layout_cell(r: dict[str, Any]) -> str:
+    """dp, tp, pp and, where used, context parallelism, virtual stages and sequence parallelism
+    (expert parallelism has its own column)."""
+    parts = [f"dp={r['dp']}", f"tp={r['tp']}", f"pp={r['pp']}"]
+    parts += [f"cp={r['cp']}"] if r["cp"] > 1 else []
+    parts += [f"vpp={r['vpp']}"] if r["vpp"] > 1 else []
+    return " ".join(parts) + (" sp" if r["sp"] else "")
+
+
 GOAL_OPTIONS = (
     "tokens",
     "days",
@@ -131,6 +152,7 @@ GOAL_CSV_FIELDS = (
     "gpu",
     "gpus",
     "layout",
+    "ep",
     "micro_batch",
     "grad_accum",
     "checkpointing",
@@ -142,6 +164,7 @@ GOAL_COLUMNS = (
     "#",
     "GPUs",
     "layout",
+    "ep",
     "micro × accum",
     "recompute",
     "per GPU",
@@ -210,7 +233,7 @@ def render_training_goal(data: dict[str, Any], units: str) -> None:
     when = f" within {data['days']:g} days" if data["days"] else ""
     out.print(
         f"[bold]{data['model']}[/bold]  train {data['tokens']:,} tokens{when}"
-        f" · ranked by {data['objective']}"
+        f" · ranked by {_goal_ranked_by(data['objective'])}"
     )
     table = Table(box=None, header_style="bold")
     for col in GOAL_COLUMNS:
@@ -220,7 +243,8 @@ def render_training_goal(data: dict[str, Any], units: str) -> None:
         table.add_row(
             str(r["rank"]),
             f"{r['gpus']} × {r['gpu']}",
-            r["layout"],
+            _layout_cell(r),
+            str(r["ep"]),
             f"{r['micro_batch']} × {r['grad_accum']}",
             r["checkpointing"],
             format_bytes(r["per_gpu_total_bytes"], units),

@@ -9,7 +9,8 @@ import click
 from gpuplan.cli import specs
 from gpuplan.cli.jsonout import print_json
 from gpuplan.cli.options import LazyChoice, click_option, parse_gpus
-from gpuplan.units import format_bytes, format_count, format_per_token
+from gpuplan.cli.serve_render import render_serving
+from gpuplan.units import format_bytes
 
 
 def _engine_choices() -> list[str]:
@@ -122,8 +123,10 @@ def serve_command(
 ) -> None:
     """Will MODEL fit for serving, and on how many GPUs?
 
-    MODEL is a catalog name (llama-3.1-8b), a Hugging Face id in the catalog, or a path to a
-    config.json or to a model directory holding one. With --engine vllm|sglang|trtllm, or
+    MODEL is a catalog name (llama-3.1-8b, see `gpuplan models`), a local config.json, model
+    folder, .safetensors or .gguf file, or a Hugging Face repo id (meta-llama/Llama-3.1-8B),
+    read from the local Hugging Face cache, else from the Hub (config and safetensors headers
+    only; --revision picks a branch, tag or commit; HF_HUB_OFFLINE=1 stays offline). With --engine vllm|sglang|trtllm, or
     --from "LAUNCH LINE", the bill follows that engine's own rules and reports the KV-cache
     size it will log. vLLM's own option names (--tensor-parallel-size, --max-model-len,
     --kv-cache-dtype, --quantization, --gpu-memory-utilization) are accepted as written.
@@ -322,35 +325,3 @@ def _render_devices(out: Any, devices: list, units: str) -> None:
             format_bytes(d["total_bytes"], units),
         )
     out.print(table)
-
-
-def render_serving(data: dict, units: str, explain: bool) -> None:
-    from rich.markup import escape
-
-    from gpuplan.cli.render import console, print_answers, print_bill, print_search_and_notes
-
-    out = console()
-    gpu = data["gpu"]
-    m = data["model"]
-    active = (
-        f", {format_count(data['params_active'])} active"
-        if data["params_active"] != data["params_total"]
-        else ""
-    )
-    out.print(
-        f"[bold]{escape(m['id'])}[/bold]  {format_count(data['params_total'])} params{active} · {m['attention']}"
-        f" · {m['layers']} layers · weights {data['weights_format']} · KV {data['kv_dtype']}"
-    )
-    out.print(
-        f"{data['gpus']} × {gpu['name']} ({format_bytes(gpu['memory_bytes'], units)}, {gpu['memory_basis']})"
-        f"  tp={data['tp']} pp={data['pp']}  context {data['context']:,} × {data['users']} user(s)"
-    )
-    print_bill(out, data, units, explain)
-    per_token = format_per_token(data["kv_bytes_per_token"], units)
-    out.print(
-        f"KV capacity: {data['kv_capacity_tokens']:,} tokens → {data['max_concurrent_sequences']:,} concurrent"
-        f" sequences of {data['context']:,} tokens ({per_token} of KV cache per token)"
-    )
-    print_search_and_notes(out, data)
-    if not data["fits"]:
-        print_answers(out, data["fixes"], units)

@@ -292,6 +292,20 @@ class Checkpoint:
             c[t.dtype] += t.nbytes
         return dict(c.most_common())
 
+    def describe_stored(self, most: int = 3) -> str:
+        """The stored formats by their share of the bytes, and the bytes per element they
+        average: 'GGUF as stored: Q8_0 (1.06 bytes/param)', 'GGUF as stored: Q4_K 71%, Q6_K
+        25%, F32 4% (0.59 bytes/param)'."""
+        total = self.total_bytes
+        elements = sum(t.numel for t in self.tensors)
+        everything = list(self.bytes_by_dtype.items())
+        shares = [(d, b) for d, b in everything if b * 200 >= total][:most]  # ≥ 0.5 % each
+        named = ", ".join(d if len(everything) == 1 else f"{d} {b / total:.0%}" for d, b in shares)
+        rest = len(everything) - len(shares)
+        more = f", {rest} more" if rest else ""
+        per = f" ({total / elements:.3g} bytes/param)" if elements else ""
+        return f"{self.format.upper()} as stored: {named}{more}{per}"
+
     @cached_property
     def params_by_kind(self) -> dict[str, int]:
         c: Counter[str] = Counter()

@@ -257,18 +257,19 @@ def _arch_weights_item(
     weights: WeightFormat, tp: int, pp: int, w: WeightsPerGpu, counts: ParamCounts, total: int
 ) -> LineItem:
     """The weights line from the architecture: params × bytes/param ÷ (tp × pp), bytes/param
-    the effective figure (mixed formats keep some parts at 16-bit)."""
+    the effective figure (mixed formats keep some parts at 16-bit). Where the even split is not
+    the sum done (unequal pipeline stages: the embedding on the first, the LM head on the last;
+    norms, routers and replicated projections whole on every TP rank), the line shows the sum:
+    the heaviest stage's layers ÷ tp, plus its embedding and LM head (engine/weights.py)."""
     bpp = total / counts.total
+    layer_bytes = w.bytes - w.embedding_bytes - w.lm_head_bytes
+    even = tp * pp == 1 or _shown_equal(total / (tp * pp), w.bytes)
     return LineItem(
         key="weights",
         label="Weights",
         bytes=w.bytes,
-        formula="params × bytes/param ÷ (tp × pp)" if pp > 1 or tp > 1 else "params × bytes/param",
-        template=(
-            "{params} × {bytes_per_param} bytes ÷ (tp {tp} × pp {pp}) = {bytes}"
-            if tp * pp > 1
-            else "{params} × {bytes_per_param} bytes = {bytes}"
-        ),
+        formula=_weights_formula(tp, pp, even),
+        template=_weights_template(tp, pp, w, even),
         inputs={
             "params": counts.total,
             "bytes_per_param": round(bpp, 4),
@@ -277,12 +278,47 @@ def _arch_weights_item(
             "pp": pp,
             "stage": w.stage,
             "stage_layers": len(w.layers),
+            "layer_weights_bytes": layer_bytes,
             "embedding_bytes": w.embedding_bytes,
             "lm_head_bytes": w.lm_head_bytes,
             "total_weights_bytes": total,
         },
         category="weights",
     )
+
+
+def _shown_equal(a: float, b: int) -> bool:
+    """Whether two byte figures read the same in every unit a bill is shown in (2 decimals)."""
+    from gpuplan.units import UNIT_SYSTEMS, format_bytes
+
+    return all(format_bytes(a, u) == format_bytes(b, u) for u in UNIT_SYSTEMS)
+
+
+def _weights_formula(tp: int, pp: int, even: bool) -> str:
+    if tp * pp == 1:
+        return "params × bytes/param"
+    if even:
+        return "params × bytes/param ÷ (tp × pp)"
+    return (
+        "heaviest stage: its layers ÷ tp + embedding ÷ tp (first stage) + LM head ÷ tp (last stage)"
+    )
+
+
+def _weights_template(tp: int, pp: int, w: WeightsPerGpu, even: bool) -> str:
+    """The weights line's arithmetic: the lesson's even split where it is the sum done, else
+    the heaviest stage's terms, each shown, adding up to the line."""
+    if tp * pp == 1:
+        return "{params} × {bytes_per_param} bytes = {bytes}"
+    if even:
+        return "{params} × {bytes_per_param} bytes ÷ (tp {tp} × pp {pp}) = {bytes}"
+    where = ["stage {stage} of {pp}"] if pp > 1 else []
+    where += ["÷ tp {tp}"] if tp > 1 else []
+    terms = ["{stage_layers} layers {layer_weights_bytes}"]
+    if w.embedding_bytes:
+        terms.append("embedding {embedding_bytes}")
+    if w.lm_head_bytes:
+        terms.append("LM head {lm_head_bytes}")
+    return ", ".join(where) + ": " + " + ".join(terms) + " = {bytes}"
 
 
 def _kv_inputs(
@@ -409,7 +445,7 @@ def _stored_weights_item(
     if stored is None:
         return None
     math = _weights_per_gpu(arch, weights.architecture_only(), tp, pp)
-    split = " ÷ (tp {tp} × pp {pp}) placement" if tp * pp > 1 else ""
+    split = "; on this GPU (stage {stage} of {pp}, ÷ tp {tp})" if tp * pp > 1 else ""
     return LineItem(
         key="weights",
         label="Weights",

@@ -74,6 +74,8 @@ class WeightFormat:
         return replace(self, stored=None) if self.stored is not None else self
 
     def describe(self) -> str:
+        if self.stored is not None and self.stored.format == "gguf":
+            return self.stored.describe_stored()  # GGML blocks: the file's types, not the base
         if self.precision.scope == "all":
             return self.precision.describe()
         kept = ", ".join(k for k in self.unquantized if k in LINEAR_KINDS)

@@ -12,8 +12,10 @@ powers of two, expert parallelism on or off for MoE models) the search asks:
     replicas r = ⌈users ÷ min(c_mem, c_lat)⌉, each serving ⌈users ÷ r⌉ sequences
 
 and keeps every layout whose r × tp × pp GPUs stay within `max_gpus`. Objectives rank them:
-fewest GPUs (`gpus`), lowest price per hour (`cost`, GPUs × the price table or `--price`), most
-output tokens/s per GPU (`throughput`), lowest TPOT (`latency`); ties go to fewer GPUs, then the
+fewest GPUs (`gpus`), lowest price per hour of serving all the users (`cost`, GPUs × the price
+table or `--price`), lowest price per million output tokens at each layout's own speed
+(`token-cost`: $/hour ÷ tokens/hour), most output tokens/s per GPU (`throughput`), lowest TPOT
+(`latency`); RANKED_BY names each one's figure. Ties go to fewer GPUs, then the
 lower price, then the lower TPOT. Nothing returned misses a target it was given: each candidate's
 own figures are checked again before it is kept.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from gpuplan.engine.frozen import field, record, replace
 from gpuplan.engine.perf import (
@@ -34,11 +37,22 @@ from gpuplan.engine.perf import (
 )
 from gpuplan.engine.serving import ServingBill, ServingSetup, serving_bill
 from gpuplan.engine.sharding import tp_problem
-from gpuplan.engine.train_time import TrainingTime, training_time
-from gpuplan.engine.training import TrainingBill, TrainingSetup
 from gpuplan.errors import GpuplanError
 
-OBJECTIVES = ("gpus", "cost", "throughput", "latency")
+if TYPE_CHECKING:  # the training code loads only when a training goal is planned (cold start)
+    from gpuplan.engine.train_time import TrainingTime
+    from gpuplan.engine.training import TrainingBill, TrainingSetup
+
+OBJECTIVES = ("gpus", "cost", "token-cost", "throughput", "latency")
+# what each objective ranks by, as the outputs say it (serving; training ranks `cost` and
+# `token-cost` alike by the job's total price: its tokens are fixed)
+RANKED_BY = {
+    "gpus": "fewest GPUs",
+    "cost": "$/hour for all the users",
+    "token-cost": "$ per million output tokens",
+    "throughput": "output tokens/s per GPU",
+    "latency": "TPOT",
+}
 PP_DEGREES = (1, 2, 4, 8, 16)
 DEFAULT_MAX_GPUS = 256
 
@@ -110,6 +124,9 @@ def _rank_key(objective: str):
         base = (float(c.gpus), cost, c.perf.tpot_s)
         if objective == "cost":
             return (cost, float(c.gpus), c.perf.tpot_s)
+        if objective == "token-cost":
+            per_token = c.usd_per_million_tokens
+            return (inf if per_token is None else per_token, *base)
         if objective == "throughput":
             return (-c.perf.tokens_per_s_per_gpu, *base)
         if objective == "latency":
@@ -270,6 +287,7 @@ class _Probe:
         return self.seen[n]
 
     def _search(self, n: int) -> TrainingCandidate | str:
+        from gpuplan.engine.train_time import training_time
         from gpuplan.planner.training_search import rank_training_layouts
 
         try:
@@ -365,7 +383,7 @@ def _goal_key(objective: str):
     def key(c: TrainingCandidate) -> tuple[float, ...]:
         cost = c.time.cost_usd if c.time.cost_usd is not None else inf
         gpus = float(c.time.gpus)
-        if objective == "cost":
+        if objective in ("cost", "token-cost"):
             return (cost, gpus, c.time.seconds)
         if objective == "throughput":
             return (-c.time.tokens_per_s / gpus, gpus, cost)

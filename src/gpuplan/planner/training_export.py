@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.engine.frozen import record
 from gpuplan.engine.sharding import Layout
-from gpuplan.engine.training import TrainingBill
 from gpuplan.errors import GpuplanError
+
+if TYPE_CHECKING:  # annotations only: a serving plan's export never loads the training code
+    from gpuplan.engine.training import TrainingBill
 
 TRAIN_ENGINES = ("deepspeed", "fsdp", "megatron")
 DEEPSPEED_BUCKET = 500_000_000  # DeepSpeed's default reduce/allgather bucket (elements)

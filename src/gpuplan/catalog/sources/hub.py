@@ -14,6 +14,9 @@ repository listing (`HfApi.model_info`).
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from gpuplan.catalog.sources import safetensors_header as st
@@ -26,6 +29,39 @@ READ_TIMEOUT_S = 5.0  # one socket read; a stream is also cut when the deadline 
 MAX_JSON_BYTES = 16 * 1024 * 1024
 MAX_LISTING_BYTES = 64 * 1024 * 1024
 WORKERS = 8
+
+# A Hub that is slow to answer is said, once, after NOTICE_AFTER_S (gpuplan.progress: the CLI
+# prints it as one stderr line; a library caller hears nothing unless it listens).
+NOTICE_AFTER_S = 1.0
+_noticed: list[bool] = []
+
+
+@contextmanager
+def _waiting(what: str) -> Iterator[None]:
+    """Around one Hub request: if it takes longer than NOTICE_AFTER_S, say what is awaited,
+    where, for how long at most, and how to skip the Hub."""
+    from gpuplan import progress
+
+    if progress.listener is None or _noticed:
+        yield
+        return
+    line = (
+        f"waiting for the Hugging Face Hub ({endpoint()}) for {what}, up to {DEADLINE_S:g} s"
+        " in all (HF_HUB_OFFLINE=1 skips the Hub)"
+    )
+
+    def tell() -> None:
+        if not _noticed:
+            _noticed.append(True)
+            progress.say(line)
+
+    timer = threading.Timer(NOTICE_AFTER_S, tell)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def endpoint() -> str:
@@ -98,7 +134,8 @@ def repo_listing(repo_id: str, revision: str | None) -> HubRepo:
     if revision is not None:
         check_revision(revision)
         url += f"/revision/{quote(revision, safe='')}"
-    raw = _get(url, _headers(), deadline, MAX_LISTING_BYTES + 1, 0, repo_id)
+    with _waiting(repo_id):
+        raw = _get(url, _headers(), deadline, MAX_LISTING_BYTES + 1, 0, repo_id)
     if len(raw) > MAX_LISTING_BYTES:
         raise GpuplanError(f"{repo_id}: the Hub's listing is larger than 64 MiB")
     from gpuplan.safe_read import load_json
@@ -142,13 +179,16 @@ def _get(
     if remaining <= 0:
         raise _late(shown)
     try:
-        with _session().stream(
-            "GET",
-            url,
-            headers=headers,
-            timeout=min(READ_TIMEOUT_S, remaining),
-            follow_redirects=True,
-        ) as r:
+        with (
+            _waiting(shown),
+            _session().stream(
+                "GET",
+                url,
+                headers=headers,
+                timeout=min(READ_TIMEOUT_S, remaining),
+                follow_redirects=True,
+            ) as r,
+        ):
             if r.status_code >= 400:  # the body is never read: the Hub's error headers say it
                 raise _status(shown, r.status_code, r.headers.get("X-Error-Code", ""))
             skip = start if r.status_code == 200 else 0  # Range ignored: skip to start
