@@ -212,7 +212,8 @@ def test_plan_train_shows_expert_parallel(capsys):
     assert " ep " in header
     shown = [line.split()[1:] for line in out.splitlines() if re.match(r"\s*\d+\s+dp=", line)]
     keys = {(r["dp"], r["tp"], r["pp"], r["ep"], r["zero"], r["micro_batch"]) for r in rows}
-    assert len({tuple(s[:6]) for s in shown}) >= len(keys) - 0  # each layout reads apart
+    # each layout reads apart: the columns up to micro-batch × accumulation
+    assert len({tuple(s[: s.index("×") + 2]) for s in shown}) >= len(keys)
 
 
 # -- finding 8: the ranking says what it ranks by -----------------------------------------------
@@ -306,7 +307,8 @@ def test_a_silent_hub_is_said_on_stderr(tmp_path, monkeypatch, capsys):
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)  # accepts, never answers
     stop = threading.Event()
-    monkeypatch.setattr(hub, "TIMEOUT_S", 1.0)
+    monkeypatch.setattr(hub, "DEADLINE_S", 1.0)
+    monkeypatch.setattr(hub, "READ_TIMEOUT_S", 1.0)
     monkeypatch.setattr(hub, "NOTICE_AFTER_S", 0.05)
     monkeypatch.setattr(hub, "_noticed", [])
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
