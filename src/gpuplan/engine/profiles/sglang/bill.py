@@ -187,7 +187,7 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
             "kv_capacity_tokens": Range(
                 tokens,
                 max(0, (stage.rest - spread) // max(1, stage.cell)),
-                (stage.rest + spread) // max(1, stage.cell),
+                max(0, (stage.rest + spread) // max(1, stage.cell)),  # a pool cannot go below 0
                 "free memory before loading (driver, NCCL buffers)",
             )
         },
