@@ -27,7 +27,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from engine_cases import Result, load_cases, predict, summary_counts  # noqa: E402
+from engine_cases import (  # noqa: E402
+    Result,
+    class_counts,
+    false_alarms,
+    load_cases,
+    predict,
+    summary_counts,
+)
 from gpuplan.engine.profiles.common import padded_vocab  # noqa: E402
 from gpuplan.engine.profiles.vllm.rules import rules_at  # noqa: E402
 
@@ -105,7 +112,18 @@ def summary(results: list[Result]) -> list[str]:
         f"weights within 2 %: {w}/{nw} ({w / nw:.0%}; target >= 95 %)",
         f"KV tokens (or KV memory) within 10 %, inputs known: {k}/{nk} ({k / nk:.0%}; target >= 80 %)",
         f"failed starts predicted as failures: {f}/{nf}",
+        "false alarms (started, predicted not to start): {}/{}".format(*false_alarms(results)),
+        "by GPU class (weights within 2 % | KV within 10 %, inputs known | failed starts):",
+        *(
+            f"  {cls:<21} {_frac(c['weights'])} | {_frac(c['kv'])} | {_frac(c['failed_starts'])}"
+            for cls, c in class_counts(results).items()
+        ),
     ]
+
+
+def _frac(pair: tuple[int, int]) -> str:
+    k, n = pair
+    return f"{k}/{n}" + (f" ({k / n:.0%})" if n else "")
 
 
 # --- the fitted constants, with leave-one-GPU-out / leave-one-version-out errors --------------

@@ -165,7 +165,7 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
     tokens = _capped_tokens(launch, stage.tokens, page)
     max_len = int(launch.arg("context_length", launch.arch.max_position_embeddings or 4096))
     reserve = pre_load - budget
-    failure = _failure(stage.rest, tokens, max_len)
+    failure = _failure(stage.rest, tokens)
     spread = int(gib(0.5) * frac.mfs)  # free memory before loading moves by about 0.5 GiB
     return EngineBill(
         launch=launch,
@@ -195,6 +195,14 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
             f"mem_fraction_static {frac.mfs}"
             + (" (SGLang's default for this GPU and version)" if not frac.given else ""),
             f"reserve for activations and CUDA graphs {reserve / GIB:.2f} GiB",
+            *(
+                (
+                    f"the token pool ({tokens:,}) is smaller than --context-length {max_len:,}:"
+                    f" SGLang starts and caps a request at {tokens - 1:,} tokens (max_req_len)",
+                )
+                if 0 < tokens < max_len
+                else ()
+            ),
         ),
         settings=_settings(launch, frac, page, max_len),
     )
@@ -265,14 +273,20 @@ def _capped_tokens(launch: EngineLaunch, tokens: int, page: int) -> int:
     return tokens // page * page
 
 
-def _failure(rest: int, tokens: int, max_len: int) -> str | None:
+MIN_POOL = 7  # tp_worker.py: max_req_input_len = min(context_len − 1, pool − 1) − 5 must be > 0
+
+
+def _failure(rest: int, tokens: int) -> str | None:
+    """Why SGLang would not start: no memory for the pool, or a pool too small for any request
+    (tp_worker.py asserts 'Memory pool size is too small'). A pool smaller than --context-length
+    is not a failure: SGLang caps a request at pool − 1 tokens (max_req_len) and starts."""
     if rest <= 0:
         return (
             "Not enough memory: weights exceed mem_fraction_static × free memory"
             " (increase --mem-fraction-static)"
         )
-    if tokens < max_len:
-        return f"the token pool ({tokens:,}) is smaller than one {max_len:,}-token request"
+    if tokens < MIN_POOL:
+        return f"Memory pool size is too small ({tokens:,} tokens)"
     return None
 
 
