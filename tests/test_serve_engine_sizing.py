@@ -57,3 +57,12 @@ def test_sglang_token_range_never_goes_below_zero(capsys):
     assert 0 <= r["low"] <= r["high"]
     main(["serve", MODEL, "--engine", "sglang", "--gpus", "1"])
     assert "–-" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])  # TRT-LLM takes no --quantization
+def test_a_quantisation_without_its_config_says_what_was_assumed(capsys, engine):
+    """Issue 20 item 3: a method named for a 16-bit config (no quantization_config at hand) is
+    sized as the method's standard layout, and the engine's answer says so."""
+    _, data = _json(capsys, ["serve", "llama-3.1-8b", "--engine", engine, "--quantization", "awq"])
+    notes = " ".join(data["engine"]["notes"])
+    assert "without a quantization_config" in notes and "group 128" in notes

@@ -411,9 +411,17 @@ def all_adapters() -> tuple[EngineAdapter, ...]:
 
 
 def engine_bill(launch: EngineLaunch) -> EngineBill:
-    """The bill of `launch.engine`."""
+    """The bill of `launch.engine`, with what its weight format assumed (a quantisation method
+    named without the checkpoint's quantization_config: the method's standard layout) in its
+    notes, whichever engine."""
     validate_launch(launch)
-    return get_adapter(launch.engine).bill(launch)
+    bill = get_adapter(launch.engine).bill(launch)
+    extra = tuple(n for n in launch.weights.notes if n not in bill.notes)
+    if not extra:
+        return bill
+    from dataclasses import replace
+
+    return replace(bill, notes=(*bill.notes, *extra))
 
 
 def validate_launch(launch: EngineLaunch) -> None:
