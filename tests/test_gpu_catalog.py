@@ -154,3 +154,23 @@ def test_a_present_figure_comes_back_with_its_sources():
     assert get_gpu("mi300x").peak_flops("fp8") == pytest.approx(2614.9e12)
     assert "NV-H100-DS" in figure_sources("h100-sxm", "bf16_dense_tflops")
     assert set(PEAK_KEYS) == {"bf16", "fp16", "fp8", "fp4", "int8", "tf32"}
+
+
+def test_vllm_interconnect_classes_follow_the_catalog_link():
+    """The vLLM adapter's all-reduce buffers depend on the link class (non_torch.py); from the
+    catalog's interconnect_kind every GPU its fitted lists named keeps its class, and the new
+    GPUs get theirs by the same rule (H800: NVSwitch of NVLink 4; A800: NVSwitch of NVLink 3)."""
+    from pathlib import Path
+
+    from gpuplan.engine.profiles.vllm import non_torch
+
+    lists = tomllib.loads(
+        (Path(non_torch.__file__).parent / "interconnect.toml").read_text("utf-8")
+    )
+    for cls in ("nvswitch", "nvlink"):
+        for gpu in lists[cls]["gpus"]:
+            assert non_torch.interconnect_class(get_gpu(gpu)) == cls, gpu
+    expected = {"h800": "nvswitch", "a800-80gb": "nvlink", "h200-nvl": "nvlink"}
+    expected |= {"mi250x": "nvlink", "l20": "pcie", "rtx-5080": "pcie"}
+    for gpu, cls in expected.items():
+        assert non_torch.interconnect_class(get_gpu(gpu)) == cls, gpu
