@@ -52,7 +52,8 @@ def fewest_gpus(
     """(plan, its args) on the fewest GPUs whose engine bill starts; when none does, those of
     the smallest layout the engine accepts (its failure and ways out are then shown).
     `serve(args)` → EnginePlan."""
-    first, errors = None, []
+    first = None
+    errors: list[GpuplanError] = []
     for tp, pp in layouts(gpus_per_node):
         tried = _args_with(args, adapter, tp, pp)
         plan = _try(serve, tried, errors)
