@@ -64,3 +64,11 @@ def test_the_state_flags_are_read_from_a_launch_line(flag, tmp_path):
     line = f"python -m sglang.launch_server --model-path {tmp_path} --tp 2 {flag}"
     plan = serve_launch(line, "h200")
     assert plan.bill.item("state_cache").bytes > 0 and not plan.bill.unmodelled
+
+
+def test_an_unknown_ssm_dtype_is_refused_in_one_line():
+    from gpuplan.errors import GpuplanError
+
+    with pytest.raises(GpuplanError, match="--mamba-ssm-dtype") as err:
+        _bill(mamba_ssm_dtype="int3")
+    assert "\n" not in str(err.value)

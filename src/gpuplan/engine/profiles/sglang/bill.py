@@ -48,6 +48,7 @@ from gpuplan.engine.profiles.common import (
     stage_weights,
 )
 from gpuplan.engine.state_cache import FP32, layer_state_shape
+from gpuplan.errors import GpuplanError
 
 RULES = load_version_rules(Path(__file__).with_name("versions.toml"))
 SWA_FULL_TOKENS_RATIO = 0.8
@@ -302,7 +303,10 @@ def _refuse_unmodelled_states(launch: EngineLaunch) -> None:
 def ssm_state_precision(launch: EngineLaunch) -> tuple[Precision, bool]:
     """The SSM state's dtype: --mamba-ssm-dtype, the config's mamba_ssm_dtype, else float32
     (the second value: whether float32 was assumed)."""
-    name = str(launch.arg("mamba_ssm_dtype") or launch.arch.ssm_state_dtype or "").lower()
+    flag = launch.arg("mamba_ssm_dtype")
+    if flag and str(flag).lower() not in ("float32", "bfloat16", "float16"):
+        raise GpuplanError(f"--mamba-ssm-dtype {flag!r} is not one of float32, bfloat16, float16")
+    name = str(flag or launch.arch.ssm_state_dtype or "").lower()
     if name in ("bfloat16", "bf16", "torch.bfloat16"):
         return Precision(id="bf16", bits=16), False
     if name in ("float16", "fp16", "torch.float16"):
