@@ -31,6 +31,7 @@ from engine_cases import (  # noqa: E402
     Result,
     class_counts,
     false_alarms,
+    gpu_class,
     load_cases,
     predict,
     summary_counts,
@@ -142,6 +143,7 @@ def activation_rows(results: list[Result]) -> list[dict[str, Any]]:
             {
                 "case": r.case.case_id,
                 "gpu": r.case.gpu,
+                "class": gpu_class(r.case.gpu),
                 "version": version_group(r),
                 "logged": act * GIB,
                 "forward": 2 * inputs["hidden_bytes"]
@@ -221,7 +223,11 @@ def fit_report(results: list[Result]) -> list[str]:
     lines.append(
         f"in-sample mean |error| {sum(errs) / len(errs):.3f} GiB, worst {max(errs):.3f} GiB"
     )
-    for key, title in (("gpu", "leave-one-GPU-out"), ("version", "leave-one-version-out")):
+    for key, title in (
+        ("gpu", "leave-one-GPU-out"),
+        ("class", "leave-one-GPU-class-out"),
+        ("version", "leave-one-version-out"),
+    ):
         lines.append(f"{title}:")
         for group, mean, worst in leave_out(rows, key):
             lines.append(f"  {group:<22} mean |error| {mean:.3f} GiB, worst {worst:.3f} GiB")
@@ -243,6 +249,7 @@ def graph_rows(results: list[Result]) -> list[dict[str, Any]]:
             {
                 "case": r.case.case_id,
                 "gpu": r.case.gpu,
+                "class": gpu_class(r.case.gpu),
                 "version": version_group(r),
                 "logged": g,
                 "layers": launch.arch.num_layers / launch.pp,
@@ -276,7 +283,7 @@ def graph_report(results: list[Result]) -> list[str]:
             f"{title}: a {a:.3f} GiB, b {b:.4f} GiB/layer; in-sample mean |error|"
             f" {statistics.fmean(errs):.3f} GiB, worst {max(errs):.3f}"
         )
-        for key in ("gpu", "version"):
+        for key in ("gpu", "class", "version"):
             for group in sorted({r[key] for r in rows}):
                 train = [r for r in rows if r[key] != group]
                 test = [r for r in rows if r[key] == group]
