@@ -66,3 +66,14 @@ def test_a_quantisation_without_its_config_says_what_was_assumed(capsys, engine)
     _, data = _json(capsys, ["serve", "llama-3.1-8b", "--engine", engine, "--quantization", "awq"])
     notes = " ".join(data["engine"]["notes"])
     assert "without a quantization_config" in notes and "group 128" in notes
+
+
+def test_a_launch_line_that_cannot_start_exits_1_with_ways_out(capsys):
+    """`--from` pins the launch; when the engine would not start, the answer still comes with
+    the changed launches that do (each the engine's bill) and exit 1."""
+    line = "vllm serve meta-llama/Llama-3.1-70B"
+    code, data = _json(capsys, ["serve", "--from", line])
+    assert code == 1 and not data["fits"]
+    assert any(f["answer"] == "more GPUs" for f in data["fixes"])
+    code, data = _json(capsys, ["serve", "--from", line + " --tensor-parallel-size 4"])
+    assert code == 0 and data["fits"] and "fixes" not in data

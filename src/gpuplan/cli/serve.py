@@ -145,9 +145,8 @@ def serve_command(
         "tensor_split": tensor_split,
     }
     if launch_line is not None or (engine is not None and engine.lower() != "generic"):
-        fixes = None
         if launch_line is not None:
-            plan = _launch_plan(launch_line, model, engine, gpu, gpu_memory, engine_version)
+            plan, fixes = _launch_plan(launch_line, model, engine, gpu, gpu_memory, engine_version)
         else:
             layout = {"tp": tp, "pp": pp, "dtype": dtype, "kv_dtype": kv_dtype, "context": context}
             plan, fixes = _engine_plan(
@@ -157,7 +156,7 @@ def serve_command(
         if fixes is not None:
             data["fixes"] = fixes
         _show(data, as_json, render_engine, units, explain)
-        if fixes is not None and not plan.fits:
+        if not plan.fits:
             raise click.exceptions.Exit(EXIT_WILL_NOT_START)
         return
     model = _refuse_engine_settings(model, knobs, engine_version)
@@ -209,7 +208,36 @@ def _launch_plan(
         raise click.UsageError(
             f"--engine {engine} disagrees with the launch line ({plan.bill.engine})"
         )
-    return plan
+    return plan, (None if plan.fits else _launch_ways_out(line, gpu, gpu_memory, version))
+
+
+def _launch_ways_out(
+    line: str, gpu: str, gpu_memory: str | None, version: str | None
+) -> list | None:
+    """The ways out of a launch line that will not start, each the engine's bill for the line
+    changed (fp8 weights, more GPUs, a bigger GPU)."""
+    from gpuplan.api import engine_sizing
+    from gpuplan.api.common import resolve_gpu
+    from gpuplan.api.engines import engine_serve
+    from gpuplan.catalog.launch import parse_launch
+    from gpuplan.engine.profiles import get_adapter
+
+    parsed = parse_launch(line, _read_config)
+    adapter = get_adapter(parsed.engine)
+    if adapter.knob("gpus"):  # llama.cpp places layers itself: its ways out are -ngl and -c
+        return None
+
+    def serve(a: dict[str, Any], g: Any = None) -> Any:
+        return engine_serve(
+            parsed.model,
+            g or gpu,
+            engine=parsed.engine,
+            args=a,
+            gpu_memory=gpu_memory,
+            version=version,
+        )
+
+    return engine_sizing.ways_out(serve, adapter, dict(parsed.args), resolve_gpu(gpu, gpu_memory))
 
 
 def _engine_plan(
