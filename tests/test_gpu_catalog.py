@@ -174,3 +174,11 @@ def test_vllm_interconnect_classes_follow_the_catalog_link():
     expected |= {"mi250x": "nvlink", "l20": "pcie", "rtx-5080": "pcie"}
     for gpu, cls in expected.items():
         assert non_torch.interconnect_class(get_gpu(gpu)) == cls, gpu
+
+
+@pytest.mark.parametrize("gpu", ["t4", "v100-32gb"])
+def test_a_gpu_without_bf16_is_timed_at_its_fp16_rate(gpu):
+    """Engines and trainers run bf16 checkpoints in fp16 where the GPU has no bf16 rate, so the
+    speed model's 16-bit peak there is the datasheet's FP16 tensor figure (T4 65, V100 125)."""
+    spec = get_gpu(gpu)
+    assert spec.half_dense_tflops == spec.fp16_dense_tflops == {"t4": 65.0, "v100-32gb": 125.0}[gpu]

@@ -68,6 +68,13 @@ class GpuSpec:
             )
         return float(value)
 
+    @property
+    def half_dense_tflops(self) -> float | None:
+        """The 16-bit tensor peak a bf16 model runs at: bf16, or fp16 on GPUs without a bf16
+        rate (Volta, Turing, Vega 20), where engines and trainers run bf16 checkpoints in fp16
+        (vLLM casts to float16 below compute capability 8.0)."""
+        return self.bf16_dense_tflops or self.fp16_dense_tflops
+
     def peak_flops(self, dtype: str) -> float:
         """The dense tensor peak for a dtype ('bf16', 'fp16', 'fp8', 'fp4', 'int8', 'tf32') in
         FLOP/s (OP/s for int8), from the catalog's *_dense_* figure; refuses in one line if absent."""
