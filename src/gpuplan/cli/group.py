@@ -54,7 +54,7 @@ def run_click(args: list[str]) -> int:
     if not args:  # no command: the group's help, as `gpuplan --help` prints it
         args = ["--help"]
     try:
-        cli.main(args=args, prog_name="gpuplan", standalone_mode=False)
+        code = cli.main(args=args, prog_name="gpuplan", standalone_mode=False)
     except click.exceptions.Abort:
         return fail("aborted", 130)
     except click.UsageError as err:
@@ -66,7 +66,7 @@ def run_click(args: list[str]) -> int:
         return fail(f"error: {err.format_message()}{hint}")
     except click.ClickException as err:
         return fail(f"error: {err.format_message()}")
-    return 0
+    return code if isinstance(code, int) else 0  # a command's click.exceptions.Exit(code)
 
 
 __all__ = ["COMMANDS", "EXIT_USER_ERROR", "cli", "run_click"]

@@ -172,9 +172,9 @@ def peak_flops(setup: ServingSetup) -> float:
     gpu = setup.gpu
     if setup.weights.precision.id.startswith("fp8") and gpu.fp8_dense_tflops:
         return gpu.fp8_dense_tflops * 1e12
-    if not gpu.bf16_dense_tflops:
+    if not gpu.half_dense_tflops:
         raise GpuplanError(f"{gpu.name} has no FLOPS figure in the catalog; cannot time it")
-    return gpu.bf16_dense_tflops * 1e12
+    return gpu.half_dense_tflops * 1e12
 
 
 def _bandwidth(setup: ServingSetup) -> float:
