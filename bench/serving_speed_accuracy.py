@@ -182,9 +182,9 @@ def summary(cases: list[Case], errs: list[dict[str, float]]) -> dict[str, tuple[
 
 
 GRID = [
-    SpeedKnobs(hbm=h, layer_graph_us=g, layer_eager_us=e, step_ms=s)
-    for h, g, e, s in itertools.product(
-        (0.7, 0.8, 0.9), (10.0, 25.0, 50.0), (60.0, 120.0, 240.0), (0.3, 1.0, 3.0)
+    SpeedKnobs(hbm=h, kernel_graph_us=g, kernel_eager_us=e, step_ms=s, request_ms=r)
+    for h, g, e, s, r in itertools.product(
+        (0.7, 0.8, 0.9), (1.0, 3.0), (6.0, 15.0), (0.5, 2.0), (0.0, 20.0)
     )
 ]
 

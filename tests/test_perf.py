@@ -49,7 +49,7 @@ def test_every_kernel_figure_names_a_published_source():
 
 def test_single_sequence_decode_reads_the_weights_once():
     s = _setup()
-    knobs = SpeedKnobs(layer_graph_us=0.0, step_ms=0.0)
+    knobs = SpeedKnobs(kernel_graph_us=0.0, step_ms=0.0)
     perf = serving_perf(PerfSetup(s, prompt_tokens=1, output_tokens=2, knobs=knobs))
     # first principles: every weight but the embedding table, 2 bytes each
     a = s.arch
@@ -154,7 +154,8 @@ def test_eager_mode_pays_the_launch_cost_per_layer():
     graphs = _speed(Load("concurrency", 100, 100, 4)).sim
     eager = _speed(Load("concurrency", 100, 100, 4), cuda_graphs=False).sim
     knobs = default_knobs()
-    extra = 32 * (knobs.layer_eager_us - knobs.layer_graph_us) * 1e-6
+    # Llama 3.1 8B: 32 layers × (5 attention + 4 MLP kernels)
+    extra = 32 * 9 * (knobs.kernel_eager_us - knobs.kernel_graph_us) * 1e-6
     assert eager.tpot.mean - graphs.tpot.mean == pytest.approx(extra, rel=0.02)
 
 

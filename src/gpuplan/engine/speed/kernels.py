@@ -45,13 +45,15 @@ class KernelFigures:
 
 @record
 class SpeedKnobs:
-    """The fitted figures: achieved HBM share on weight streams, fixed cost per layer and step
-    with and without CUDA graphs, fixed CPU cost per engine step."""
+    """The fitted figures: achieved HBM share on weight streams, fixed cost per kernel launched
+    with and without CUDA graphs, fixed CPU cost per engine step, and a fixed cost per request on
+    a served (HTTP) run, added to its TTFT and E2E as the client times them."""
 
     hbm: float = 0.8
-    layer_graph_us: float = 30.0
-    layer_eager_us: float = 90.0
+    kernel_graph_us: float = 2.0
+    kernel_eager_us: float = 8.0
     step_ms: float = 1.0
+    request_ms: float = 0.0  # fixed per request on the API path (HTTP, tokenise, detokenise)
 
 
 def default_knobs() -> SpeedKnobs:
@@ -59,9 +61,10 @@ def default_knobs() -> SpeedKnobs:
     f = _table()["fitted"]
     return SpeedKnobs(
         hbm=float(f["hbm"]),
-        layer_graph_us=float(f["layer_graph_us"]),
-        layer_eager_us=float(f["layer_eager_us"]),
+        kernel_graph_us=float(f["kernel_graph_us"]),
+        kernel_eager_us=float(f["kernel_eager_us"]),
         step_ms=float(f["step_ms"]),
+        request_ms=float(f["request_ms"]),
     )
 
 

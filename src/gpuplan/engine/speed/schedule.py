@@ -264,9 +264,9 @@ def _result(
     end: float,
     eng: _Engine,
 ) -> SimResult:
-    o = load.output
-    ttft = [first[i] - arrive[i] for i in range(n)]
-    e2e = [done[i] - arrive[i] for i in range(n)]
+    o, req = load.output, eng.k.request_ms * 1e-3
+    ttft = [first[i] - arrive[i] + req for i in range(n)]
+    e2e = [done[i] - arrive[i] + req for i in range(n)]
     tpot = [(done[i] - first[i]) / (o - 1) if o > 1 else 0.0 for i in range(n)]
     dur = max(end, 1e-12)
     return SimResult(

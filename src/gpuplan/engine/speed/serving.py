@@ -5,7 +5,8 @@ every kernel figure used."""
 from __future__ import annotations
 
 from gpuplan.engine.frozen import field, record
-from gpuplan.engine.serving import ServingSetup
+from gpuplan.engine.frozen import replace
+from gpuplan.engine.serving import ServingSetup, serving_bill
 from gpuplan.engine.speed.kernels import SpeedKnobs, default_knobs, source_titles
 from gpuplan.engine.speed.policy import Policy, engine_policy
 from gpuplan.engine.speed.schedule import Load, SimResult, simulate
@@ -48,6 +49,18 @@ def shape_of(setup: SpeedSetup) -> RankShape:
     check_interconnect(s)
     ctx = setup.load.prompt + max(1, setup.load.output // 2)
     return rank_shape(s.arch, s.weights, s.kv, s.gpu, s.tp, s.pp, ctx)
+
+
+def kv_capacity(setup: SpeedSetup) -> int:
+    """Sequences of prompt + output tokens the KV cache holds (the memory bill's figure): an
+    engine admits no more at once (vLLM preempts, SGLang reserves for max_new_tokens); 0 when
+    the bill cannot say."""
+    s, ld = setup.serving, setup.load
+    try:
+        bill = serving_bill(replace(s, context=ld.prompt + ld.output, users=1))
+    except GpuplanError:
+        return 0
+    return max(1, bill.max_concurrent_sequences)
 
 
 def serving_speed(setup: SpeedSetup) -> SpeedResult:

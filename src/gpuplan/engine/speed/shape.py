@@ -50,6 +50,7 @@ class RankShape:
     mla_v: int  # MLA: kv_lora_rank
     kv_bytes_per_token: float  # this rank's KV bytes per token of context (stage layers)
     gqa_group: int  # query heads per KV head (a kernel without GQA sharing reads KV this often)
+    launches: float  # kernels one step launches on this stage (kernels_per_layer summed)
     dense_flops: float  # peak × efficiency of the dense GEMM path
     expert_flops: float  # of the grouped GEMM path
     attn_flops: float  # 16-bit peak (FlashAttention runs 16-bit)
@@ -86,6 +87,31 @@ def path_flops(path: str, k: KernelFigures, gpu: GpuSpec) -> float:
     if path == "w4a16":
         return bf16 * k.gemm_w4a16
     return bf16 * k.gemm_bf16
+
+
+ATTENTION_KERNELS = 5  # norm, qkv GEMM, rotary, attention, o GEMM (vllm model_executor/models/llama.py)
+MLA_KERNELS = 11  # norm, q_a, q_a norm, q_b, kv_a, kv_a norm, rotary, q absorb, attention, v absorb,
+# o GEMM (vllm model_executor/models/deepseek_v2.py, absorbed decode)
+MLP_KERNELS = 4  # fused add+norm, gate_up GEMM, SiLU·mul, down GEMM
+MOE_KERNELS = 8  # fused add+norm, router GEMM, top-k, align/sort, w13 grouped GEMM, SiLU·mul, w2
+# grouped GEMM, weighted sum (vllm fused_moe); shared experts add an MLP's 3
+SHARED_KERNELS = 3
+
+
+def stage_kernels(arch: Architecture, specs: list) -> float:
+    """Kernels a forward of these layers launches (counts from the vLLM model files named above):
+    the fixed per-kernel cost of step.py multiplies them."""
+    mla = bool(arch.attention.kv_lora_rank)
+    n = 0
+    for spec in specs:
+        n += MLA_KERNELS if mla else ATTENTION_KERNELS
+        if spec.moe:
+            n += MOE_KERNELS
+            if arch.moe is not None and arch.moe.num_shared_experts:
+                n += SHARED_KERNELS
+        elif spec.ffn:
+            n += MLP_KERNELS
+    return float(n)
 
 
 @lru_cache(maxsize=2048)
@@ -152,6 +178,7 @@ def rank_shape(
         mla_v=mla,
         kv_bytes_per_token=kv_tok,
         gqa_group=1 if mla else max(1, a.num_heads // max(1, a.num_kv_heads)),
+        launches=stage_kernels(arch, [arch.layers[i] for i in layers]),
         dense_flops=path_flops(dense_path, k, gpu),
         expert_flops=path_flops(exp_path, k, gpu) * k.grouped_gemm / k.gemm_bf16,
         attn_flops=gpu.bf16_dense_tflops * 1e12 * k.attn_prefill,  # type: ignore[operator]

@@ -19,7 +19,8 @@ A step carries `decode` sequences (one token each, at their contexts) and prefil
     TP comm       2 all-reduces of M·h·2 bytes per layer (Shoeybi et al. 2019 §3): latency α +
                   2(tp−1)/tp·S ÷ (bus share × link) (ring bus bandwidth, nccl-tests' definition)
     PP            one hand-off of M·h·2 bytes per stage boundary
-    overhead      layers × (t_layer with CUDA graphs | without) + t_step per engine step
+    overhead      kernels launched (per layer, counted from the engine's model code: shape.py)
+                  × (t_kernel with CUDA graphs | without) + t_step per engine step
 
 Every operator takes the larger of its compute and memory time (roofline, Williams et al.
 2009); operators run one after another (no overlap)."""
@@ -146,8 +147,8 @@ def stage_step(
         comp, mem = comp + c, mem + t
     mem += ELEMENTWISE_PASSES * m * s.hidden * ACT_BYTES * s.layers / bw
     comm = _comm(s, m)
-    per_layer = knobs.layer_graph_us if graphs else knobs.layer_eager_us
-    overhead = s.layers * per_layer * 1e-6
+    per_kernel = knobs.kernel_graph_us if graphs else knobs.kernel_eager_us
+    overhead = s.launches * per_kernel * 1e-6
     return StepTime(comp, mem, comm, overhead)
 
 
