@@ -18,8 +18,8 @@ output and total tokens/s over the run's duration."""
 from __future__ import annotations
 
 import math
-import random
-from collections import deque
+
+import numpy as np
 
 from gpuplan.engine.frozen import record
 from gpuplan.engine.speed.kernels import SpeedKnobs
@@ -42,6 +42,7 @@ class Load:
     request_rate: float = 0.0
     num_prompts: int = 0  # 0: the mode's default (concurrency: 4·C, at least 16; rate: 200)
     seed: int = 0
+    spread: float = 0.0  # lengths uniform on mean·[1 − spread, 1 + spread] (0: all equal)
 
 
 @record
@@ -128,14 +129,61 @@ class _Engine:
         a["overhead"] += st.overhead * times
 
 
-def _arrivals(load: Load, n: int) -> list[float]:
+def _arrivals(load: Load, n: int) -> np.ndarray:
+    """Send times: all at 0 (concurrency: the client's semaphore holds them back), or Poisson."""
     if load.mode != "rate":
-        return [0.0] * n
-    rng, t, out = random.Random(load.seed), 0.0, []
-    for _ in range(n):
-        out.append(t)
-        t += rng.expovariate(load.request_rate)
-    return out
+        return np.zeros(n)
+    gaps = np.random.default_rng(load.seed).exponential(1.0 / load.request_rate, n)
+    return np.concatenate(([0.0], np.cumsum(gaps[:-1])))
+
+
+def _lengths(mean: int, spread: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Request lengths: the mean, or uniform on mean·[1 − spread, 1 + spread] (a random
+    dataset's range ratio r gives spread (1 − r)/(1 + r) around its mean)."""
+    if spread <= 0:
+        return np.full(n, mean, dtype=np.int64)
+    lo, hi = max(1, round(mean * (1 - spread))), max(1, round(mean * (1 + spread)))
+    return rng.integers(lo, hi + 1, n)
+
+
+class _Itl:
+    """Inter-token gaps as weighted samples."""
+
+    def __init__(self) -> None:
+        self.values: list[np.ndarray] = []
+        self.weights: list[np.ndarray] = []
+
+    def add(self, values: np.ndarray, weight: float = 1.0) -> None:
+        self.values.append(values)
+        self.weights.append(np.full(len(values), weight))
+
+    def stat(self) -> Stat:
+        if not self.values:
+            return Stat(0.0, 0.0, 0.0)
+        return _np_stat(np.concatenate(self.values), np.concatenate(self.weights))
+
+
+def _np_stat(v: np.ndarray, w: np.ndarray | None = None) -> Stat:
+    w = np.ones(len(v)) if w is None else w
+    order = np.argsort(v, kind="stable")
+    v, w = v[order], w[order]
+    cum = np.cumsum(w)
+    total = cum[-1]
+
+    def q(p: float) -> float:
+        return float(v[min(len(v) - 1, int(np.searchsorted(cum, p * total)))])
+
+    return Stat(float((v * w).sum() / total), q(0.5), q(0.99))
+
+
+def _prefill_chunks(
+    pre: np.ndarray, need: np.ndarray, budget: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """First come first served chunks of the waiting prompts within the step's token budget."""
+    before = np.cumsum(need) - need
+    q = np.minimum(need, np.maximum(0, budget - before))
+    keep = q > 0
+    return pre[keep], q[keep]
 
 
 def simulate(shape: RankShape, knobs: SpeedKnobs, policy: Policy, load: Load) -> SimResult:
@@ -144,92 +192,85 @@ def simulate(shape: RankShape, knobs: SpeedKnobs, policy: Policy, load: Load) ->
     if load.mode == "static":
         return _static(load, eng)
     n = load.num_prompts or (max(16, 4 * load.concurrency) if load.mode != "rate" else 200)
-    plen, olen = load.prompt, load.output
+    rng = np.random.default_rng(load.seed + 1)
+    plen = _lengths(load.prompt, load.spread, n, rng)
+    olen = np.maximum(1, _lengths(load.output, load.spread, n, rng))
     arrive = _arrivals(load, n)
-    limit = n if load.mode in ("rate", "static") else max(1, load.concurrency)
-    sent = min(limit, n)
-    for i in range(sent, n):
-        if load.mode != "rate":
-            arrive[i] = math.inf
-    filled, gen = [0] * n, [0] * n
-    first, last, done = [0.0] * n, [0.0] * n, [0.0] * n
-    waiting: deque[int] = deque(range(sent)) if load.mode != "rate" else deque()
-    nxt = sent if load.mode != "rate" else 0
-    running: list[int] = []
-    itl: list[tuple[float, float]] = []
+    rate = load.mode == "rate"
+    sent = n if rate else min(max(1, load.concurrency), n)
+    if not rate:
+        arrive[sent:] = np.inf
+    filled, gen = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    first, last, done = np.zeros(n), np.zeros(n), np.zeros(n)
+    queue = np.arange(0 if rate else sent)  # arrived, not admitted
+    nxt = 0 if rate else sent  # rate: next arrival not yet queued
+    run = np.zeros(0, np.int64)
+    itl = _Itl()
     finished, t = 0, 0.0
-    static = load.mode == "static"
     while finished < n:
-        if load.mode == "rate":
-            while nxt < n and arrive[nxt] <= t:
-                waiting.append(nxt)
-                nxt += 1
-        while waiting and len(running) < policy.max_seqs:
-            running.append(waiting.popleft())
-        if not running:
-            t = arrive[nxt]
+        if rate and nxt < n and arrive[nxt] <= t:
+            upto = int(np.searchsorted(arrive, t, side="right"))
+            queue = np.concatenate((queue, np.arange(nxt, upto)))
+            nxt = upto
+        room = policy.max_seqs - len(run)
+        if room > 0 and len(queue):
+            run, queue = np.concatenate((run, queue[:room])), queue[room:]
+        if not len(run):
+            t = float(arrive[nxt])
             continue
-        dec = [i for i in running if filled[i] >= plen]
-        pre_ids = [i for i in running if filled[i] < plen]
-        step_pre: list[tuple[int, int]] = []
-        if pre_ids:
-            budget = (1 << 60) if static else policy.budget - (len(dec) if policy.mixed else 0)
-            for i in pre_ids:
-                if budget <= 0:
-                    break
-                q = min(plen - filled[i], budget)
-                step_pre.append((i, q))
-                budget -= q
-        if step_pre and not policy.mixed and not static:
-            dec = []
-        if static and step_pre:
-            dec = []
-        ctx = float(sum(plen + gen[i] for i in dec))
-        if not step_pre:
+        prefilling = filled[run] < plen[run]
+        dec, pre = run[~prefilling], run[prefilling]
+        chunks = q = np.zeros(0, np.int64)
+        if len(pre):
+            budget = policy.budget - (len(dec) if policy.mixed else 0)
+            chunks, q = _prefill_chunks(pre, plen[pre] - filled[pre], budget)
+            if len(chunks) and not policy.mixed:
+                dec = dec[:0]
+        ctx = float((plen[dec] + gen[dec]).sum())
+        nd = len(dec)
+        if not len(chunks):
             # decode-only: advance in bulk to the next completion or arrival
-            k = min(olen - gen[i] for i in dec)
-            t0, st0 = eng.time(len(dec), ctx, 0, 0.0, 0.0, len(dec))
-            if load.mode == "rate" and nxt < n:
+            k = int((olen[dec] - gen[dec]).min())
+            t0, st0 = eng.time(nd, ctx, 0, 0.0, 0.0, nd)
+            if rate and nxt < n:
                 k = max(1, min(k, math.ceil((arrive[nxt] - t) / t0)))
-            t1, _ = eng.time(len(dec), ctx + (k - 1) * len(dec), 0, 0.0, 0.0, len(dec))
+            t1, _ = eng.time(nd, ctx + (k - 1) * nd, 0, 0.0, 0.0, nd)
             span = k * (t0 + t1) / 2
             eng.charge("decode", st0, span / t0)
-            # each request's first gap includes any stall since its last token (a prefill
-            # step it sat out); the other k − 1 gaps ramp from t0 to t1
-            itl.extend((t - last[i] + t0, 1.0) for i in dec)
+            # a request's first gap includes any stall since its last token (a prefill step it
+            # sat out); its other k − 1 gaps ramp from t0 to t1
+            itl.add(t - last[dec] + t0)
             if k > 1:
-                w = len(dec) * (k - 1) / 3
-                itl.extend(((t0, w), ((t0 + t1) / 2, w), (t1, w)))
+                itl.add(np.array([t0, (t0 + t1) / 2, t1]), nd * (k - 1) / 3)
             t += span
-            for i in dec:
-                gen[i] += k
-                last[i] = t
+            gen[dec] += k
+            last[dec] = t
         else:
-            pre = sum(q for _, q in step_pre)
-            work = sum(q * (filled[i] + q / 2) for i, q in step_pre)
-            completes = sum(1 for i, q in step_pre if filled[i] + q >= plen)
-            dt, st = eng.time(len(dec), ctx, pre, work, pre / len(step_pre), len(dec) + completes)
+            pre_tokens = int(q.sum())
+            work = float((q * (filled[chunks] + q / 2)).sum())
+            completes = int((filled[chunks] + q >= plen[chunks]).sum())
+            dt, st = eng.time(nd, ctx, pre_tokens, work, pre_tokens / len(chunks), nd + completes)
             eng.charge("prefill", st)
             t += dt
-            itl.extend((t - last[i], 1.0) for i in dec)
-            for i in dec:
-                gen[i] += 1
-                last[i] = t
-            for i, q in step_pre:
-                filled[i] += q
-                if filled[i] >= plen:
-                    gen[i], first[i], last[i] = 1, t, t
-        ended = [i for i in running if gen[i] >= olen]
-        if ended:
-            running = [i for i in running if gen[i] < olen]
-        for i in ended:
-            done[i] = t
-            finished += 1
-            if load.mode == "concurrency" and sent < n:
-                arrive[sent] = t
-                waiting.append(sent)
-                sent += 1
-    return _result(load, n, arrive, first, done, itl, t, eng)
+            if nd:
+                itl.add(t - last[dec])
+            gen[dec] += 1
+            last[dec] = t
+            filled[chunks] += q
+            now = chunks[filled[chunks] >= plen[chunks]]
+            gen[now], first[now], last[now] = 1, t, t
+        ended_mask = gen[run] >= olen[run]
+        if ended_mask.any():
+            ended = run[ended_mask]
+            run = run[~ended_mask]
+            done[ended] = t
+            finished += len(ended)
+            if not rate and sent < n:
+                more = min(len(ended), n - sent)
+                arrive[sent : sent + more] = t
+                queue = np.concatenate((queue, np.arange(sent, sent + more)))
+                sent += more
+    return _result(load, plen, olen, arrive, first, done, itl, t, eng)
 
 
 def _static(load: Load, eng: _Engine) -> SimResult:
@@ -256,27 +297,28 @@ def _static(load: Load, eng: _Engine) -> SimResult:
 
 def _result(
     load: Load,
-    n: int,
-    arrive: list[float],
-    first: list[float],
-    done: list[float],
-    itl: list[tuple[float, float]],
+    plen: np.ndarray,
+    olen: np.ndarray,
+    arrive: np.ndarray,
+    first: np.ndarray,
+    done: np.ndarray,
+    itl: _Itl,
     end: float,
     eng: _Engine,
 ) -> SimResult:
-    o, req = load.output, eng.k.request_ms * 1e-3
-    ttft = [first[i] - arrive[i] + req for i in range(n)]
-    e2e = [done[i] - arrive[i] + req for i in range(n)]
-    tpot = [(done[i] - first[i]) / (o - 1) if o > 1 else 0.0 for i in range(n)]
+    req = eng.k.request_ms * 1e-3
+    ttft = first - arrive + req
+    e2e = done - arrive + req
+    tpot = np.where(olen > 1, (done - first) / np.maximum(1, olen - 1), 0.0)
     dur = max(end, 1e-12)
     return SimResult(
-        ttft=_stat(ttft),
-        tpot=_stat(tpot),
-        itl=_weighted(itl),
-        e2e=_stat(e2e),
-        output_tokens_per_s=n * o / dur,
-        total_tokens_per_s=n * (o + load.prompt) / dur,
+        ttft=_np_stat(ttft),
+        tpot=_np_stat(tpot[olen > 1]) if (olen > 1).any() else Stat(0.0, 0.0, 0.0),
+        itl=itl.stat(),
+        e2e=_np_stat(e2e),
+        output_tokens_per_s=float(olen.sum()) / dur,
+        total_tokens_per_s=float(olen.sum() + plen.sum()) / dur,
         duration_s=dur,
-        requests=n,
+        requests=len(plen),
         breakdown=eng.acc,
     )

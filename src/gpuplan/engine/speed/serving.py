@@ -4,8 +4,7 @@ every kernel figure used."""
 
 from __future__ import annotations
 
-from gpuplan.engine.frozen import field, record
-from gpuplan.engine.frozen import replace
+from gpuplan.engine.frozen import field, record, replace
 from gpuplan.engine.serving import ServingSetup, serving_bill
 from gpuplan.engine.speed.kernels import SpeedKnobs, default_knobs, source_titles
 from gpuplan.engine.speed.policy import Policy, engine_policy
