@@ -19,6 +19,7 @@ COMMANDS = {
     "models": ("gpuplan.cli.catalog", "models_command"),
     "gpus": ("gpuplan.cli.catalog", "gpus_command"),
     "check": ("gpuplan.cli.check", "check_command"),
+    "calibrate": ("gpuplan.cli.calibrate", "calibrate_command"),
     "inspect": ("gpuplan.cli.inspect", "inspect_command"),
     "plan": ("gpuplan.cli.plan", "plan_command"),
     "web": ("gpuplan.cli.web", "web_command"),

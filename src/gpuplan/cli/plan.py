@@ -103,6 +103,11 @@ TRAINING_ENGINES = ("deepspeed", "fsdp", "megatron")
 @click.option("--tokens", default=None, help="--train: tokens to train, e.g. 2T.")
 @click.option("--days", type=float, default=None, help="--train: deadline in days.")
 @click.option("--mfu", type=float, default=None, help="--train: assumed MFU. [default: 0.4]")
+@click.option(
+    "--calibration",
+    default=None,
+    help="A `gpuplan calibrate` file: its fitted speed figures replace the defaults.",
+)
 @units_option
 @click.option("--json", "as_json", is_flag=True)
 def plan_command(
@@ -125,6 +130,7 @@ def plan_command(
     engine: str | None,
     top: int,
     train: bool,
+    calibration: str | None,
     units: str,
     as_json: bool,
     **training: Any,
@@ -138,6 +144,8 @@ def plan_command(
     given = {k: v for k, v in training.items() if v is not None}
     goal: dict[str, Any] = {"objective": objective, "prices": prices, "max_gpus": max_gpus}
     if train:
+        if calibration:
+            raise GpuplanError("--calibration calibrates serving speed; --train does not use it")
         _refuse_serving_asks(tpot, ttft, prompt_tokens, output_tokens)
         _plan_training(
             model,
@@ -181,6 +189,7 @@ def plan_command(
         top=top,
         units=units,
         engine=engine,
+        calibration=calibration,
         **goal,
     )
     if as_json:

@@ -89,8 +89,12 @@ def path_flops(path: str, k: KernelFigures, gpu: GpuSpec) -> float:
     return bf16 * k.gemm_bf16
 
 
-ATTENTION_KERNELS = 5  # norm, qkv GEMM, rotary, attention, o GEMM (vllm model_executor/models/llama.py)
-MLA_KERNELS = 11  # norm, q_a, q_a norm, q_b, kv_a, kv_a norm, rotary, q absorb, attention, v absorb,
+ATTENTION_KERNELS = (
+    5  # norm, qkv GEMM, rotary, attention, o GEMM (vllm model_executor/models/llama.py)
+)
+MLA_KERNELS = (
+    11  # norm, q_a, q_a norm, q_b, kv_a, kv_a norm, rotary, q absorb, attention, v absorb,
+)
 # o GEMM (vllm model_executor/models/deepseek_v2.py, absorbed decode)
 MLP_KERNELS = 4  # fused add+norm, gate_up GEMM, SiLU·mul, down GEMM
 MOE_KERNELS = 8  # fused add+norm, router GEMM, top-k, align/sort, w13 grouped GEMM, SiLU·mul, w2
