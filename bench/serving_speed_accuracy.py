@@ -9,7 +9,7 @@ version, load mode (static batch, fixed --max-concurrency, Poisson --request-rat
 CUDA-graph setting, and every figure the source measured (output and total tokens/s, TTFT, TPOT,
 ITL, E2E as mean / median / p99) is compared.
 
-The model's four fitted figures (kernels.toml [fitted]) are chosen on a grid to minimise the
+The model's five fitted figures (kernels.toml [fitted]) are chosen on a grid to minimise the
 median |error|; with --fit the grid is searched again for every source with that source left
 out, and the source's figures are predicted with the refitted values (leave-one-source-out,
 LOSO). Printed: each figure's error, the median |error| of TPOT (with ITL), TTFT and throughput
@@ -184,7 +184,7 @@ def summary(cases: list[Case], errs: list[dict[str, float]]) -> dict[str, tuple[
 GRID = [
     SpeedKnobs(hbm=h, kernel_graph_us=g, kernel_eager_us=e, step_ms=s, request_ms=r)
     for h, g, e, s, r in itertools.product(
-        (0.7, 0.8, 0.9), (1.0, 3.0), (6.0, 15.0), (0.5, 2.0), (0.0, 20.0)
+        (0.62, 0.7, 0.78), (3.0,), (25.0, 35.0), (0.3, 0.6), (30.0, 50.0, 80.0)
     )
 ]
 

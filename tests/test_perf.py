@@ -49,7 +49,7 @@ def test_every_kernel_figure_names_a_published_source():
 
 def test_single_sequence_decode_reads_the_weights_once():
     s = _setup()
-    knobs = SpeedKnobs(kernel_graph_us=0.0, step_ms=0.0)
+    knobs = SpeedKnobs(hbm=0.8, kernel_graph_us=0.0, step_ms=0.0)
     perf = serving_perf(PerfSetup(s, prompt_tokens=1, output_tokens=2, knobs=knobs))
     # first principles: every weight but the embedding table, 2 bytes each
     a = s.arch
@@ -64,8 +64,8 @@ def test_single_sequence_decode_reads_the_weights_once():
 def test_decode_turns_compute_bound_past_the_ridge():
     base = PerfSetup(_setup(), prompt_tokens=16, output_tokens=16)
     b_star = compute_bound_batch(base)
-    # ridge: bytes ÷ (0.8·BW) = 2·N·B ÷ (0.73·peak) → B ≈ 0.73·989e12 / (0.8·3.35e12) ≈ 269
-    assert 200 < b_star < 340
+    # ridge: bytes ÷ (0.7·BW) = 2·N·B ÷ (0.73·peak) → B ≈ 0.73·989e12 / (0.7·3.35e12) ≈ 308
+    assert 240 < b_star < 380
     assert serving_perf(replace(base, concurrency=max(1, b_star // 4))).bound == "memory"
     assert serving_perf(replace(base, concurrency=b_star * 4)).bound == "compute"
 
@@ -122,11 +122,11 @@ def test_one_stream_is_one_prefill_then_decode_steps():
     setup = SpeedSetup(_setup(), Load("concurrency", 1000, 11, 1, num_prompts=3))
     sim = serving_speed(setup).sim
     sh = shape_of(setup)
-    pre = stage_step(sh, knobs, 0, 0.0, 1000, 1000 * 500, 1000, 1, graphs=True)
     step_s = knobs.step_ms * 1e-3
     # vLLM V1 on an H100: a 1000-token step is over the 512-token graph size: eager
     pre = stage_step(sh, knobs, 0, 0.0, 1000, 1000 * 500, 1000, 1, graphs=False)
-    assert sim.ttft.mean == pytest.approx(pre.total + step_s, rel=1e-9)
+    # the client's TTFT adds the fixed per-request cost of the API path
+    assert sim.ttft.mean == pytest.approx(pre.total + step_s + knobs.request_ms * 1e-3, rel=1e-9)
     steps = [stage_step(sh, knobs, 1, 1000 + g).total + step_s for g in range(1, 11)]
     assert sim.tpot.mean == pytest.approx(sum(steps) / 10, rel=1e-3)
     assert sim.requests == 3
@@ -191,3 +191,47 @@ def _bench():
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+# Today's figures (python bench/serving_speed_accuracy.py --fit, on the measurements merged from
+# the speed-data branch: 156 cases, 134 predicted, 22 refused): group → (median |error|, figures
+# within 25 %). TPOT counts TPOT and ITL figures; throughput output and total tokens/s.
+BAR_CASES = 134
+BAR_DEFAULT = {"tpot": (0.090, 108), "throughput": (0.064, 162), "ttft": (0.352, 42)}
+BAR_LOSO = {
+    "tpot": (0.090, 108),
+    "throughput": (0.064, 162),
+    "ttft": (0.362, 42),
+    "all": (0.098, 329),
+}
+
+
+def test_published_measurements_bar():
+    """Today's result at the fitted figures of kernels.toml (bench/serving_speed_accuracy.py):
+    BAR_CASES predicted, the rest refused (GPUs without an interconnect figure), median |error|
+    per group at most the figures reached."""
+    bench = _bench()
+    every = bench.load_cases()
+    cases = [c for c in every if c.setup is not None]
+    assert len(cases) >= BAR_CASES
+    assert len({c.source for c in cases}) >= 17
+    assert len({c.gpu for c in cases}) >= 7
+    for c in every:
+        if c.setup is None:
+            assert "catalog" in c.refused or "kernels.toml" in c.refused
+    s = bench.summary(cases, bench.errors(cases))
+    for group, (med, within) in BAR_DEFAULT.items():
+        assert s[group][0] <= med, (group, s[group])
+        assert s[group][1] >= within, (group, s[group])
+
+
+@pytest.mark.reference
+def test_leave_one_source_out_bar():
+    """The acceptance figure: every fitted figure refitted without the source being predicted."""
+    bench = _bench()
+    cases = [c for c in bench.load_cases() if c.setup is not None]
+    _, out = bench.loso(cases)
+    s = bench.summary(cases, out)
+    for group, (med, within) in BAR_LOSO.items():
+        assert s[group][0] <= med, (group, s[group])
+        assert s[group][1] >= within, (group, s[group])

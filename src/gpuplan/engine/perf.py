@@ -13,7 +13,7 @@ Terms (per GPU, heaviest pipeline stage): decode memory (weights a step touches,
 counted only if the batch routes to them, plus the batch's KV reads), decode compute (GEMMs and
 attention at the kernels' efficiencies), communication (TP all-reduces with latency, PP
 hand-offs) and fixed overhead (per layer with CUDA graphs, per step on the CPU). The efficiencies
-and their sources are in engine/speed/kernels.toml; the four fitted figures are reported with
+and their sources are in engine/speed/kernels.toml; the five fitted figures are reported with
 leave-one-source-out errors by bench/serving_speed_accuracy.py --fit."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Kernel efficiencies per GPU architecture (kernels.toml) and the few fitted figures.
 
-Every efficiency in kernels.toml carries a published source; `SpeedKnobs` holds the four figures
+Every efficiency in kernels.toml carries a published source; `SpeedKnobs` holds the five figures
 fitted to the serving measurements (bench/serving_speed_accuracy.py --fit), each overridable (a
 calibration file replaces them for one GPU and engine)."""
 
@@ -49,11 +49,11 @@ class SpeedKnobs:
     with and without CUDA graphs, fixed CPU cost per engine step, and a fixed cost per request on
     a served (HTTP) run, added to its TTFT and E2E as the client times them."""
 
-    hbm: float = 0.8
-    kernel_graph_us: float = 2.0
-    kernel_eager_us: float = 8.0
-    step_ms: float = 1.0
-    request_ms: float = 0.0  # fixed per request on the API path (HTTP, tokenise, detokenise)
+    hbm: float = 0.7
+    kernel_graph_us: float = 3.0
+    kernel_eager_us: float = 35.0
+    step_ms: float = 0.6
+    request_ms: float = 30.0  # fixed per request on the API path (HTTP, tokenise, detokenise)
 
 
 def default_knobs() -> SpeedKnobs:

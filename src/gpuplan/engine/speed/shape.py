@@ -151,10 +151,10 @@ def rank_shape(
     lm_params = head if last else 0.0
     lm_bytes = fmt.for_kind("lm_head").bytes_for(round(head)) if last else 0
     dense_bytes = w.bytes - (emb + vision if w.embedding_bytes else 0) - experts_bytes
-    if last and not arch.tie_word_embeddings:
+    if last and (not arch.tie_word_embeddings or pp > 1):  # the head is timed on its own
         dense_bytes -= lm_bytes
     moe_total = sum(1 for sp in arch.layers if sp.moe)
-    body = counts.total - counts.embedding - counts.lm_head - arch.vision_params
+    body = float(counts.total - counts.embedding - counts.lm_head - arch.vision_params)
     body -= moe_total * n_exp * e_params
     dense_params = body * n_layers / arch.num_layers / tp
     a = arch.attention
