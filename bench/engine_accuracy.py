@@ -27,7 +27,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from engine_cases import Result, load_cases, predict, summary_counts  # noqa: E402
+from engine_cases import (  # noqa: E402
+    Result,
+    class_counts,
+    false_alarms,
+    gpu_class,
+    load_cases,
+    predict,
+    summary_counts,
+)
 from gpuplan.engine.profiles.common import padded_vocab  # noqa: E402
 from gpuplan.engine.profiles.vllm.rules import rules_at  # noqa: E402
 
@@ -105,7 +113,18 @@ def summary(results: list[Result]) -> list[str]:
         f"weights within 2 %: {w}/{nw} ({w / nw:.0%}; target >= 95 %)",
         f"KV tokens (or KV memory) within 10 %, inputs known: {k}/{nk} ({k / nk:.0%}; target >= 80 %)",
         f"failed starts predicted as failures: {f}/{nf}",
+        "false alarms (started, predicted not to start): {}/{}".format(*false_alarms(results)),
+        "by GPU class (weights within 2 % | KV within 10 %, inputs known | failed starts):",
+        *(
+            f"  {cls:<21} {_frac(c['weights'])} | {_frac(c['kv'])} | {_frac(c['failed_starts'])}"
+            for cls, c in class_counts(results).items()
+        ),
     ]
+
+
+def _frac(pair: tuple[int, int]) -> str:
+    k, n = pair
+    return f"{k}/{n}" + (f" ({k / n:.0%})" if n else "")
 
 
 # --- the fitted constants, with leave-one-GPU-out / leave-one-version-out errors --------------
@@ -124,6 +143,7 @@ def activation_rows(results: list[Result]) -> list[dict[str, Any]]:
             {
                 "case": r.case.case_id,
                 "gpu": r.case.gpu,
+                "class": gpu_class(r.case.gpu),
                 "version": version_group(r),
                 "logged": act * GIB,
                 "forward": 2 * inputs["hidden_bytes"]
@@ -203,7 +223,11 @@ def fit_report(results: list[Result]) -> list[str]:
     lines.append(
         f"in-sample mean |error| {sum(errs) / len(errs):.3f} GiB, worst {max(errs):.3f} GiB"
     )
-    for key, title in (("gpu", "leave-one-GPU-out"), ("version", "leave-one-version-out")):
+    for key, title in (
+        ("gpu", "leave-one-GPU-out"),
+        ("class", "leave-one-GPU-class-out"),
+        ("version", "leave-one-version-out"),
+    ):
         lines.append(f"{title}:")
         for group, mean, worst in leave_out(rows, key):
             lines.append(f"  {group:<22} mean |error| {mean:.3f} GiB, worst {worst:.3f} GiB")
@@ -225,6 +249,7 @@ def graph_rows(results: list[Result]) -> list[dict[str, Any]]:
             {
                 "case": r.case.case_id,
                 "gpu": r.case.gpu,
+                "class": gpu_class(r.case.gpu),
                 "version": version_group(r),
                 "logged": g,
                 "layers": launch.arch.num_layers / launch.pp,
@@ -258,7 +283,7 @@ def graph_report(results: list[Result]) -> list[str]:
             f"{title}: a {a:.3f} GiB, b {b:.4f} GiB/layer; in-sample mean |error|"
             f" {statistics.fmean(errs):.3f} GiB, worst {max(errs):.3f}"
         )
-        for key in ("gpu", "version"):
+        for key in ("gpu", "class", "version"):
             for group in sorted({r[key] for r in rows}):
                 train = [r for r in rows if r[key] != group]
                 test = [r for r in rows if r[key] == group]

@@ -255,6 +255,39 @@ def predict(case: Case) -> Result:
     return Result(case, bill, None, w_err, kv_err, t_err)
 
 
+GPU_CLASSES = ("SXM", "PCIe datacenter", "workstation/consumer", "AMD")
+
+
+def gpu_class(gpu_id: str) -> str:
+    """Issue 20's GPU classes, from the catalog: AMD; SXM (NVLink through NVSwitch: HGX boards,
+    NVL72); workstation/consumer (RTX cards); the rest PCIe datacenter (L4, L40S, A10G, T4,
+    A100/H100 PCIe, ...)."""
+    from gpuplan.catalog import get_gpu
+
+    g = get_gpu(gpu_id)
+    if g.vendor == "amd":
+        return "AMD"
+    if g.interconnect_kind == "nvswitch":
+        return "SXM"
+    if g.id.startswith("rtx"):
+        return "workstation/consumer"
+    return "PCIe datacenter"
+
+
+def false_alarms(results: list[Result]) -> tuple[int, int]:
+    """(runs that started but gpuplan says will not start, runs that started)."""
+    started = [r for r in results if not r.case.failed]
+    return sum(r.predicted_fail for r in started), len(started)
+
+
+def class_counts(results: list[Result]) -> dict[str, dict[str, tuple[int, int]]]:
+    """summary_counts per GPU class."""
+    return {
+        cls: summary_counts([r for r in results if gpu_class(r.case.gpu) == cls])
+        for cls in GPU_CLASSES
+    }
+
+
 def summary_counts(results: list[Result]) -> dict[str, tuple[int, int]]:
     """(passing, counted) for weights, KV (inputs known) and failed starts."""
     w = [r.weights_ok for r in results if r.weights_ok is not None]

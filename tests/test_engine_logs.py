@@ -96,6 +96,23 @@ def test_predictions_meet_the_acceptance_bar(capsys):
     assert counts == {"weights": (94, 94), "kv": (86, 89), "failed_starts": (10, 10)}
 
 
+def test_no_false_alarm_and_the_bars_per_gpu_class():
+    """Issue 20: no run that started is predicted not to start (the SGLang pool below
+    --context-length was one: SGLang caps a request at pool − 1 tokens and starts, tp_worker.py
+    max_req_len), and each GPU class holds today's figures."""
+    from engine_cases import class_counts, false_alarms, load_cases, predict
+
+    results = [predict(c) for c in load_cases()]
+    alarms, started = false_alarms(results)
+    assert alarms == 0 and started == 102
+    assert class_counts(results) == {
+        "SXM": {"weights": (86, 86), "kv": (81, 84), "failed_starts": (8, 8)},
+        "PCIe datacenter": {"weights": (2, 2), "kv": (2, 2), "failed_starts": (0, 0)},
+        "workstation/consumer": {"weights": (5, 5), "kv": (3, 3), "failed_starts": (2, 2)},
+        "AMD": {"weights": (1, 1), "kv": (0, 0), "failed_starts": (0, 0)},
+    }
+
+
 def test_new_corpus_covers_gpus_versions_and_engines():
     """public-logs.json: at least 30 sourced cases, five GPU types besides H100 (PCIe and
     NVLink, consumer and datacenter), four vLLM versions with V0 among them, and SGLang."""

@@ -266,3 +266,18 @@ def test_gguf_value_types(tmp_path: Path) -> None:
     assert meta["a.arr"] == [1, 2, 3] and meta["a.strs"] == ["x", "y"] and meta["a.u64"] == 2**40
     assert tensors == []
     assert struct.unpack("<I", (tmp_path / "v.gguf").read_bytes()[4:8])[0] == 3
+
+
+def test_llamacpp_concurrency_is_kv_capacity_and_slots_are_apart(tmp_path: Path, capsys) -> None:
+    """Issue 20: `-c 32768 -np 4` printed 'Maximum concurrency … 4.00x' (the slot count). The four
+    slots share one unified cache of 32,768 cells, so one 32,768-token request fills it: 1.00x
+    (the capacity over one request's tokens, as vLLM's line means it), and 4 slots beside it."""
+    write_gguf(tmp_path / "m.gguf")
+    line = f"llama-server -m {tmp_path / 'm.gguf'} -c 32768 -np 4 -ngl 99"
+    b = serve_launch(line).bill
+    assert b.kv_capacity_tokens == 32768 and b.max_model_len == 32768
+    assert b.max_concurrency == pytest.approx(32768 / 32768) and b.slots == 4
+    assert main(["serve", "--from", line]) == 0
+    out = capsys.readouterr().out
+    assert "tokens per request: 1.00x" in out and "4.00x" not in out
+    assert "Parallel slots: 4" in out

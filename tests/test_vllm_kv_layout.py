@@ -1,7 +1,7 @@
 """vLLM's KV-cache layout for hybrid models (engine/profiles/vllm/kv_layout.py): state layers paged
 with the attention layers, the attention block raised until its page holds a state page, state
-pages padded to it, KV cache groups as for sliding windows; V0's separate state cache; the other
-engines refuse state layers.
+pages padded to it, KV cache groups as for sliding windows; V0's separate state cache; TRT-LLM and
+llama.cpp refuse state layers (SGLang's state pool: test_sglang_state_pool.py).
 
 Expected values are vLLM's own startup lines (block size, padding, tokens, concurrency) or are
 derived here from the layer shapes (Gu & Dao 2023, Dao & Gu 2024, Yang et al. 2024 state sizes as
@@ -228,10 +228,12 @@ def test_disabling_the_hybrid_manager_is_refused_for_state_layers():
         bill(LFM2, "0.19.0", disable_hybrid_kv_cache_manager=True)
 
 
-@pytest.mark.parametrize("engine", ["sglang", "trtllm"])
-def test_other_engines_refuse_state_layers_in_one_line(engine):
+@pytest.mark.parametrize(
+    "engine, config", [("trtllm", QWEN3_NEXT), ("sglang", LFM2)]
+)  # SGLang's Mamba / gated-DeltaNet pool is modelled (test_sglang_state_pool.py), not short conv
+def test_other_engines_refuse_state_layers_in_one_line(engine, config):
     with pytest.raises(GpuplanError, match="state layers") as err:
-        engine_serve(QWEN3_NEXT, "h200", engine=engine, args={}, name="qwen3-next")
+        engine_serve(config, "h200", engine=engine, args={}, name="m")
     assert "\n" not in str(err.value)
 
 

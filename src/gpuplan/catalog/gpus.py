@@ -15,7 +15,17 @@ _SPEC_FIELDS = (
     "memory_bandwidth_bytes_per_s",
     "bf16_dense_tflops",
     "fp8_dense_tflops",
+    "fp16_dense_tflops",
+    "fp4_dense_tflops",
+    "int8_dense_tops",
+    "tf32_dense_tflops",
     "interconnect_bytes_per_s_per_dir",
+    "interconnect_kind",
+    "interconnect_topology",
+    "interconnect_domain",
+    "nvlink_generation",
+    "pcie_generation",
+    "pcie_bytes_per_s_per_dir",
     "gpus_per_node",
     "vendor",
     "compute_capability",
@@ -46,6 +56,27 @@ def list_gpus() -> list[GpuSpec]:
 def gpu_record(gpu_id: str) -> dict[str, Any]:
     """The catalog row as written, with its notes and source keys (for `gpuplan gpus --json`)."""
     return _table()[2][gpu_id]
+
+
+def gpu_figure(gpu: GpuSpec | str, key: str) -> float:
+    """A GPU's speed figure by catalog key (see the keys in gpus.toml's header), or a one-line
+    GpuplanError naming the GPU and the figure when no source gave it. The speed code calls this
+    (or GpuSpec.figure / GpuSpec.peak_flops) instead of falling back to any default."""
+    spec = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    return spec.figure(key)
+
+
+def figure_sources(gpu_id: str, key: str) -> list[str]:
+    """The [sources] keys a figure of a catalogued GPU was read in (for a speed figure's sources)."""
+    row = gpu_record(gpu_id)
+    if key in ("marketed_bytes", "driver_total_bytes"):
+        return list(row.get("memory_sources", []))
+    return list(row.get("figure_sources", {}).get(key, []))
+
+
+def source_text(key: str) -> str:
+    """The description and URL of one [sources] key."""
+    return str(load_data("gpus.toml")["sources"][key])
 
 
 def get_gpu(name: str) -> GpuSpec:

@@ -6,6 +6,9 @@ import re
 import sys
 
 EXIT_USER_ERROR = 2
+EXIT_WILL_NOT_START = (
+    1  # `serve --engine …`: the answer was printed, and the engine would not start
+)
 EXIT_INTERNAL_ERROR = 70
 
 MAX_MESSAGE = 400  # characters of one error line; a long input is quoted shortened

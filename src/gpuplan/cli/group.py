@@ -52,7 +52,7 @@ def run_click(args: list[str]) -> int:
     """Run `args` through click; its usage errors become one line and exit 2. gpuplan's own
     errors pass through to `cli/main.py`, which words them for every path alike."""
     try:
-        cli.main(args=args, prog_name="gpuplan", standalone_mode=False)
+        code = cli.main(args=args, prog_name="gpuplan", standalone_mode=False)
     except click.exceptions.Abort:
         return fail("aborted", 130)
     except click.UsageError as err:
@@ -64,7 +64,7 @@ def run_click(args: list[str]) -> int:
         return fail(f"error: {err.format_message()}{hint}")
     except click.ClickException as err:
         return fail(f"error: {err.format_message()}")
-    return 0
+    return code if isinstance(code, int) else 0  # a command's click.exceptions.Exit(code)
 
 
 __all__ = ["COMMANDS", "EXIT_USER_ERROR", "cli", "run_click"]

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from gpuplan.cli import specs
+from gpuplan.cli.errors import EXIT_WILL_NOT_START
 from gpuplan.cli.jsonout import print_json
 from gpuplan.cli.options import LazyChoice, click_option, parse_gpus
 from gpuplan.units import format_bytes, format_count, format_per_token
@@ -145,13 +146,18 @@ def serve_command(
     }
     if launch_line is not None or (engine is not None and engine.lower() != "generic"):
         if launch_line is not None:
-            plan = _launch_plan(launch_line, model, engine, gpu, gpu_memory, engine_version)
+            plan, fixes = _launch_plan(launch_line, model, engine, gpu, gpu_memory, engine_version)
         else:
             layout = {"tp": tp, "pp": pp, "dtype": dtype, "kv_dtype": kv_dtype, "context": context}
-            plan = _engine_plan(
+            plan, fixes = _engine_plan(
                 model, engine, knobs, layout, gpus, gpu, gpu_memory, engine_version, revision
             )
-        _show(plan.to_dict(units), as_json, render_engine, units, explain)
+        data = plan.to_dict(units)
+        if fixes is not None:
+            data["fixes"] = fixes
+        _show(data, as_json, render_engine, units, explain)
+        if not plan.fits:
+            raise click.exceptions.Exit(EXIT_WILL_NOT_START)
         return
     model = _refuse_engine_settings(model, knobs, engine_version)
     values = {
@@ -202,7 +208,36 @@ def _launch_plan(
         raise click.UsageError(
             f"--engine {engine} disagrees with the launch line ({plan.bill.engine})"
         )
-    return plan
+    return plan, (None if plan.fits else _launch_ways_out(line, gpu, gpu_memory, version))
+
+
+def _launch_ways_out(
+    line: str, gpu: str, gpu_memory: str | None, version: str | None
+) -> list | None:
+    """The ways out of a launch line that will not start, each the engine's bill for the line
+    changed (fp8 weights, more GPUs, a bigger GPU)."""
+    from gpuplan.api import engine_sizing
+    from gpuplan.api.common import resolve_gpu
+    from gpuplan.api.engines import engine_serve
+    from gpuplan.catalog.launch import parse_launch
+    from gpuplan.engine.profiles import get_adapter
+
+    parsed = parse_launch(line, _read_config)
+    adapter = get_adapter(parsed.engine)
+    if adapter.knob("gpus"):  # llama.cpp places layers itself: its ways out are -ngl and -c
+        return None
+
+    def serve(a: dict[str, Any], g: Any = None) -> Any:
+        return engine_serve(
+            parsed.model,
+            g or gpu,
+            engine=parsed.engine,
+            args=a,
+            gpu_memory=gpu_memory,
+            version=version,
+        )
+
+    return engine_sizing.ways_out(serve, adapter, dict(parsed.args), resolve_gpu(gpu, gpu_memory))
 
 
 def _engine_plan(
@@ -216,26 +251,45 @@ def _engine_plan(
     version: str | None,
     revision: str | None,
 ) -> Any:
-    """`--engine NAME`: the engine's bill for MODEL with gpuplan's options as its arguments."""
+    """`--engine NAME`: the engine's bill for MODEL with gpuplan's options as its arguments. With
+    no GPU count and no tp/pp, `--gpus auto` as --help says: the fewest GPUs on which the engine
+    starts (api.engine_sizing); a launch that does not start carries its ways out."""
+    from gpuplan.api import engine_sizing
+    from gpuplan.api.common import resolve_gpu
     from gpuplan.api.engines import UnknownSetting, engine_args, engine_serve
+    from gpuplan.engine.profiles import get_adapter
 
     if not model:
         raise click.UsageError("Missing argument MODEL (or --from LAUNCH_LINE)")
     assert engine is not None
     name = engine.lower()
+    adapter = get_adapter(name)
+    count = parse_gpus(gpus)
+    auto = count in (None, "auto") and layout["tp"] is None and layout["pp"] is None
+    auto = auto and not adapter.knob("gpus")  # llama.cpp places layers on the GPUs it is given
     try:
-        args = engine_args(name, knobs, gpus=parse_gpus(gpus), **layout)
+        args = engine_args(name, knobs, gpus=None if auto else count, **layout)
     except UnknownSetting as err:
         raise click.UsageError(str(err)) from None
-    return engine_serve(
-        model,
-        gpu,
-        engine=name,
-        args=args,
-        gpu_memory=gpu_memory,
-        version=version,
-        revision=revision,
-    )
+
+    def serve(a: dict[str, Any], g: Any = None) -> Any:
+        return engine_serve(
+            model,
+            g or gpu,
+            engine=name,
+            args=a,
+            gpu_memory=gpu_memory,
+            version=version,
+            revision=revision,
+        )
+
+    spec = resolve_gpu(gpu, gpu_memory)
+    if auto:
+        plan, args = engine_sizing.fewest_gpus(serve, adapter, args, spec.gpus_per_node)
+    else:
+        plan = serve(args)
+    fixes = [] if plan.fits else engine_sizing.ways_out(serve, adapter, args, spec)
+    return plan, fixes
 
 
 def _refuse_engine_settings(
@@ -296,17 +350,41 @@ def render_engine(data: dict, units: str, explain: bool) -> None:
     out.print(f"GPU KV cache size: [bold]{e['kv_capacity_tokens']:,}[/bold] tokens{span}")
     out.print(
         f"Maximum concurrency for {e['max_model_len']:,} tokens per request: {e['max_concurrency']:.2f}x"
+        " (KV capacity ÷ tokens per request)"
     )
+    if e.get("slots"):
+        out.print(f"Parallel slots: {e['slots']} (requests the engine runs at once, however short)")
     if e["failure"]:
         out.print(f"[bold red]will not start[/bold red]: {e['failure']}")
     else:
         out.print("[bold green]starts[/bold green]")
     for note in e["notes"]:
         out.print(f"[dim]note: {note}[/dim]")
+    if e["failure"] and "fixes" in data:
+        _render_engine_fixes(out, data["fixes"], units)
     if e.get("unmodelled_flags"):
         out.print(
             "[yellow]unmodelled (these change memory; gpuplan does not follow them):"
             f" {' '.join(escape(f) for f in e['unmodelled_flags'])}[/yellow]"
+        )
+
+
+def _render_engine_fixes(out: Any, fixes: list, units: str) -> None:
+    """The ways out of a launch that does not start, each the engine's own bill for the change."""
+    from rich.markup import escape
+
+    from gpuplan.cli.render import change_flags
+
+    if not fixes:
+        out.print("No way out found: fp8 weights, more GPUs and a bigger GPU all fail to start.")
+        return
+    out.print("Ways out, each checked with the engine's rules:")
+    width = max(len(f["answer"]) for f in fixes)
+    for f in fixes:
+        out.print(
+            f"  [bold]{f['answer']:<{width}}[/bold]  {escape(f['label'])}: starts,"
+            f" KV cache {format_bytes(f['kv_cache_bytes'], units)} ="
+            f" {f['kv_capacity_tokens']:,} tokens  [dim]({escape(change_flags(f['change']))})[/dim]"
         )
 
 

@@ -741,7 +741,7 @@ def _cost(
         ep=ep_comm_bytes(arch, lo.ep, a, t, moe_layers, m),
     )
     gpu = setup.gpu
-    if not gpu.bf16_dense_tflops:
+    if not gpu.half_dense_tflops:
         return flops, comm, None
     node = gpu.gpus_per_node
     intra = gpu.interconnect_bytes_per_s_per_dir or setup.network_bytes_per_s
@@ -749,7 +749,7 @@ def _cost(
         flops,
         lo.gpus,
         tokens,
-        gpu.bf16_dense_tflops * 1e12,
+        gpu.half_dense_tflops * 1e12,
         setup.mfu,
         comm,
         intra,

@@ -127,6 +127,9 @@ class EngineBill(Bill):
     notes: tuple[str, ...] = ()
     settings: dict[str, Any] = field(default_factory=dict)  # the defaults the engine picked
     unmodelled: tuple[str, ...] = ()  # flags given that change memory but are not followed
+    # Sequences the engine runs at once by its own limit (llama.cpp -np slots), apart from how
+    # many full-length requests the KV cache holds (max_concurrency); None where not separate.
+    slots: int | None = None
 
     def extra_lines(self) -> tuple[LineItem, ...]:
         return self.outside_budget
@@ -142,6 +145,7 @@ class EngineBill(Bill):
             "kv_cache_bytes": self.kv_cache_bytes,
             "kv_capacity_tokens": self.kv_capacity_tokens,
             "max_concurrency": round(self.max_concurrency, 2),
+            "slots": self.slots,
             "max_model_len": self.max_model_len,
             "kv_bytes_per_token": self.kv_bytes_per_token,
             "block_size": self.block_size,
@@ -407,9 +411,17 @@ def all_adapters() -> tuple[EngineAdapter, ...]:
 
 
 def engine_bill(launch: EngineLaunch) -> EngineBill:
-    """The bill of `launch.engine`."""
+    """The bill of `launch.engine`, with what its weight format assumed (a quantisation method
+    named without the checkpoint's quantization_config: the method's standard layout) in its
+    notes, whichever engine."""
     validate_launch(launch)
-    return get_adapter(launch.engine).bill(launch)
+    bill = get_adapter(launch.engine).bill(launch)
+    extra = tuple(n for n in launch.weights.notes if n not in bill.notes)
+    if not extra:
+        return bill
+    from dataclasses import replace
+
+    return replace(bill, notes=(*bill.notes, *extra))
 
 
 def validate_launch(launch: EngineLaunch) -> None:

@@ -73,11 +73,18 @@ def gemm_path(p: Precision, k: KernelFigures, gpu: GpuSpec) -> str:
     return "w4a16"
 
 
+def _half_peak(gpu: GpuSpec) -> float | None:
+    """The 16-bit tensor peak: bf16, or fp16 where the GPU has no bf16 rate (the catalog's
+    `half_dense_tflops`)."""
+    return getattr(gpu, "half_dense_tflops", None) or gpu.bf16_dense_tflops
+
+
 def path_flops(path: str, k: KernelFigures, gpu: GpuSpec) -> float:
     """Achieved FLOP/s of a GEMM path: the datasheet dense peak × the kernel efficiency."""
-    if not gpu.bf16_dense_tflops:
+    half = _half_peak(gpu)
+    if not half:
         raise GpuplanError(f"{gpu.name} has no dense bf16 FLOPS figure (bf16_dense_tflops)")
-    bf16 = gpu.bf16_dense_tflops * 1e12
+    bf16 = half * 1e12
     fp8 = (gpu.fp8_dense_tflops or 0.0) * 1e12
     if path == "fp8":
         return fp8 * k.gemm_fp8
@@ -185,7 +192,7 @@ def rank_shape(
         launches=stage_kernels(arch, [arch.layers[i] for i in layers]),
         dense_flops=path_flops(dense_path, k, gpu),
         expert_flops=path_flops(exp_path, k, gpu) * k.grouped_gemm / k.gemm_bf16,
-        attn_flops=gpu.bf16_dense_tflops * 1e12 * k.attn_prefill,  # type: ignore[operator]
+        attn_flops=(_half_peak(gpu) or 0.0) * 1e12 * k.attn_prefill,
         bandwidth=gpu.memory_bandwidth_bytes_per_s,
         link=gpu.interconnect_bytes_per_s_per_dir or 0.0,
         tp=tp,

@@ -507,8 +507,11 @@ def llamacpp_bill(
         items=items,
         kv_cache_bytes=sum(d.kv for d in p.devices),
         kv_capacity_tokens=p.n_ctx,
-        max_concurrency=float(options.n_parallel),
+        # KV capacity over one full-length request, as vLLM's "Maximum concurrency" line means it:
+        # with a unified cache one n_ctx-token request takes every cell, whatever -np says
+        max_concurrency=1.0 if p.n_ctx else 0.0,
         max_model_len=p.n_ctx,  # unified cache: any slot may use every cell
+        slots=options.n_parallel,
         kv_bytes_per_token=per_token,
         block_size=CTX_PAD,
         num_blocks=p.n_ctx // CTX_PAD,

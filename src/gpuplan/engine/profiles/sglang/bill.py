@@ -14,6 +14,19 @@ server_args.py::_handle_gpu_memory_settings (0.5.3+): reserved MB = 512 + max(ch
 from 0.5.9), at least 10 GiB on GPUs over 60 GiB, fraction = (capacity − reserved) / capacity.
 Sliding-window models split the pool between full and SWA layers (swa_full_tokens_ratio 0.8,
 model_runner.py::set_num_token_hybrid); the full-attention token count is reported.
+
+Hybrid models (Mamba-2, gated DeltaNet beside attention) split the pool memory between a state
+pool and the attention token pool (model_runner_kv_cache_mixin.py, handle_max_mamba_cache):
+
+    per_req              = Σ state layers (conv state × model dtype + SSM state × ssm dtype)
+    max_mamba_cache_size = --max-mamba-cache-size, or --max-running-requests with
+                           --disable-radix-cache, else rest × r / (1 + r) // per_req
+                           (r = --mamba-full-memory-ratio, 0.9)
+    max_total_num_tokens = (rest − max_mamba_cache_size × per_req) // attention cell_size
+
+with the SSM state in --mamba-ssm-dtype, else the config's mamba_ssm_dtype, else float32 (an
+assumption stated in the notes); the state shapes are engine/state_cache.py's (conv keeps
+kernel − 1 inputs), without speculative decoding's intermediate states.
 """
 
 from __future__ import annotations
@@ -23,6 +36,7 @@ from typing import Any
 
 from gpuplan.engine.bill import LineItem
 from gpuplan.engine.frozen import record
+from gpuplan.engine.precision import Precision
 from gpuplan.engine.profiles import GIB, EngineBill, EngineLaunch, Range, budget_item, gib
 from gpuplan.engine.profiles.common import (
     cuda_total_bytes,
@@ -33,6 +47,8 @@ from gpuplan.engine.profiles.common import (
     require_budget,
     stage_weights,
 )
+from gpuplan.engine.state_cache import FP32, layer_state_shape
+from gpuplan.errors import GpuplanError
 
 RULES = load_version_rules(Path(__file__).with_name("versions.toml"))
 SWA_FULL_TOKENS_RATIO = 0.8
@@ -145,14 +161,14 @@ class StagePool:
     rest: int  # pre_load × mem_fraction_static − weights: the pool's memory
     cell: int  # cell_size: KV bytes of one token over the stage's layers
     tokens: int  # before --max-total-tokens and the page rounding
+    state_requests: int = 0  # hybrid models: max_mamba_cache_size
+    state_bytes: int = 0  # hybrid models: the state pool (requests × per_req)
 
 
 def sglang_bill(launch: EngineLaunch) -> EngineBill:
     """The SGLang startup bill: weights, the static fraction's reserve, and the token pool
     (model_runner.py::profile_max_num_token, as summarised in this module's docstring)."""
-    refuse_state_layers(
-        launch.arch, "SGLang", "Mamba / linear-attention state pool (mamba_full_memory_ratio)"
-    )
+    _refuse_unmodelled_states(launch)
     rules = RULES.at(launch.version)
     frac = _static_fraction(rules, launch)
     total = cuda_total_bytes(launch.gpu)
@@ -165,7 +181,9 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
     tokens = _capped_tokens(launch, stage.tokens, page)
     max_len = int(launch.arg("context_length", launch.arch.max_position_embeddings or 4096))
     reserve = pre_load - budget
-    failure = _failure(stage.rest, tokens, max_len)
+    failure = _failure(stage.rest, tokens)
+    if failure is None and launch.arch.num_state_layers and stage.state_requests <= 0:
+        failure = "Not enough GPU memory for hybrid (mamba/linear-attention) state cache"
     spread = int(gib(0.5) * frac.mfs)  # free memory before loading moves by about 0.5 GiB
     return EngineBill(
         launch=launch,
@@ -174,7 +192,7 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
         total_bytes=total,
         budget_bytes=budget,
         items=_items(launch, frac, stage, pre_load, reserve, context),
-        kv_cache_bytes=stage.rest,
+        kv_cache_bytes=stage.rest - stage.state_bytes,
         kv_capacity_tokens=tokens,
         max_concurrency=tokens / max_len if max_len else 0.0,
         max_model_len=max_len,
@@ -186,8 +204,8 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
         ranges={
             "kv_capacity_tokens": Range(
                 tokens,
-                max(0, (stage.rest - spread) // max(1, stage.cell)),
-                (stage.rest + spread) // max(1, stage.cell),
+                max(0, (stage.rest - stage.state_bytes - spread) // max(1, stage.cell)),
+                max(0, (stage.rest - stage.state_bytes + spread) // max(1, stage.cell)),
                 "free memory before loading (driver, NCCL buffers)",
             )
         },
@@ -195,6 +213,15 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
             f"mem_fraction_static {frac.mfs}"
             + (" (SGLang's default for this GPU and version)" if not frac.given else ""),
             f"reserve for activations and CUDA graphs {reserve / GIB:.2f} GiB",
+            *(
+                (
+                    f"the token pool ({tokens:,}) is smaller than --context-length {max_len:,}:"
+                    f" SGLang starts and caps a request at {tokens - 1:,} tokens (max_req_len)",
+                )
+                if 0 < tokens < max_len
+                else ()
+            ),
+            *_state_notes(launch, stage),
         ),
         settings=_settings(launch, frac, page, max_len),
     )
@@ -247,6 +274,9 @@ def _stage_pools(launch: EngineLaunch, budget: int) -> list[StagePool]:
     for s, layers in enumerate(stages):
         w = weights[s].total
         rest = budget - w
+        if any(arch.layers[i].has_state for i in layers):
+            pools.append(_hybrid_pool(launch, s, w, rest, layers, per_layer))
+            continue
         cell = int(per_layer * len(layers))
         n_swa = sum(1 for i in layers if arch.layers[i].sliding_window)
         n_full = len(layers) - n_swa
@@ -258,6 +288,81 @@ def _stage_pools(launch: EngineLaunch, budget: int) -> list[StagePool]:
     return pools
 
 
+STATE_KINDS = ("mamba", "hybrid", "gated_delta")  # the state layers SGLang's Mamba2 pool holds
+
+
+def _refuse_unmodelled_states(launch: EngineLaunch) -> None:
+    """State layers other than Mamba / gated DeltaNet (lightning attention, short convolutions)
+    are still refused in one line."""
+    arch = launch.arch
+    other = sorted({x.mixer for x in arch.layers if x.has_state and x.mixer not in STATE_KINDS})
+    if other:
+        refuse_state_layers(arch, "SGLang", f"state pool for {', '.join(other)} layers")
+
+
+def ssm_state_precision(launch: EngineLaunch) -> tuple[Precision, bool]:
+    """The SSM state's dtype: --mamba-ssm-dtype, the config's mamba_ssm_dtype, else float32
+    (the second value: whether float32 was assumed)."""
+    flag = launch.arg("mamba_ssm_dtype")
+    if flag and str(flag).lower() not in ("float32", "bfloat16", "float16"):
+        raise GpuplanError(f"--mamba-ssm-dtype {flag!r} is not one of float32, bfloat16, float16")
+    name = str(flag or launch.arch.ssm_state_dtype or "").lower()
+    if name in ("bfloat16", "bf16", "torch.bfloat16"):
+        return Precision(id="bf16", bits=16), False
+    if name in ("float16", "fp16", "torch.float16"):
+        return Precision(id="fp16", bits=16), False
+    return FP32, name not in ("float32", "fp32", "torch.float32")
+
+
+def state_bytes_per_request(launch: EngineLaunch, layers: range | list[int]) -> int:
+    """mamba_cache_per_req on one rank: every state layer's conv state (model dtype) and SSM
+    state (ssm dtype) for one request."""
+    ssm, _ = ssm_state_precision(launch)
+    conv = launch.weights.base
+    total = 0
+    for i in layers:
+        shape = layer_state_shape(launch.arch, launch.arch.layers[i], launch.tp, "engine")
+        if shape is not None:
+            total += conv.bytes_for(shape.conv_elements) + ssm.bytes_for(shape.ssm_elements)
+    return total
+
+
+def _state_notes(launch: EngineLaunch, stage: StagePool) -> tuple[str, ...]:
+    if not launch.arch.num_state_layers:
+        return ()
+    _, assumed = ssm_state_precision(launch)
+    notes = [
+        f"state pool: {stage.state_requests:,} requests (max_mamba_cache_size) of"
+        f" {stage.state_bytes / max(1, stage.state_requests) / 2**20:.2f} MiB; running requests"
+        " are capped by it"
+    ]
+    if assumed:
+        notes.append(
+            "SSM state assumed float32 (no --mamba-ssm-dtype, no mamba_ssm_dtype in config.json)"
+        )
+    return tuple(notes)
+
+
+def _hybrid_pool(
+    launch: EngineLaunch, s: int, w: int, rest: int, layers: range, per_layer: float
+) -> StagePool:
+    """A hybrid stage: the state pool first (handle_max_mamba_cache), the attention pool of the
+    rest over the attention layers only."""
+    per_req = state_bytes_per_request(launch, layers)
+    if launch.args.get("max_mamba_cache_size"):
+        size = int(launch.args["max_mamba_cache_size"])
+    elif launch.args.get("disable_radix_cache") and launch.args.get("max_running_requests"):
+        size = int(launch.args["max_running_requests"])
+    else:
+        r = float(launch.arg("mamba_full_memory_ratio", 0.9))
+        size = int(max(0, rest) * r / (1 + r) // max(1, per_req))
+    state = size * per_req
+    n_attn = sum(1 for i in layers if launch.arch.layers[i].has_attention)
+    cell = int(per_layer * n_attn)
+    tokens = max(0, rest - state) // max(1, cell) if cell else 0
+    return StagePool(s, w, rest, cell, tokens, size, state)
+
+
 def _capped_tokens(launch: EngineLaunch, tokens: int, page: int) -> int:
     """max_total_num_tokens: capped by --max-total-tokens, rounded down to whole pages."""
     if launch.args.get("max_total_tokens"):
@@ -265,14 +370,20 @@ def _capped_tokens(launch: EngineLaunch, tokens: int, page: int) -> int:
     return tokens // page * page
 
 
-def _failure(rest: int, tokens: int, max_len: int) -> str | None:
+MIN_POOL = 7  # tp_worker.py: max_req_input_len = min(context_len − 1, pool − 1) − 5 must be > 0
+
+
+def _failure(rest: int, tokens: int) -> str | None:
+    """Why SGLang would not start: no memory for the pool, or a pool too small for any request
+    (tp_worker.py asserts 'Memory pool size is too small'). A pool smaller than --context-length
+    is not a failure: SGLang caps a request at pool − 1 tokens (max_req_len) and starts."""
     if rest <= 0:
         return (
             "Not enough memory: weights exceed mem_fraction_static × free memory"
             " (increase --mem-fraction-static)"
         )
-    if tokens < max_len:
-        return f"the token pool ({tokens:,}) is smaller than one {max_len:,}-token request"
+    if tokens < MIN_POOL:
+        return f"Memory pool size is too small ({tokens:,} tokens)"
     return None
 
 
@@ -284,8 +395,23 @@ def _items(
     reserve: int,
     context: int,
 ) -> tuple[LineItem, ...]:
-    """Weights, the token pool, the reserve and the CUDA context (the four sum to total)."""
+    """Weights, the token pool (and a hybrid model's state pool), the reserve and the CUDA
+    context (they sum to total)."""
     tp, pp = launch.tp, launch.pp
+    state = (
+        (
+            budget_item(
+                "state_cache",
+                "State pool (Mamba / linear attention)",
+                stage.state_bytes,
+                "max_mamba_cache_size × per-request conv + SSM state",
+                {"max_mamba_cache_size": stage.state_requests},
+                "kv_cache",
+            ),
+        )
+        if stage.state_bytes
+        else ()
+    )
     return (
         budget_item(
             "weights",
@@ -295,11 +421,13 @@ def _items(
             {"tp": tp, "pp": pp, "stage": stage.index},
             "weights",
         ),
+        *state,
         budget_item(
             "kv_cache",
             "KV cache (token pool)",
-            stage.rest,
-            "free before load × mem_fraction_static − weights",
+            stage.rest - stage.state_bytes,
+            "free before load × mem_fraction_static − weights"
+            + (" − state pool" if stage.state_bytes else ""),
             {
                 "pre_load_free_bytes": pre_load,
                 "mem_fraction_static": frac.mfs,

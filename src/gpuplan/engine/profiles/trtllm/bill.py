@@ -87,7 +87,7 @@ def trtllm_bill(launch: EngineLaunch) -> EngineBill:
             "kv_capacity_tokens": Range(
                 tokens,
                 max(0, int((available - spread * frac) // per_token)),
-                int((available + spread * frac) // per_token),
+                max(0, int((available + spread * frac) // per_token)),
                 "activation peak and runtime buffers (max_num_tokens, max_batch_size)",
             )
         },

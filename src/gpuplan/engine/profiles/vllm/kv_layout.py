@@ -21,13 +21,22 @@ HybridAttentionMambaModelConfig.verify_and_update_config in 0.10.2–0.18):
 and groups are formed as for sliding windows: one spec per layer kind, group size = the smaller
 count (or the larger when max < ratio × min). A state group holds one page per request
 (mamba_cache_mode "none"; "align" keeps two, "all" one per block of the context).
+
+Attention layers of different shapes (Gemma 4's global layers: global_head_dim 512 and their own
+KV heads beside 256-wide sliding layers) are different specs with different pages; vLLM
+(kv_cache_utils.py::unify_kv_cache_spec_page_size) raises each smaller spec's block size by
+max page ÷ its page (refusing a page that does not divide the largest), so every group keeps one
+page size but groups differ in tokens per block: the logged token count uses the smallest block
+size over the groups, and a request's blocks are counted with each group's own block size.
+Layers that share an earlier layer's KV (num_kv_shared_layers: kv_sharing_target_layer_name in
+gpu_model_runner.py::get_kv_cache_spec) get no spec at all.
 """
 
 from __future__ import annotations
 
 import math
 
-from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.architecture import Architecture, LayerSpec
 from gpuplan.engine.frozen import record
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.profiles import EngineLaunch
@@ -54,6 +63,11 @@ class KvLayout:
     attention_layers: int = 0  # attention layers that keep a KV cache
     state_mode: str = "none"  # mamba_cache_mode: none | align | all
     state_block: int = 0  # tokens a state block stands for (max_model_len when mode none)
+    group_blocks: tuple[int, ...] = ()  # each group's tokens per block (after page unification)
+
+    def block_of(self, group: int) -> int:
+        """Tokens per block of group `group` (attention groups of a smaller spec hold more)."""
+        return self.group_blocks[group] if self.group_blocks else self.block_size
 
     @property
     def has_state(self) -> bool:
@@ -89,20 +103,53 @@ def hybrid_block_size(
     return max(block_size, needed)
 
 
+def layer_token_bytes(arch: Architecture, layer: LayerSpec, kv: Precision, tp: int) -> int:
+    """One token's K and V in one attention layer of one rank, by the layer's own attention
+    shape where it has one (AttentionSpec.page_size_bytes / block_size: 2 × KV heads ×
+    head size × dtype bytes; vLLM keeps V even where the model computes V = K)."""
+    spec = layer.attention
+    if spec is None or spec.is_mla:
+        return int(kv_bytes_per_token_layer(arch, kv, tp))
+    heads = max(1, spec.num_kv_heads // tp)
+    return int(heads * (spec.head_dim + spec.v_head_dim) * kv.bytes_for(1024) / 1024)
+
+
+Kind = tuple[str, int | None, int]  # (full | sliding | state, window, attention bytes per token)
+
+
 def _layer_kinds(
-    arch: Architecture, hybrid: bool, paged_state: bool
-) -> list[tuple[str, int | None]]:
+    arch: Architecture, hybrid: bool, paged_state: bool, kv: Precision, tp: int
+) -> list[Kind]:
     """One spec per cache-keeping layer, in model order: attention layers (full, or sliding with
-    their window when the hybrid manager is on) and, when states are paged, the state layers
-    (a parallel attention + Mamba layer gives both; KV-sharing layers give none)."""
-    kinds: list[tuple[str, int | None]] = []
+    their window when the hybrid manager is on, with their own bytes per token when the hybrid
+    manager is on) and, when states are paged, the state layers (a parallel attention + Mamba
+    layer gives both; KV-sharing layers give none)."""
+    uniform = int(kv_bytes_per_token_layer(arch, kv, tp))
+    kinds: list[Kind] = []
     for layer in arch.layers:
         if layer.has_attention and not layer.kv_shared:
             w = layer.sliding_window
-            kinds.append(("full", None) if w is None or not hybrid else ("sliding", w))
+            size = layer_token_bytes(arch, layer, kv, tp) if hybrid else uniform
+            kinds.append(("full", None, size) if w is None or not hybrid else ("sliding", w, size))
         if layer.has_state and paged_state:
-            kinds.append((STATE, None))
+            kinds.append((STATE, None, 0))
     return kinds
+
+
+def unified_blocks(kinds: list[Kind], block_size: int) -> tuple[int, dict[Kind, int]]:
+    """unify_kv_cache_spec_page_size: the largest attention page, and each spec's block size
+    raised so its page equals it (a page that does not divide the largest is refused)."""
+    sizes = {k: k[2] for k in kinds if k[0] != STATE}
+    page = block_size * max(sizes.values())
+    blocks = {}
+    for kind, size in sizes.items():
+        if page % (block_size * size):
+            raise GpuplanError(
+                "vLLM cannot unify this model's KV page sizes (kv_cache_utils.py::"
+                "unify_kv_cache_spec_page_size: a page does not divide the largest)"
+            )
+        blocks[kind] = page // size
+    return page, blocks
 
 
 def kv_layout(
@@ -126,7 +173,7 @@ def kv_layout(
     worker's (a pipeline stage): its slots are the most layers any group has on it.
     `hybrid=False` (V0, --disable-hybrid-kv-cache-manager, --disable-sliding-window) treats
     every attention layer as full attention; `paged_state=False` (V0) leaves state layers out."""
-    kinds = _layer_kinds(arch, hybrid, paged_state)
+    kinds = _layer_kinds(arch, hybrid, paged_state, launch.kv, launch.tp)
     attn_token = int(kv_bytes_per_token_layer(arch, launch.kv, launch.tp))
     fmt = state_format or StateFormat(launch.weights.base, launch.weights.base)
     state = state_page_bytes(arch, fmt, launch.tp) if paged_state else 0
@@ -141,15 +188,19 @@ def kv_layout(
     if not kinds:
         return KvLayout(0, 0, 0, (), block_size=block_size)
     state_block = max_model_len if state_mode == "none" else block_size
+    spec_blocks: dict[Kind, int] = {}
     if n_state and not n_attn:  # a state-only model: pages are states, blocks are requests
         page = state
         block_size = state_block = max_model_len or block_size
-    else:
-        if n_state:
-            block_size = hybrid_block_size(attn_token, state, block_size, align_to_block)
-            state_block = max_model_len if state_mode == "none" else block_size
+    elif n_state:
+        kinds = [(k[0], k[1], attn_token if k[0] != STATE else 0) for k in kinds]
+        block_size = hybrid_block_size(attn_token, state, block_size, align_to_block)
+        state_block = max_model_len if state_mode == "none" else block_size
         page = block_size * attn_token
-    buckets: dict[tuple[str, int | None], list[int]] = {}
+    else:
+        page, spec_blocks = unified_blocks(kinds, block_size)
+        block_size = min(spec_blocks.values())
+    buckets: dict[Kind, list[int]] = {}
     for i, kind in enumerate(kinds):
         buckets.setdefault(kind, []).append(i)
     counts = sorted(len(v) for v in buckets.values())
@@ -159,11 +210,13 @@ def kv_layout(
     owner = _kind_owners(arch, hybrid, paged_state)
     local = set(layers)
     group_kinds: list[tuple[str, int | None]] = []
+    group_blocks: list[int] = []
     slots = 0
     for kind, members in sorted(buckets.items(), key=lambda kv: kv[0][0]):
         n_groups = math.ceil(len(members) / group)
         for g in range(n_groups):
-            group_kinds.append(kind)
+            group_kinds.append(kind[:2])
+            group_blocks.append(spec_blocks.get(kind, block_size))
             slots = max(slots, sum(1 for m in members[g::n_groups] if owner[m] in local))
     padding = group * len(group_kinds) - len(kinds)
     return KvLayout(
@@ -178,6 +231,7 @@ def kv_layout(
         n_attn,
         state_mode,
         state_block,
+        tuple(group_blocks) if spec_blocks else (),
     )
 
 
@@ -201,15 +255,14 @@ def blocks_per_request(
     (MambaSpec.max_memory_usage_bytes) one page, two in mamba_cache_mode "align", one per
     block of the context in "all"."""
     n = 0
-    for kind, window in layout.group_kinds:
+    for i, (kind, window) in enumerate(layout.group_kinds):
+        bs = layout.group_blocks[i] if layout.group_blocks else block_size
         if kind == STATE:
-            n += {"none": 1, "align": 2}.get(
-                layout.state_mode, math.ceil(max_model_len / block_size)
-            )
+            n += {"none": 1, "align": 2}.get(layout.state_mode, math.ceil(max_model_len / bs))
         elif kind == "sliding" and window:
-            n += math.ceil(min(window - 1 + batched_tokens, max_model_len) / block_size) + 1
+            n += math.ceil(min(window - 1 + batched_tokens, max_model_len) / bs) + 1
         else:
-            n += math.ceil(max_model_len / block_size)
+            n += math.ceil(max_model_len / bs)
     return n
 
 
@@ -248,7 +301,7 @@ def reported_tokens(
     if report == "concurrency" and max_model_len:
         per_request = blocks_per_request(layout, max_model_len, block_size, batched_tokens)
         return int(blocks / per_request * max_model_len) if per_request else 0
-    smallest = block_size
+    smallest = min(layout.group_blocks) if layout.group_blocks else block_size
     if layout.has_state and layout.state_block:
         smallest = min(smallest, layout.state_block)
     return blocks // layout.groups * smallest

@@ -37,9 +37,19 @@ def _classes() -> dict[str, Any]:
 
 
 def interconnect_class(gpu: GpuSpec, override: str = "") -> str:
-    """ "nvswitch", "nvlink" or "pcie" for a GPU id (interconnect.toml; PCIe when unknown)."""
+    """ "nvswitch", "nvlink" or "pcie": from the GPU's catalog link (interconnect_kind and
+    nvlink_generation: an NVSwitch of NVLink 4+ is where NCCL's NVLS multicast runs; NVSwitch of
+    earlier NVLink, NVLink bridges and Infinity Fabric count as "nvlink"; PCIe as "pcie"), else
+    interconnect.toml by id (a GPU the user described), PCIe when unknown."""
     if override:
         return override
+    kind = gpu.interconnect_kind
+    if kind == "nvswitch":
+        return "nvswitch" if (gpu.nvlink_generation or 0) >= 4 else "nvlink"
+    if kind in ("nvlink-bridge", "xgmi"):
+        return "nvlink"
+    if kind == "pcie":
+        return "pcie"
     data = _classes()
     for cls in ("nvswitch", "nvlink"):
         if gpu.id in data[cls]["gpus"]:
