@@ -10,10 +10,10 @@ decodes, the token budget of a step, the sequence cap, and which steps replay CU
     vLLM V0           prefill-first: waiting prompts run whole in a prefill-only step, decodes
                       wait (vllm/core/scheduler.py _schedule_default); graphs on decode batches
                       ≤ 256; max_num_seqs 256.
-    SGLang            prefill batches of up to chunked_prefill_size tokens (8192 on ≥ 80 GB GPUs,
-                      4096 below 60 GB... sglang/srt/server_args.py) run on their own, ahead of
-                      decode (no mixed chunks by default); decode graphs up to cuda_graph_max_bs
-                      (256 taken).
+    SGLang            prefill batches of up to chunked_prefill_size tokens (taken as 8192 on GPUs
+                      of ≥ 75 GiB, 4096 below; sglang/srt/server_args.py sizes it by GPU memory)
+                      run on their own, ahead of decode (no mixed chunks by default); decode
+                      graphs up to cuda_graph_max_bs (256 taken).
     TensorRT-LLM      (and LMDeploy's TurboMind, also a C++ in-flight batcher) before 0.7 its masked multi-head attention decode kernel read the KV cache
                       once per query head (the GQA-sharing XQA kernel came in release 0.7,
                       TensorRT-LLM docs/source/blogs/XQA-kernel.md); static batches.
