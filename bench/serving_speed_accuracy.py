@@ -1,18 +1,26 @@
-"""How close gpuplan's serving speed model comes to published measurements.
+"""How close gpuplan's serving speed model comes to published measurements, leave-one-source-out.
 
-    python bench/serving_speed_accuracy.py [--fit]
+    python bench/serving_speed_accuracy.py [--fit] [--cases]
 
-Each case in tests/data/serving_speed/measurements.toml (vLLM, TensorRT-LLM and NIM benchmark
-pages, with their sources) is predicted from its model, GPU, tensor parallelism, formats,
-concurrency, prompt and output lengths with `gpuplan.engine.perf.serving_perf` at the default
-efficiencies (no per-case constant), and the output tokens/s are compared. Prints every case, the
-median |error| and how many are within 25 %. `--fit` searches one global HBM and FLOPS
-efficiency for all cases and prints the leave-one-out error beside it (not used by gpuplan).
+Each case of tests/data/serving_speed/measurements.toml (a published benchmark with its source)
+is predicted by the operator-level model with the scheduler simulation
+(`gpuplan.engine.speed.serving.serving_speed`) from its model, GPU, layout, formats, engine and
+version, load mode (static batch, fixed --max-concurrency, Poisson --request-rate), lengths and
+CUDA-graph setting, and every figure the source measured (output and total tokens/s, TTFT, TPOT,
+ITL, E2E as mean / median / p99) is compared.
+
+The model's five fitted figures (kernels.toml [fitted]) are chosen on a grid to minimise the
+median |error|; with --fit the grid is searched again for every source with that source left
+out, and the source's figures are predicted with the refitted values (leave-one-source-out,
+LOSO). Printed: each figure's error, the median |error| of TPOT (with ITL), TTFT and throughput
+separately, and the share of figures within 25 %. Cases whose GPU lacks a figure the model needs
+are listed as refused, not guessed.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 import tomllib
@@ -24,119 +32,217 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from gpuplan.api.common import resolve_gpu, resolve_kv, resolve_weight_format  # noqa: E402
 from gpuplan.catalog import load_architecture, read_config  # noqa: E402
-from gpuplan.engine.perf import PerfKnobs, PerfSetup, serving_perf  # noqa: E402
 from gpuplan.engine.serving import ServingSetup  # noqa: E402
+from gpuplan.engine.speed.kernels import SpeedKnobs, default_knobs  # noqa: E402
+from gpuplan.engine.speed.schedule import Load, SimResult  # noqa: E402
+from gpuplan.engine.speed.serving import SpeedSetup, serving_speed  # noqa: E402
+from gpuplan.errors import GpuplanError  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "serving_speed"
+GROUPS = {
+    "tokens_per_s": "throughput",
+    "total_tokens_per_s": "throughput",
+    "ttft_ms": "ttft",
+    "tpot_ms": "tpot",
+    "itl_ms": "tpot",
+    "e2e_ms": "e2e",
+}
+MAX_SIMULATED_PROMPTS = 400
 
 
 @dataclass(frozen=True)
 class Case:
     label: str
+    source: str
     kind: str
     gpu: str
-    setup: PerfSetup
-    measured: float  # output tokens/s of the replica
-    source: str
+    setup: SpeedSetup | None
+    measured: dict[str, float]  # figure@stat → value (ms, or tokens/s of the replica)
+    refused: str = ""
 
 
-def load_cases() -> list[Case]:
-    data = tomllib.loads((DATA / "measurements.toml").read_text("utf-8"))
-    cases = []
-    for row in data["case"]:
-        model = row["model"]
-        if model.endswith(".json"):
-            arch = load_architecture(read_config(DATA / model), model.removesuffix(".json"))
-        else:
-            arch = load_architecture(model)
+def _arch(model: str):
+    if model.endswith(".json"):
+        return load_architecture(read_config(DATA / model), model.removesuffix(".json"))
+    return load_architecture(model)
+
+
+STATS = ("mean", "median", "p99")
+
+
+def _measured(row: dict) -> dict[str, float]:
+    """Figure@stat → value: `ttft_ms` is of the row's `stat`; `ttft_median_ms` names its own."""
+    out: dict[str, float] = {}
+    gpus = row.get("tp", 1) * row.get("pp", 1)
+    for key in ("tokens_per_s", "total_tokens_per_s"):
+        if key in row:
+            out[key + "@mean"] = float(row[key]) * (gpus if row.get("per_gpu") else 1)
+    for fig in ("ttft", "tpot", "itl", "e2e"):
+        if f"{fig}_ms" in row:
+            out[f"{fig}_ms@{row.get('stat', 'mean')}"] = float(row[f"{fig}_ms"])
+        for st in STATS:
+            if f"{fig}_{st}_ms" in row:
+                out[f"{fig}_ms@{st}"] = float(row[f"{fig}_{st}_ms"])
+    return out
+
+
+def _load(row: dict) -> Load:
+    mode = row.get("mode", "static")
+    n = int(row.get("num_prompts", 0) or 0)
+    c = int(row.get("concurrency", 1) or 1)
+    if mode == "concurrency" and n:
+        n = min(n, max(MAX_SIMULATED_PROMPTS, 2 * c))
+    return Load(
+        mode=mode,
+        prompt=round(row["prompt"]),
+        output=max(1, round(row["output"])),
+        concurrency=c,
+        request_rate=float(row.get("request_rate", 0.0)),
+        num_prompts=n,
+    )
+
+
+def _case(row: dict) -> Case:
+    label = (
+        f"{row['model']} {row['gpu']} tp{row.get('tp', 1)}"
+        f"{' pp' + str(row['pp']) if row.get('pp', 1) > 1 else ''}"
+        f"{' ep' if row.get('ep') else ''} {row['dtype']} {row.get('mode', 'static')}"
+        f" C={row.get('concurrency', '-')}{' R=' + str(row['request_rate']) if row.get('request_rate') else ''}"
+        f" {row['prompt']}/{row['output']}"
+    )
+    base = dict(
+        label=label,
+        source=row["source"],
+        kind=row.get("kind", "dense"),
+        gpu=row["gpu"],
+        measured=_measured(row),
+    )
+    try:
+        arch = _arch(row["model"])
         fmt = resolve_weight_format(arch, row["dtype"])
         serving = ServingSetup(
             arch=arch,
             weights=fmt,
-            kv=resolve_kv(fmt, row["kv"]),
+            kv=resolve_kv(fmt, row.get("kv", "auto")),
             gpu=resolve_gpu(row["gpu"]),
-            tp=row["tp"],
+            tp=row.get("tp", 1),
+            pp=row.get("pp", 1),
             context=row["prompt"] + row["output"],
-            users=row["concurrency"],
+            users=row.get("concurrency", 1) or 1,
         )
-        setup = PerfSetup(
+        setup = SpeedSetup(
             serving,
-            prompt_tokens=row["prompt"],
-            output_tokens=row["output"],
-            concurrency=row["concurrency"],
-            expert_parallel=row.get("ep", False),
+            _load(row),
+            engine=row.get("engine"),
+            engine_version=row.get("engine_version"),
+            cuda_graphs=row.get("cuda_graphs", True),
+            max_num_batched_tokens=row.get("max_num_batched_tokens"),
         )
-        measured = row["tokens_per_s"] * (row["tp"] if row.get("per_gpu") else 1)
-        label = (
-            f"{arch.name} {row['gpu']} tp{row['tp']}{' ep' if row.get('ep') else ''} {row['dtype']}"
-            f" B={row['concurrency']}"
-            f" {row['prompt']}/{row['output']}"
-        )
-        cases.append(Case(label, row["kind"], row["gpu"], setup, measured, row["source"]))
-    return cases
+        serving_speed(setup)  # refusals surface here
+    except GpuplanError as e:
+        return Case(setup=None, refused=str(e), **base)
+    return Case(setup=setup, **base)
 
 
-def errors(cases: list[Case], knobs: PerfKnobs | None = None) -> list[float]:
-    out = []
-    for case in cases:
-        setup = case.setup if knobs is None else replace(case.setup, knobs=knobs)
-        predicted = serving_perf(setup).tokens_per_s
-        out.append(predicted / case.measured - 1)
-    return out
+def load_cases() -> list[Case]:
+    data = tomllib.loads((DATA / "measurements.toml").read_text("utf-8"))
+    return [_case(row) for row in data["case"]]
 
 
-def summary(errs: list[float]) -> tuple[float, int]:
-    return statistics.median(abs(e) for e in errs), sum(abs(e) <= 0.25 for e in errs)
+def _figure(sim: SimResult, name: str) -> float:
+    key, stat = name.split("@")
+    if key == "tokens_per_s":
+        return sim.output_tokens_per_s
+    if key == "total_tokens_per_s":
+        return sim.total_tokens_per_s
+    st = {"ttft_ms": sim.ttft, "tpot_ms": sim.tpot, "itl_ms": sim.itl, "e2e_ms": sim.e2e}[key]
+    return getattr(st, stat) * 1e3
 
 
-def fit(cases: list[Case]) -> None:
-    grid = [
-        PerfKnobs(hbm_efficiency=h / 100, flops_efficiency=f / 100, layer_latency_s=t * 1e-6)
-        for h in range(50, 101, 10)
-        for f in range(30, 91, 10)
-        for t in range(0, 101, 20)
-    ]
+def predict(case: Case, knobs: SpeedKnobs | None = None) -> dict[str, float]:
+    """Each measured figure's relative error (predicted ÷ measured − 1)."""
+    assert case.setup is not None
+    setup = case.setup if knobs is None else replace(case.setup, knobs=knobs)
+    sim = serving_speed(setup).sim
+    return {k: _figure(sim, k) / v - 1 for k, v in case.measured.items()}
 
-    def best(subset: list[Case]) -> PerfKnobs:
-        return min(grid, key=lambda k: summary(errors(subset, k))[0])
 
-    k = best(cases)
-    med, within = summary(errors(cases, k))
-    loo = []
-    for i, case in enumerate(cases):
-        k_i = best(cases[:i] + cases[i + 1 :])
-        loo.append(errors([case], k_i)[0])
-    loo_med, loo_within = summary(loo)
-    print(
-        f"fitted on all: hbm {k.hbm_efficiency:.2f}, flops {k.flops_efficiency:.2f}, layer"
-        f" latency {k.layer_latency_s * 1e6:.0f} µs → median"
-        f" |error| {med:.1%}, {within}/{len(cases)} within 25 %; leave-one-out median |error|"
-        f" {loo_med:.1%}, {loo_within}/{len(cases)} within 25 %"
+def errors(cases: list[Case], knobs: SpeedKnobs | None = None) -> list[dict[str, float]]:
+    return [predict(c, knobs) for c in cases]
+
+
+def summary(cases: list[Case], errs: list[dict[str, float]]) -> dict[str, tuple[float, int, int]]:
+    """Per group (and 'all'): median |error|, figures within 25 %, figures."""
+    by: dict[str, list[float]] = {}
+    for e in errs:
+        for k, v in e.items():
+            by.setdefault(GROUPS[k.split("@")[0]], []).append(abs(v))
+            by.setdefault("all", []).append(abs(v))
+    return {g: (statistics.median(v), sum(x <= 0.25 for x in v), len(v)) for g, v in by.items()}
+
+
+GRID = [
+    SpeedKnobs(hbm=h, kernel_graph_us=g, kernel_eager_us=e, step_ms=s, request_ms=r)
+    for h, g, e, s, r in itertools.product(
+        (0.62, 0.7, 0.78), (3.0,), (25.0, 35.0), (0.3, 0.6), (30.0, 50.0, 80.0)
     )
+]
+
+
+def _score(errs: list[dict[str, float]]) -> float:
+    flat = [abs(v) for e in errs for v in e.values()]
+    return statistics.median(flat) if flat else 0.0
+
+
+def loso(cases: list[Case], grid: list[SpeedKnobs] = GRID):
+    """(knobs fitted on all, LOSO errors per case): every grid point is scored once per case; a
+    fold picks the point best on the other sources' cases."""
+    table = [errors(cases, k) for k in grid]
+    best_all = min(range(len(grid)), key=lambda j: _score(table[j]))
+    out: list[dict[str, float]] = [{} for _ in cases]
+    for src in sorted({c.source for c in cases}):
+        keep = [i for i, c in enumerate(cases) if c.source != src]
+        j = min(range(len(grid)), key=lambda j: _score([table[j][i] for i in keep]))
+        for i, c in enumerate(cases):
+            if c.source == src:
+                out[i] = table[j][i]
+    return grid[best_all], out
+
+
+def _print(cases: list[Case], errs: list[dict[str, float]], title: str) -> None:
+    s = summary(cases, errs)
+    print(f"\n{title}")
+    for g in ("tpot", "ttft", "throughput", "e2e", "all"):
+        if g in s:
+            med, within, n = s[g]
+            print(
+                f"  {g:<10} median |error| {med:6.1%}   within 25 %: {within}/{n} ({within / n:.0%})"
+            )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--fit", action="store_true", help="fit global efficiencies (LOO)")
+    parser.add_argument("--fit", action="store_true", help="refit per left-out source (LOSO)")
     args = parser.parse_args()
-    cases = load_cases()
+    every = load_cases()
+    cases = [c for c in every if c.setup is not None]
     errs = errors(cases)
-    print(f"{'case':<58} {'kind':<5} {'measured':>10} {'predicted':>10} {'error':>7}  source")
-    for case, err in zip(cases, errs, strict=True):
-        predicted = case.measured * (1 + err)
-        print(
-            f"{case.label:<58} {case.kind:<5} {case.measured:>10,.0f} {predicted:>10,.0f}"
-            f" {err:>+7.1%}  {case.source}"
-        )
-    med, within = summary(errs)
-    gpus = sorted({c.gpu for c in cases})
-    kinds = sorted({c.kind for c in cases})
+    print(f"{'case':<70} {'figure':<19} {'error':>7}  source")
+    for c, e in zip(cases, errs, strict=True):
+        for k, v in e.items():
+            print(f"{c.label[:70]:<70} {k:<19} {v:>+7.1%}  {c.source}")
+    for c in every:
+        if c.setup is None:
+            print(f"REFUSED {c.label}: {c.refused}")
     print(
-        f"\ncases: {len(cases)} ({', '.join(kinds)}; GPUs {', '.join(gpus)})"
-        f"\nmedian |error| on output tokens/s: {med:.1%}; within 25 %: {within}/{len(cases)}"
+        f"\ncases: {len(cases)} predicted, {len(every) - len(cases)} refused;"
+        f" sources {len({c.source for c in cases})}; GPUs {', '.join(sorted({c.gpu for c in cases}))}"
     )
+    _print(cases, errs, f"at the default fitted figures ({default_knobs()}):")
     if args.fit:
-        fit(cases)
+        best, out = loso(cases)
+        _print(cases, errors(cases, best), f"fitted on all ({best}):")
+        _print(cases, out, "leave-one-source-out:")
 
 
 if __name__ == "__main__":

@@ -39,13 +39,16 @@ def serving_plan_data(
     units: str = "GB",
     engine: str | None = None,
     deploy: str | None = None,
+    calibration: str | None = None,
 ) -> dict[str, Any]:
     """`gpuplan.plan/1`: the `top` plans of `planning.plan` (gpus default: DEFAULT_PLAN_GPUS;
     max_gpus None: the planner's cap), each with its launch command when `engine` is named; when
     nothing meets the ask, the three answers (`fixes`)."""
     from gpuplan.api.planning import DEFAULT_PLAN_GPUS, parse_duration, plan
 
-    extra = {"max_gpus": max_gpus} if max_gpus is not None else {}
+    extra: dict[str, Any] = {"max_gpus": max_gpus} if max_gpus is not None else {}
+    if calibration:
+        extra["calibration"] = calibration
     options = plan(
         model,
         gpus=gpus or DEFAULT_PLAN_GPUS,

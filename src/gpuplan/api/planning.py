@@ -154,6 +154,7 @@ def plan(
     objective: str = "gpus",
     prices: Any = None,
     max_gpus: int = DEFAULT_MAX_GPUS,
+    calibration: str | None = None,
 ) -> list[PlanOption]:
     """Rank the ways to serve `model` to `users` concurrent sequences of `context` tokens: for
     each GPU type and weight format, the best replica layout (tp, pp, expert parallelism) and
@@ -164,6 +165,7 @@ def plan(
     stores them: linear layers in fp8, the rest in 16-bit) unless the checkpoint is already
     quantised. prompt/output tokens (for the speed model) default to 3/4 and 1/4 of `context`.
     prices: {gpu: $/GPU-hour} or ["H100=2.5"] over the catalog's table (catalog/data/prices.toml).
+    calibration: a file of `gpuplan calibrate` whose fitted speed figures replace the defaults.
     """
     from gpuplan.api.common import _positive, real_number
     from gpuplan.catalog.prices import gpu_price, parse_prices
@@ -197,6 +199,10 @@ def plan(
         prices={k: v for k, v in table.items() if v is not None},
         max_gpus=int(max_gpus),
     )
+    if calibration:
+        from gpuplan.api.calibration import load_calibration
+
+        goal = replace(goal, knobs=load_calibration(calibration))
     found, _ = plan_to_goal(setups, goal)
     from gpuplan.api.common import _model
 

@@ -20,6 +20,7 @@ COMMANDS = {
     "gpus": ("gpuplan.cli.catalog", "gpus_command"),
     "precisions": ("gpuplan.cli.catalog", "precisions_command"),
     "check": ("gpuplan.cli.check", "check_command"),
+    "calibrate": ("gpuplan.cli.calibrate", "calibrate_command"),
     "inspect": ("gpuplan.cli.inspect", "inspect_command"),
     "plan": ("gpuplan.cli.plan", "plan_command"),
     "web": ("gpuplan.cli.web", "web_command"),

@@ -60,9 +60,10 @@ def render_serving_plans(data: dict[str, Any], units: str, as_csv: bool) -> None
     out.print(_plans_heading(data))
     out.print(_plans_table(rows, units))
     out.print(
-        "[dim]speed: engine/perf.py roofline (prefill compute-bound, decode memory-bound, TP"
-        " comm) at fitted efficiencies, median 4.5 % from 23 published measurements; $ from"
-        " catalog/data/prices.toml or --price; users/replica of what its memory holds[/dim]"
+        "[dim]speed: engine/speed operator model (GEMMs, attention, experts, TP comm, launch"
+        " costs; kernels.toml) on a static batch per replica, TTFT one prompt alone; accuracy:"
+        " bench/serving_speed_accuracy.py --fit; $ from catalog/data/prices.toml or --price;"
+        " users/replica of what its memory holds[/dim]"
     )
     if "launch" in rows[0]:
         out.print("\nLaunch one replica of the top plan:")

@@ -47,6 +47,8 @@ def run_plan(model: str, values: dict[str, Any], given: set[str]) -> None:
         "max_gpus": v["max_gpus"],
     }
     if v["train"]:
+        if v["calibration"]:
+            raise GpuplanError("--calibration calibrates serving speed; --train does not use it")
         _refuse_serving_asks(v, given)
         _plan_training(model, v, training, goal)
         return
@@ -80,6 +82,7 @@ def run_plan(model: str, values: dict[str, Any], given: set[str]) -> None:
         units=v["units"],
         engine=v["engine"] or ("vllm" if deploy else None),
         deploy=deploy,
+        calibration=v["calibration"],
         **goal,
     )
     if v["as_json"]:

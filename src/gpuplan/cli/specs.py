@@ -310,6 +310,12 @@ PLAN_MFU = Opt(
     help="--train: pin the MFU. [default: from operators, engine/train_speed.py]",
 )
 
+CALIBRATION = Opt(
+    ("--calibration",),
+    "calibration",
+    help="A `gpuplan calibrate` file: its fitted speed figures replace the defaults.",
+)
+
 # `gpuplan plan`: every option, in --help's order (cli/plan.py builds its click command from it)
 PLAN_OPTIONS = (
     PLAN_GPU,
@@ -341,6 +347,7 @@ PLAN_OPTIONS = (
     TOKENS,
     DAYS,
     PLAN_MFU,
+    CALIBRATION,
     UNITS,
     JSON,
 )

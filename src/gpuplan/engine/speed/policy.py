@@ -1,0 +1,81 @@
+"""How an engine schedules steps, by engine and version: whether prefill chunks share steps with
+decodes, the token budget of a step, the sequence cap, and which steps replay CUDA graphs.
+
+    vLLM V1 (0.8 on)  chunked prefill always on; decodes first, then prefill chunks fill the
+                      budget (vllm/v1/core/sched/scheduler.py). Defaults of vllm/engine/
+                      arg_utils.py (_set_default_args_v1), for the API server: max_num_batched_tokens
+                      8192 and max_num_seqs 1024 on GPUs of ≥ 70 GiB other than the A100, else 2048
+                      and 256. Piecewise CUDA graphs cover steps up to 512 tokens
+                      (max_capture_size).
+    vLLM V0           prefill-first: waiting prompts run whole in a prefill-only step, decodes
+                      wait (vllm/core/scheduler.py _schedule_default); graphs on decode batches
+                      ≤ 256; max_num_seqs 256.
+    SGLang            prefill batches of up to chunked_prefill_size tokens (taken as 8192 on GPUs
+                      of ≥ 75 GiB, 4096 below; sglang/srt/server_args.py sizes it by GPU memory)
+                      run on their own, ahead of decode (no mixed chunks by default); decode
+                      graphs up to cuda_graph_max_bs (256 taken).
+    TensorRT-LLM      (and LMDeploy's TurboMind, also a C++ in-flight batcher) before 0.7 its masked multi-head attention decode kernel read the KV cache
+                      once per query head (the GQA-sharing XQA kernel came in release 0.7,
+                      TensorRT-LLM docs/source/blogs/XQA-kernel.md); static batches.
+                      From 0.7: in-flight batching, context chunks and generation in one step, max_num_tokens
+                      8192 (trtllm-serve default); the C++ runtime launches without Python, counted
+                      as graphed.
+    static            a batch prefilled in one step, then decoded together (gptSessionBenchmark,
+                      `vllm bench latency`)."""
+
+from __future__ import annotations
+
+from gpuplan.engine.frozen import record, replace
+from gpuplan.engine.gpu import GpuSpec
+
+GIB = 1 << 30
+
+
+@record
+class Policy:
+    """One engine's step rules."""
+
+    engine: str
+    mixed: bool  # prefill chunks ride in decode steps
+    budget: int  # tokens per step
+    max_seqs: int
+    graph_tokens: int  # steps of at most this many tokens replay CUDA graphs ...
+    graph_prefill: bool  # ... even when they carry prefill tokens
+    gqa_decode: bool = True  # the decode attention kernel reads each KV head once per group
+
+
+def _version(text: str | None) -> tuple[int, ...]:
+    out: list[int] = []
+    for part in (text or "").lstrip("vV").split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        if not digits:
+            break
+        out.append(int(digits))
+    return tuple(out)
+
+
+def engine_policy(
+    engine: str | None,
+    version: str | None,
+    gpu: GpuSpec,
+    cuda_graphs: bool = True,
+    max_num_batched_tokens: int | None = None,
+) -> Policy:
+    """The step rules of `engine` at `version` on `gpu` (module docstring); None: vLLM V1."""
+    name = (engine or "vllm").lower()
+    big = gpu.memory_bytes >= 70 * GIB and not gpu.id.startswith("a100")
+    if name.startswith("sglang"):
+        budget = 8192 if gpu.memory_bytes >= 75 * GIB else 4096
+        p = Policy("sglang", False, budget, 4096, 256, False)
+    elif name.startswith(("trt", "tensorrt", "nim", "lmdeploy")):
+        old = bool(version) and _version(version) < (0, 7)
+        p = Policy("trtllm", True, 8192, 2048, 1 << 30, True, gqa_decode=not old)
+    elif name.startswith("vllm") and version and _version(version) < (0, 8):
+        p = Policy("vllm-v0", False, 1 << 30, 256, 256, False)
+    else:
+        p = Policy("vllm", True, 8192 if big else 2048, 1024 if big else 256, 512, True)
+    if max_num_batched_tokens:
+        p = replace(p, budget=max_num_batched_tokens)
+    if not cuda_graphs:
+        p = replace(p, graph_tokens=0, graph_prefill=False)
+    return p

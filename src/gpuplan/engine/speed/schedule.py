@@ -1,0 +1,324 @@
+"""A discrete-event simulation of `vllm bench serve` against an engine's scheduler.
+
+Load modes (vllm/benchmarks/serve.py):
+    concurrency  num_prompts requests, at most C in flight (--max-concurrency): the first C are
+                 sent at t = 0, each completion sends the next
+    rate         Poisson arrivals at --request-rate (exponential gaps, seeded: deterministic)
+    static       one batch of C prompts prefilled in one step, then decoded together
+
+Each engine step is timed by step.py on the layout's rank shape; a pipeline of pp stages runs
+pp micro-batches of the step's sequences, a token advancing every pp stage-times (vLLM's virtual
+engines). Decode-only stretches between events (a completion, an arrival) advance in bulk: the
+step time is linear in the context read, so k steps take k·(t_first + t_last)/2 exactly.
+
+Outputs as the benchmark prints them: mean, median and p99 of TTFT (arrival to first token),
+TPOT ((e2e − TTFT) ÷ (output − 1) per request), ITL (gaps between a request's tokens) and E2E,
+output and total tokens/s over the run's duration."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gpuplan.engine.frozen import record
+from gpuplan.engine.speed.kernels import SpeedKnobs
+from gpuplan.engine.speed.policy import Policy
+from gpuplan.engine.speed.shape import RankShape
+from gpuplan.engine.speed.step import StepTime, pp_handoff, stage_step
+
+PHASES = ("prefill", "decode")
+PARTS = ("compute", "memory", "comm", "overhead")
+
+
+@record
+class Load:
+    """The client's traffic."""
+
+    mode: str = "concurrency"  # concurrency | rate | static
+    prompt: int = 1024
+    output: int = 256
+    concurrency: int = 1
+    request_rate: float = 0.0
+    num_prompts: int = 0  # 0: the mode's default (concurrency: 4·C, at least 16; rate: 200)
+    seed: int = 0
+    spread: float = 0.0  # lengths uniform on mean·[1 − spread, 1 + spread] (0: all equal)
+
+
+@record
+class Stat:
+    mean: float
+    median: float
+    p99: float
+
+
+@record
+class SimResult:
+    """What the benchmark prints, and where the GPU time went (seconds by phase and part)."""
+
+    ttft: Stat
+    tpot: Stat
+    itl: Stat
+    e2e: Stat
+    output_tokens_per_s: float
+    total_tokens_per_s: float
+    duration_s: float
+    requests: int
+    breakdown: dict[str, dict[str, float]]
+
+
+def _weighted(values: list[tuple[float, float]]) -> Stat:
+    """Mean, median, p99 of weighted samples (numpy's linear percentile on equal weights)."""
+    if not values:
+        return Stat(0.0, 0.0, 0.0)
+    values.sort()
+    total = sum(w for _, w in values)
+    mean = sum(v * w for v, w in values) / total
+
+    def q(p: float) -> float:
+        target, acc = p * total, 0.0
+        for v, w in values:
+            acc += w
+            if acc >= target:
+                return v
+        return values[-1][0]
+
+    return Stat(mean, q(0.5), q(0.99))
+
+
+def _stat(xs: list[float]) -> Stat:
+    return _weighted([(x, 1.0) for x in xs])
+
+
+class _Engine:
+    """Times steps of the layout: pp stages of micro-batches, plus the per-step CPU cost."""
+
+    def __init__(self, shape: RankShape, knobs: SpeedKnobs, policy: Policy) -> None:
+        self.s, self.k, self.p = shape, knobs, policy
+        self.acc = {ph: dict.fromkeys(PARTS, 0.0) for ph in PHASES}
+
+    def time(
+        self, dec: int, ctx: float, pre: int, work: float, chunk: float, sampled: int
+    ) -> tuple[float, StepTime]:
+        s, pp = self.s, self.s.pp
+        m = dec + pre
+        graphs = m <= self.p.graph_tokens and (pre == 0 or self.p.graph_prefill)
+        st = stage_step(
+            s,
+            self.k,
+            math.ceil(dec / pp),
+            ctx / pp,
+            math.ceil(pre / pp),
+            work / pp,
+            chunk,
+            math.ceil(sampled / pp),
+            graphs,
+            self.p.gqa_decode,
+        )
+        comm = pp * st.comm + pp_handoff(s, m / pp)
+        st = StepTime(
+            pp * st.compute, pp * st.memory, comm, pp * st.overhead + self.k.step_ms * 1e-3
+        )
+        return st.total, st
+
+    def charge(self, phase: str, st: StepTime, times: float = 1.0) -> None:
+        a = self.acc[phase]
+        a["compute"] += st.compute * times
+        a["memory"] += st.memory * times
+        a["comm"] += st.comm * times
+        a["overhead"] += st.overhead * times
+
+
+def _arrivals(load: Load, n: int) -> np.ndarray:
+    """Send times: all at 0 (concurrency: the client's semaphore holds them back), or Poisson."""
+    if load.mode != "rate":
+        return np.zeros(n)
+    gaps = np.random.default_rng(load.seed).exponential(1.0 / load.request_rate, n)
+    return np.concatenate(([0.0], np.cumsum(gaps[:-1])))
+
+
+def _lengths(mean: int, spread: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Request lengths: the mean, or uniform on mean·[1 − spread, 1 + spread] (a random
+    dataset's range ratio r gives spread (1 − r)/(1 + r) around its mean)."""
+    if spread <= 0:
+        return np.full(n, mean, dtype=np.int64)
+    lo, hi = max(1, round(mean * (1 - spread))), max(1, round(mean * (1 + spread)))
+    return rng.integers(lo, hi + 1, n)
+
+
+class _Itl:
+    """Inter-token gaps as weighted samples."""
+
+    def __init__(self) -> None:
+        self.values: list[np.ndarray] = []
+        self.weights: list[np.ndarray] = []
+
+    def add(self, values: np.ndarray, weight: float = 1.0) -> None:
+        self.values.append(values)
+        self.weights.append(np.full(len(values), weight))
+
+    def stat(self) -> Stat:
+        if not self.values:
+            return Stat(0.0, 0.0, 0.0)
+        return _np_stat(np.concatenate(self.values), np.concatenate(self.weights))
+
+
+def _np_stat(v: np.ndarray, w: np.ndarray | None = None) -> Stat:
+    w = np.ones(len(v)) if w is None else w
+    order = np.argsort(v, kind="stable")
+    v, w = v[order], w[order]
+    cum = np.cumsum(w)
+    total = cum[-1]
+
+    def q(p: float) -> float:
+        return float(v[min(len(v) - 1, int(np.searchsorted(cum, p * total)))])
+
+    return Stat(float((v * w).sum() / total), q(0.5), q(0.99))
+
+
+def _prefill_chunks(
+    pre: np.ndarray, need: np.ndarray, budget: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """First come first served chunks of the waiting prompts within the step's token budget."""
+    before = np.cumsum(need) - need
+    q = np.minimum(need, np.maximum(0, budget - before))
+    keep = q > 0
+    return pre[keep], q[keep]
+
+
+def simulate(shape: RankShape, knobs: SpeedKnobs, policy: Policy, load: Load) -> SimResult:
+    """Run the benchmark of `load` against the engine (module docstring)."""
+    eng = _Engine(shape, knobs, policy)
+    if load.mode == "static":
+        return _static(load, eng)
+    n = load.num_prompts or (max(16, 4 * load.concurrency) if load.mode != "rate" else 200)
+    rng = np.random.default_rng(load.seed + 1)
+    plen = _lengths(load.prompt, load.spread, n, rng)
+    olen = np.maximum(1, _lengths(load.output, load.spread, n, rng))
+    arrive = _arrivals(load, n)
+    rate = load.mode == "rate"
+    sent = n if rate else min(max(1, load.concurrency), n)
+    if not rate:
+        arrive[sent:] = np.inf
+    filled, gen = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    first, last, done = np.zeros(n), np.zeros(n), np.zeros(n)
+    queue = np.arange(0 if rate else sent)  # arrived, not admitted
+    nxt = 0 if rate else sent  # rate: next arrival not yet queued
+    run = np.zeros(0, np.int64)
+    itl = _Itl()
+    finished, t = 0, 0.0
+    while finished < n:
+        if rate and nxt < n and arrive[nxt] <= t:
+            upto = int(np.searchsorted(arrive, t, side="right"))
+            queue = np.concatenate((queue, np.arange(nxt, upto)))
+            nxt = upto
+        room = policy.max_seqs - len(run)
+        if room > 0 and len(queue):
+            run, queue = np.concatenate((run, queue[:room])), queue[room:]
+        if not len(run):
+            t = float(arrive[nxt])
+            continue
+        prefilling = filled[run] < plen[run]
+        dec, pre = run[~prefilling], run[prefilling]
+        chunks = q = np.zeros(0, np.int64)
+        if len(pre):
+            budget = policy.budget - (len(dec) if policy.mixed else 0)
+            chunks, q = _prefill_chunks(pre, plen[pre] - filled[pre], budget)
+            if len(chunks) and not policy.mixed:
+                dec = dec[:0]
+        ctx = float((plen[dec] + gen[dec]).sum())
+        nd = len(dec)
+        if not len(chunks):
+            # decode-only: advance in bulk to the next completion or arrival
+            k = int((olen[dec] - gen[dec]).min())
+            t0, st0 = eng.time(nd, ctx, 0, 0.0, 0.0, nd)
+            if rate and nxt < n:
+                k = max(1, min(k, math.ceil((arrive[nxt] - t) / t0)))
+            t1, _ = eng.time(nd, ctx + (k - 1) * nd, 0, 0.0, 0.0, nd)
+            span = k * (t0 + t1) / 2
+            eng.charge("decode", st0, span / t0)
+            # a request's first gap includes any stall since its last token (a prefill step it
+            # sat out); its other k − 1 gaps ramp from t0 to t1
+            itl.add(t - last[dec] + t0)
+            if k > 1:
+                itl.add(np.array([t0, (t0 + t1) / 2, t1]), nd * (k - 1) / 3)
+            t += span
+            gen[dec] += k
+            last[dec] = t
+        else:
+            pre_tokens = int(q.sum())
+            work = float((q * (filled[chunks] + q / 2)).sum())
+            completes = int((filled[chunks] + q >= plen[chunks]).sum())
+            dt, st = eng.time(nd, ctx, pre_tokens, work, pre_tokens / len(chunks), nd + completes)
+            eng.charge("prefill", st)
+            t += dt
+            if nd:
+                itl.add(t - last[dec])
+            gen[dec] += 1
+            last[dec] = t
+            filled[chunks] += q
+            now = chunks[filled[chunks] >= plen[chunks]]
+            gen[now], first[now], last[now] = 1, t, t
+        ended_mask = gen[run] >= olen[run]
+        if ended_mask.any():
+            ended = run[ended_mask]
+            run = run[~ended_mask]
+            done[ended] = t
+            finished += len(ended)
+            if not rate and sent < n:
+                more = min(len(ended), n - sent)
+                arrive[sent : sent + more] = t
+                queue = np.concatenate((queue, np.arange(sent, sent + more)))
+                sent += more
+    return _result(load, plen, olen, arrive, first, done, itl, t, eng)
+
+
+def _static(load: Load, eng: _Engine) -> SimResult:
+    """One batch of C prompts prefilled in one step, then O − 1 decode steps (closed form: the
+    decode steps' time is linear in the context read)."""
+    c, p, o = load.concurrency, load.prompt, load.output
+    ttft, st = eng.time(0, 0.0, c * p, c * p * p / 2, float(p), c)
+    eng.charge("prefill", st)
+    k = o - 1
+    span, t0, t1 = 0.0, 0.0, 0.0
+    if k > 0:
+        t0, st0 = eng.time(c, float(c * (p + 1)), 0, 0.0, 0.0, c)
+        t1, _ = eng.time(c, float(c * (p + k)), 0, 0.0, 0.0, c)
+        span = k * (t0 + t1) / 2
+        eng.charge("decode", st0, span / t0)
+    tpot = span / k if k > 0 else 0.0
+    itl = _weighted([(t0, 1.0), ((t0 + t1) / 2, 1.0), (t1, 1.0)] if k > 0 else [])
+    end = ttft + span
+    one = lambda v: Stat(v, v, v)  # noqa: E731
+    return SimResult(
+        one(ttft), one(tpot), itl, one(end), c * o / end, c * (o + p) / end, end, c, eng.acc
+    )
+
+
+def _result(
+    load: Load,
+    plen: np.ndarray,
+    olen: np.ndarray,
+    arrive: np.ndarray,
+    first: np.ndarray,
+    done: np.ndarray,
+    itl: _Itl,
+    end: float,
+    eng: _Engine,
+) -> SimResult:
+    req = eng.k.request_ms * 1e-3
+    ttft = first - arrive + req
+    e2e = done - arrive + req
+    tpot = np.where(olen > 1, (done - first) / np.maximum(1, olen - 1), 0.0)
+    dur = max(end, 1e-12)
+    return SimResult(
+        ttft=_np_stat(ttft),
+        tpot=_np_stat(tpot[olen > 1]) if (olen > 1).any() else Stat(0.0, 0.0, 0.0),
+        itl=itl.stat(),
+        e2e=_np_stat(e2e),
+        output_tokens_per_s=float(olen.sum()) / dur,
+        total_tokens_per_s=float(olen.sum() + plen.sum()) / dur,
+        duration_s=dur,
+        requests=len(plen),
+        breakdown=eng.acc,
+    )

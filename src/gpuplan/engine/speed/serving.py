@@ -1,0 +1,88 @@
+"""Serving speed of a pinned layout under a benchmark load: the rank shape (shape.py), the
+engine's step rules (policy.py) and the scheduler simulation (schedule.py), with the sources of
+every kernel figure used."""
+
+from __future__ import annotations
+
+from gpuplan.engine.frozen import field, record, replace
+from gpuplan.engine.serving import ServingSetup, serving_bill
+from gpuplan.engine.speed.kernels import SpeedKnobs, default_knobs, source_titles
+from gpuplan.engine.speed.policy import Policy, engine_policy
+from gpuplan.engine.speed.schedule import Load, SimResult, simulate
+from gpuplan.engine.speed.shape import RankShape, rank_shape
+from gpuplan.errors import GpuplanError
+
+
+@record
+class SpeedSetup:
+    """A layout, the engine that runs it and the load it carries."""
+
+    serving: ServingSetup
+    load: Load = field(default_factory=Load)
+    engine: str | None = None  # vllm | sglang | trtllm (None: vLLM V1)
+    engine_version: str | None = None
+    cuda_graphs: bool = True
+    max_num_batched_tokens: int | None = None
+    knobs: SpeedKnobs = field(default_factory=default_knobs)
+
+
+@record
+class SpeedResult:
+    setup: SpeedSetup
+    sim: SimResult
+    policy: Policy
+    sources: tuple[str, ...]
+
+
+def check_interconnect(s: ServingSetup) -> None:
+    """A layout spanning GPUs needs the interconnect's bandwidth: refused in one line without it."""
+    if s.tp * s.pp > 1 and not s.gpu.interconnect_bytes_per_s_per_dir:
+        raise GpuplanError(
+            f"{s.gpu.name} has no interconnect bandwidth in the catalog"
+            " (interconnect_bytes_per_s_per_dir); cannot time tp/pp communication"
+        )
+
+
+def shape_of(setup: SpeedSetup) -> RankShape:
+    s = setup.serving
+    check_interconnect(s)
+    ctx = setup.load.prompt + max(1, setup.load.output // 2)
+    return rank_shape(s.arch, s.weights, s.kv, s.gpu, s.tp, s.pp, ctx)
+
+
+def kv_capacity(setup: SpeedSetup) -> int:
+    """Sequences of prompt + output tokens the KV cache holds (the memory bill's figure): an
+    engine admits no more at once (vLLM preempts, SGLang reserves for max_new_tokens); 0 when
+    the bill cannot say."""
+    s, ld = setup.serving, setup.load
+    try:
+        bill = serving_bill(replace(s, context=ld.prompt + ld.output, users=1))
+    except GpuplanError:
+        return 0
+    return max(1, bill.max_concurrent_sequences)
+
+
+def serving_speed(setup: SpeedSetup) -> SpeedResult:
+    """TTFT, TPOT, ITL and throughput of `setup` as `vllm bench serve` would print them."""
+    ld = setup.load
+    for name, value in (
+        ("prompt tokens", ld.prompt),
+        ("output tokens", ld.output),
+        ("concurrency", ld.concurrency),
+    ):
+        if value < 1:
+            raise GpuplanError(f"{name} must be at least 1, got {value}")
+    if ld.mode == "rate" and ld.request_rate <= 0:
+        raise GpuplanError("request rate must be above 0 requests/s")
+    if ld.mode not in ("concurrency", "rate", "static"):
+        raise GpuplanError(f"unknown load mode {ld.mode!r} (concurrency, rate or static)")
+    shape = shape_of(setup)
+    policy = engine_policy(
+        setup.engine,
+        setup.engine_version,
+        setup.serving.gpu,
+        setup.cuda_graphs,
+        setup.max_num_batched_tokens,
+    )
+    sim = simulate(shape, setup.knobs, policy, ld)
+    return SpeedResult(setup, sim, policy, source_titles(shape.kernels.sources))

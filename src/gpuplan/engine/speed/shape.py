@@ -1,0 +1,201 @@
+"""What one rank of a layout computes and reads per step: the operator shapes of its heaviest
+pipeline stage (parameters and bytes of the dense GEMMs, the routed experts, the LM head), its
+attention heads and KV bytes per token, and the peaks of the GEMM paths its formats run on.
+
+GEMM paths by weight format and GPU (kernels.toml's figures):
+    bf16/fp16                      16-bit tensor cores
+    fp8 (W8A8)                     fp8 tensor cores where the GPU has them (Ada, Hopper, Blackwell,
+                                   CDNA3), else weight-only W8A16 (Marlin) at the 16-bit peak
+    int4/int8 weight-only (GPTQ,   dequantised in registers, 16-bit MMA (Marlin, Frantar et al.
+    AWQ, bitsandbytes)             2024): the 16-bit peak at the w4a16 efficiency
+    MXFP4/NVFP4                    FP4 tensor cores on Blackwell (2x the fp8 peak), else weight-only
+                                   as int4 (Hopper's Marlin MXFP4; CDNA3 dequantises on its vector
+                                   ALUs, kernels.toml's cdna3 gemm_w4a16)
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.frozen import record
+from gpuplan.engine.gpu import GpuSpec
+from gpuplan.engine.kv_cache import kv_cache_bytes_per_sequence_per_gpu
+from gpuplan.engine.params import count_params, expert_params
+from gpuplan.engine.precision import Precision
+from gpuplan.engine.speed.kernels import KernelFigures, kernel_figures
+from gpuplan.engine.weights import WeightFormat, stage_layers, weights_per_gpu
+from gpuplan.errors import GpuplanError
+
+
+@record
+class RankShape:
+    """Per-rank operator shapes of the heaviest stage, and the rates they run at."""
+
+    layers: int
+    moe_layers: int
+    hidden: int
+    dense_params: float  # GEMM parameters a token multiplies (no embedding, no LM head, no experts)
+    dense_bytes: float  # bytes a step reads for them, whatever the batch
+    lm_params: float  # LM head on this rank (0 off the last stage)
+    lm_bytes: float
+    num_experts: int
+    top_k: int
+    expert_params: float  # one routed expert's parameters on this rank (÷ tp)
+    experts_bytes: float  # all routed experts of the stage on this rank
+    heads: int  # query heads on this rank
+    attn_qk_dim: int
+    attn_v_dim: int
+    mla_latent: int  # MLA: kv_lora_rank + rope dim (decode runs absorbed over it); 0 otherwise
+    mla_v: int  # MLA: kv_lora_rank
+    kv_bytes_per_token: float  # this rank's KV bytes per token of context (stage layers)
+    gqa_group: int  # query heads per KV head (a kernel without GQA sharing reads KV this often)
+    launches: float  # kernels one step launches on this stage (kernels_per_layer summed)
+    dense_flops: float  # peak × efficiency of the dense GEMM path
+    expert_flops: float  # of the grouped GEMM path
+    attn_flops: float  # 16-bit peak (FlashAttention runs 16-bit)
+    bandwidth: float  # HBM bytes/s
+    link: float  # interconnect bytes/s one direction (0: none in the catalog)
+    tp: int
+    pp: int
+    kernels: KernelFigures
+
+
+def gemm_path(p: Precision, k: KernelFigures, gpu: GpuSpec) -> str:
+    """bf16, fp8, w4a16 or fp4: the GEMM a weight format runs as on this GPU (module docstring)."""
+    pid = p.id.lower()
+    if pid in ("mxfp4", "nvfp4"):
+        return "fp4" if k.fp4_units and gpu.fp8_dense_tflops else "w4a16"
+    if p.bits >= 16:
+        return "bf16"
+    if pid.startswith("fp8") and k.gemm_fp8 > 0 and gpu.fp8_dense_tflops:
+        return "fp8"
+    return "w4a16"
+
+
+def _half_peak(gpu: GpuSpec) -> float | None:
+    """The 16-bit tensor peak: bf16, or fp16 where the GPU has no bf16 rate (the catalog's
+    `half_dense_tflops`)."""
+    return getattr(gpu, "half_dense_tflops", None) or gpu.bf16_dense_tflops
+
+
+def path_flops(path: str, k: KernelFigures, gpu: GpuSpec) -> float:
+    """Achieved FLOP/s of a GEMM path: the datasheet dense peak × the kernel efficiency."""
+    half = _half_peak(gpu)
+    if not half:
+        raise GpuplanError(f"{gpu.name} has no dense bf16 FLOPS figure (bf16_dense_tflops)")
+    bf16 = half * 1e12
+    fp8 = (gpu.fp8_dense_tflops or 0.0) * 1e12
+    if path == "fp8":
+        return fp8 * k.gemm_fp8
+    if path == "fp4":
+        fp4 = getattr(gpu, "fp4_dense_tflops", None)
+        return (fp4 * 1e12 if fp4 else 2 * fp8) * k.gemm_fp8
+    if path == "w4a16":
+        return bf16 * k.gemm_w4a16
+    return bf16 * k.gemm_bf16
+
+
+ATTENTION_KERNELS = (
+    5  # norm, qkv GEMM, rotary, attention, o GEMM (vllm model_executor/models/llama.py)
+)
+MLA_KERNELS = (
+    11  # norm, q_a, q_a norm, q_b, kv_a, kv_a norm, rotary, q absorb, attention, v absorb,
+)
+# o GEMM (vllm model_executor/models/deepseek_v2.py, absorbed decode)
+MLP_KERNELS = 4  # fused add+norm, gate_up GEMM, SiLU·mul, down GEMM
+MOE_KERNELS = 8  # fused add+norm, router GEMM, top-k, align/sort, w13 grouped GEMM, SiLU·mul, w2
+# grouped GEMM, weighted sum (vllm fused_moe); shared experts add an MLP's 3
+SHARED_KERNELS = 3
+
+
+def stage_kernels(arch: Architecture, specs: list) -> float:
+    """Kernels a forward of these layers launches (counts from the vLLM model files named above):
+    the fixed per-kernel cost of step.py multiplies them."""
+    mla = bool(arch.attention.kv_lora_rank)
+    n = 0
+    for spec in specs:
+        n += MLA_KERNELS if mla else ATTENTION_KERNELS
+        if spec.moe:
+            n += MOE_KERNELS
+            if arch.moe is not None and arch.moe.num_shared_experts:
+                n += SHARED_KERNELS
+        elif spec.ffn:
+            n += MLP_KERNELS
+    return float(n)
+
+
+@lru_cache(maxsize=2048)
+def rank_shape(
+    arch: Architecture,
+    fmt: WeightFormat,
+    kv: Precision,
+    gpu: GpuSpec,
+    tp: int,
+    pp: int,
+    context: int,
+) -> RankShape:
+    """The shapes of the heaviest stage of `arch` split tp × pp, KV bytes per token at `context`."""
+    if not gpu.memory_bandwidth_bytes_per_s:
+        raise GpuplanError(
+            f"{gpu.name} has no memory bandwidth (memory_bandwidth_bytes_per_s); cannot time it"
+        )
+    k = kernel_figures(gpu)
+    w = weights_per_gpu(arch, fmt, tp, pp)
+    counts = count_params(arch)
+    layers = stage_layers(arch.num_layers, pp)[w.stage]
+    n_layers = len(layers)
+    moe_layers = sum(1 for i in layers if arch.layers[i].moe)
+    e_params = float(expert_params(arch)) if arch.moe is not None else 0.0
+    n_exp = arch.moe.num_experts if arch.moe is not None else 0
+    top_k = arch.moe.experts_per_token if arch.moe is not None else 0
+    exp_fmt = fmt.for_kind("experts")
+    experts_bytes = exp_fmt.bytes_for(round(n_exp * e_params / tp)) * moe_layers
+    emb = fmt.for_kind("embedding").bytes_for(round(counts.embedding / tp))
+    vision = fmt.for_kind("vision").bytes_for(round(arch.vision_params / tp))
+    head = arch.vocab_size * arch.hidden_size / tp
+    last = w.stage == pp - 1
+    lm_params = head if last else 0.0
+    lm_bytes = fmt.for_kind("lm_head").bytes_for(round(head)) if last else 0
+    dense_bytes = w.bytes - (emb + vision if w.embedding_bytes else 0) - experts_bytes
+    if last and (not arch.tie_word_embeddings or pp > 1):  # the head is timed on its own
+        dense_bytes -= lm_bytes
+    moe_total = sum(1 for sp in arch.layers if sp.moe)
+    body = float(counts.total - counts.embedding - counts.lm_head - arch.vision_params)
+    body -= moe_total * n_exp * e_params
+    dense_params = body * n_layers / arch.num_layers / tp
+    a = arch.attention
+    mla = a.kv_lora_rank or 0
+    kv_ctx = max(1, context)
+    kv_tok = kv_cache_bytes_per_sequence_per_gpu(arch, kv, kv_ctx, tp, pp, w.stage) / kv_ctx
+    dense_path = gemm_path(fmt.for_kind("attention"), k, gpu)
+    exp_path = gemm_path(exp_fmt, k, gpu)
+    return RankShape(
+        layers=n_layers,
+        moe_layers=moe_layers,
+        hidden=arch.hidden_size,
+        dense_params=max(0.0, dense_params),
+        dense_bytes=max(0.0, float(dense_bytes)),
+        lm_params=lm_params,
+        lm_bytes=float(lm_bytes),
+        num_experts=n_exp,
+        top_k=top_k,
+        expert_params=e_params / tp,
+        experts_bytes=float(experts_bytes),
+        heads=max(1, a.num_heads // tp),
+        attn_qk_dim=a.head_dim,
+        attn_v_dim=a.v_head_dim,
+        mla_latent=(mla + a.qk_rope_head_dim) if mla else 0,
+        mla_v=mla,
+        kv_bytes_per_token=kv_tok,
+        gqa_group=1 if mla else max(1, a.num_heads // max(1, a.num_kv_heads)),
+        launches=stage_kernels(arch, [arch.layers[i] for i in layers]),
+        dense_flops=path_flops(dense_path, k, gpu),
+        expert_flops=path_flops(exp_path, k, gpu) * k.grouped_gemm / k.gemm_bf16,
+        attn_flops=(_half_peak(gpu) or 0.0) * 1e12 * k.attn_prefill,
+        bandwidth=gpu.memory_bandwidth_bytes_per_s,
+        link=gpu.interconnect_bytes_per_s_per_dir or 0.0,
+        tp=tp,
+        pp=pp,
+        kernels=k,
+    )

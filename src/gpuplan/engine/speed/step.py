@@ -1,0 +1,160 @@
+"""One engine step's time on one rank, operator by operator (a Vidur-style step model).
+
+A step carries `decode` sequences (one token each, at their contexts) and prefill chunks
+(`prefill` tokens in all). With M = decode + prefill tokens, per stage:
+
+    dense GEMMs   max(2·N_dense·M' ÷ F_gemm, W_dense ÷ (η_hbm·BW))      M' = M rounded up to the
+                                                                        MMA tile (kernels.toml)
+    LM head       the same over the sampled tokens only (vLLM computes logits for the last token
+                  of each sequence: the decode tokens and the prompts this step completes)
+    routed        touched experts T = E·(1 − (1 − k/E)^M) (uniform routing); bytes T/E of the
+    experts       experts' weights; FLOPs 2·N_expert·T·⌈M·k/T⌉_tile (tokens per expert padded to
+                  the grouped GEMM's block, DeepGEMM / Triton fused_moe)
+    attention     prefill: 4·H·(d_qk + d_v)/2 per query token and key (PaLM App. B), causal
+                  chunks of q tokens after c cached keys see c + q/2 keys, at the FlashAttention
+                  efficiency of length q (FA2/FA3 tables); decode: KV bytes of every context
+                  ÷ (η_attn·BW), and for MLA the absorbed matmuls, 2·H·(2·r + d_rope) per key
+                  (DeepSeek-V2 §2.1.2) against the latent cache
+    elementwise   norms, rotary, activations, residuals: ~12 passes of M·h 16-bit values
+    TP comm       2 all-reduces of M·h·2 bytes per layer (Shoeybi et al. 2019 §3): latency α +
+                  2(tp−1)/tp·S ÷ (bus share × link) (ring bus bandwidth, nccl-tests' definition)
+    PP            one hand-off of M·h·2 bytes per stage boundary
+    overhead      kernels launched (per layer, counted from the engine's model code: shape.py)
+                  × (t_kernel with CUDA graphs | without) + t_step per engine step
+
+Every operator takes the larger of its compute and memory time (roofline, Williams et al.
+2009); operators run one after another (no overlap)."""
+
+from __future__ import annotations
+
+import math
+
+from gpuplan.engine.frozen import record
+from gpuplan.engine.speed.kernels import SpeedKnobs
+from gpuplan.engine.speed.shape import RankShape
+
+ACT_BYTES = 2
+ELEMENTWISE_PASSES = 12  # RMSNorm ×2 (read+write), residual adds ×2, rotary, SiLU·mul, qkv split
+
+
+@record
+class StepTime:
+    """Seconds of one step, by where the time goes."""
+
+    compute: float
+    memory: float
+    comm: float
+    overhead: float
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.memory + self.comm + self.overhead
+
+
+def _roof(flops: float, rate: float, nbytes: float, bw: float) -> tuple[float, float]:
+    """(compute s, memory s) of one operator: only the larger one counts."""
+    tc, tm = flops / rate, nbytes / bw
+    return (tc, 0.0) if tc >= tm else (0.0, tm)
+
+
+def _tile(rows: float, tile: int) -> float:
+    return math.ceil(rows / tile) * tile if rows > 0 else 0.0
+
+
+def touched_experts(num_experts: int, k: int, tokens: float) -> float:
+    """Expected distinct experts `tokens` tokens route to, k each, uniformly: E·(1 − (1 − k/E)^T)
+    (the occupancy of E bins; exact for one token: k)."""
+    if tokens <= 0 or num_experts <= 0:
+        return 0.0
+    return num_experts * (1.0 - (1.0 - k / num_experts) ** tokens)
+
+
+def _experts(s: RankShape, m: float, bw: float) -> tuple[float, float]:
+    if not s.moe_layers or m <= 0:
+        return 0.0, 0.0
+    touched = touched_experts(s.num_experts, s.top_k, m)
+    per_expert = m * s.top_k / touched
+    rows = touched * _tile(per_expert, s.kernels.grouped_tile_m)
+    flops = 2 * s.expert_params * rows * s.moe_layers
+    return _roof(flops, s.expert_flops, s.experts_bytes * touched / s.num_experts, bw)
+
+
+def _attention(
+    s: RankShape, decode: int, decode_ctx: float, prefill: int, prefill_work: float, chunk: float
+) -> tuple[float, float]:
+    """Attention of one stage: (compute s, memory s)."""
+    k = s.kernels
+    tc = tm = 0.0
+    if prefill:
+        eff = chunk / (chunk + k.attn_prefill_half_seq)
+        flops = 4 * s.layers * s.heads * (s.attn_qk_dim + s.attn_v_dim) / 2 * prefill_work
+        tc += flops / (s.attn_flops * eff)
+    if decode:
+        kv = s.kv_bytes_per_token * decode_ctx
+        if s.mla_latent:
+            flops = 2 * s.layers * s.heads * (s.mla_latent + s.mla_v) * decode_ctx
+        else:
+            flops = 4 * s.layers * s.heads * (s.attn_qk_dim + s.attn_v_dim) / 2 * decode_ctx
+        c, m = _roof(flops, s.attn_flops, kv, s.bandwidth * k.attn_decode_bw)
+        tc, tm = tc + c, tm + m
+    return tc, tm
+
+
+def _comm(s: RankShape, m: float) -> float:
+    k = s.kernels
+    t = 0.0
+    if s.tp > 1:
+        msg = m * s.hidden * ACT_BYTES
+        ring = 2 * (s.tp - 1) / s.tp * msg / (s.link * k.link_bus)
+        t += 2 * s.layers * (k.link_latency_us * 1e-6 + ring)
+    return t
+
+
+def stage_step(
+    s: RankShape,
+    knobs: SpeedKnobs,
+    decode: int,
+    decode_ctx: float,
+    prefill: int = 0,
+    prefill_work: float = 0.0,
+    chunk: float = 0.0,
+    sampled: int | None = None,
+    graphs: bool = True,
+    gqa_decode: bool = True,
+) -> StepTime:
+    """One stage's step: `decode` sequences with `decode_ctx` context tokens in all, `prefill`
+    prompt tokens whose attention sees `prefill_work` (Σ q·(c + q/2)) keys, in chunks of about
+    `chunk` tokens; `sampled` sequences get logits (default: decode). `graphs`: the step replays
+    CUDA graphs (decode-only steps on engines that capture them); `gqa_decode`: the decode
+    kernel shares each KV head's reads across its query heads (else it reads them per head)."""
+    bw = s.bandwidth * knobs.hbm
+    m = decode + prefill
+    tile = s.kernels.gemm_tile_m
+    comp = mem = 0.0
+    for c, t in (
+        _roof(2 * s.dense_params * _tile(m, tile), s.dense_flops, s.dense_bytes, bw),
+        _roof(
+            2 * s.lm_params * _tile(sampled if sampled is not None else decode, tile),
+            s.dense_flops,
+            s.lm_bytes,
+            bw,
+        ),
+        _experts(s, m, bw),
+        _attention(
+            s, decode, decode_ctx * (1 if gqa_decode else s.gqa_group), prefill, prefill_work, chunk
+        ),
+    ):
+        comp, mem = comp + c, mem + t
+    mem += ELEMENTWISE_PASSES * m * s.hidden * ACT_BYTES * s.layers / bw
+    comm = _comm(s, m)
+    per_kernel = knobs.kernel_graph_us if graphs else knobs.kernel_eager_us
+    overhead = s.launches * per_kernel * 1e-6
+    return StepTime(comp, mem, comm, overhead)
+
+
+def pp_handoff(s: RankShape, m: float) -> float:
+    """Seconds of the pp − 1 stage-to-stage sends of M tokens' activations."""
+    if s.pp <= 1:
+        return 0.0
+    msg = m * s.hidden * ACT_BYTES
+    return (s.pp - 1) * (s.kernels.link_latency_us * 1e-6 + msg / (s.link * s.kernels.link_bus))

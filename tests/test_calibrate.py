@@ -1,0 +1,98 @@
+"""Calibration on a published benchmark's own result files (tests/data/serving_speed/results/,
+SGLang bench_serving output of datacrunch-research/h200-benchmarks): fit on one run, predict the
+run's other settings, round-trip the calibration file, and refuse what is not a result."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuplan.api.calibration import (
+    calibrate,
+    load_calibration,
+    measured_runs,
+    read_results,
+    run_errors,
+    save_calibration,
+)
+from gpuplan.cli.main import main
+from gpuplan.errors import GpuplanError
+
+RESULTS = Path(__file__).parent / "data" / "serving_speed" / "results"
+ONLINE = RESULTS / "datacrunch_h200_llama-3.3-70b_tp4_sglang_online.jsonl"
+
+
+def test_reads_sglang_runs_with_their_loads_and_figures():
+    runs = read_results([ONLINE])
+    assert len(runs) == 7
+    first = runs[0]
+    # the file's first line: rate 1/s, 300 prompts, 152,612 in and 160,347 out tokens
+    assert first.load.mode == "rate" and first.load.request_rate == 1.0
+    assert first.load.num_prompts == 300
+    assert first.load.prompt == round(152612 / 300) and first.load.output == round(160347 / 300)
+    # --random-range-ratio 0: lengths uniform on [1, L], i.e. ±100 % around the mean
+    assert first.load.spread == pytest.approx(1.0)
+    assert first.measured["ttft_ms@median"] == pytest.approx(85.745, rel=1e-4)
+    assert first.measured["tokens_per_s@mean"] == pytest.approx(537.414, rel=1e-4)
+    assert runs[5].load.spread == 0.0  # ShareGPT: no range ratio applies
+
+
+def test_reads_a_vllm_save_result_object(tmp_path):
+    # the keys `vllm bench serve --save-result` writes (vllm/benchmarks/serve.py)
+    rec = {
+        "num_prompts": 100,
+        "request_rate": "inf",
+        "max_concurrency": 8,
+        "completed": 100,
+        "total_input_tokens": 102400,
+        "total_output_tokens": 12800,
+        "output_throughput": 900.0,
+        "total_token_throughput": 8100.0,
+        "mean_ttft_ms": 120.0,
+        "median_ttft_ms": 110.0,
+        "p99_ttft_ms": 300.0,
+        "mean_tpot_ms": 8.5,
+        "mean_itl_ms": 8.4,
+        "mean_e2el_ms": 1200.0,
+    }
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(rec))
+    (run,) = read_results([path])
+    assert run.load.mode == "concurrency" and run.load.concurrency == 8
+    assert (run.load.prompt, run.load.output) == (1024, 128)
+    assert run.measured["ttft_ms@p99"] == 300.0 and run.measured["e2e_ms@mean"] == 1200.0
+    assert run.measured["total_tokens_per_s@mean"] == 8100.0
+
+
+def test_round_trip_fit_on_one_run_predicts_the_others(tmp_path):
+    runs = measured_runs(
+        read_results([ONLINE]), "llama-3.1-70b", "h200", tp=4, dtype="bf16", engine="sglang"
+    )
+    # fit on the 1 request/s run; the 2/s random run and the 4/s ShareGPT run are predicted
+    subset = [runs[0], runs[1], runs[5]]
+    report = calibrate(subset, fit_on=(0,))
+    assert report.after[0] < report.before[0]
+    # held-out settings of the same run within 10 % (the issue's bar); today's figures: median
+    # |error| 5.2 % and 2.2 % (from 2.6 % and 6.1 % at the global figures)
+    assert report.after[1] <= 0.053 and report.after[2] <= 0.022
+    path = tmp_path / "cal.json"
+    save_calibration(report, path)
+    knobs = load_calibration(path)
+    assert knobs == report.knobs
+    assert run_errors(subset[1], knobs) == run_errors(subset[1], report.knobs)
+
+
+def test_a_file_that_is_not_a_result_or_calibration_is_refused(tmp_path, capsys):
+    bad = tmp_path / "x.json"
+    bad.write_text("not json at all\n{")
+    with pytest.raises(GpuplanError, match="not a benchmark result"):
+        read_results([bad])
+    with pytest.raises(GpuplanError, match="not a calibration file"):
+        load_calibration(bad)
+    other = tmp_path / "y.json"
+    other.write_text(json.dumps({"schema": "gpuplan.calibration/1", "knobs": {"warp": 1}}))
+    with pytest.raises(GpuplanError, match="unknown figure 'warp'"):
+        load_calibration(other)
+    code = main(["calibrate", str(bad), "--model", "llama-3.1-8b", "--gpu", "h100"])
+    assert code == 2
+    assert capsys.readouterr().err.count("\n") == 1
