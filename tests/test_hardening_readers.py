@@ -277,8 +277,8 @@ def test_deepspeed_bf16_as_deepspeed_reads_it() -> None:
     [
         (["--headroom", "1.5"], "headroom must be in (0, 1]"),
         (["--max-gpus", "0"], "max_gpus"),
-        (["--prompt", "0"], "prompt tokens"),
-        (["--output", "0"], "output tokens"),
+        (["--prompt", "0"], "--prompt: prompt must be a token count from 1"),
+        (["--output", "0"], "--output: output must be a token count from 1"),
     ],
 )
 def test_plan_refuses_what_it_used_to_ignore(flag: list[str], needle: str) -> None:

@@ -536,7 +536,10 @@ def test_headline_numbers_are_the_engines(page: Any) -> None:
     change(page, "select", "#c-ckpt", "full")
     text = headline(page, "tokens")
     plan = train(model="llama-3.1-8b", gpus=8, zero=3, seq=16384, checkpointing="full")
-    assert f"{plan.tokens_per_second:,.0f}" in text and "−25 %" in text, text
+    kept = train(model="llama-3.1-8b", gpus=8, zero=3, seq=16384, checkpointing="none")
+    slower = 100 * (1 - plan.tokens_per_second / kept.tokens_per_second)  # the engine's, ~25 %
+    shown = (f"−{slower:.1f} %", f"−{slower:.0f} %")
+    assert f"{plan.tokens_per_second:,.0f}" in text and any(s in text for s in shown), text
     assert gb(plan.activations_bytes) in headline(page, "activations")
 
     to_step(page, 18)  # lower bound vs chosen, and why

@@ -452,7 +452,7 @@ def operator_time(
         kernels="compiled" if fw.compile else ("fused" if fw.fused != "none" else "eager"),
         gpus_per_node=gpu.gpus_per_node,
     )
-    peak = (gpu.bf16_dense_tflops or 0.0) * 1e12
+    peak = (gpu.half_dense_tflops or 0.0) * 1e12  # bf16, else fp16 (T4, V100: no bf16 rate)
     g = SpeedGpu(
         peak,
         gpu.memory_bandwidth_bytes_per_s or 0.0,
