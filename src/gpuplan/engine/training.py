@@ -860,7 +860,16 @@ def _note_list(
     lora: LoraSpec | None,
     spec: ActivationSpec | None,
 ) -> tuple[str, ...]:
-    notes = list(arch.notes)
+    """What the bill says beside its lines: the layout's (stage, chunks, etp, replication), then
+    the methods' (kernels, recompute, optimizer, FSDP, MoE, LoRA)."""
+    notes = [*arch.notes, *_layout_notes(arch, lo, st, in_flight)]
+    notes += _method_notes(arch, kernel, recompute, recipe, fsdp_fp32)
+    notes += _tuning_notes(arch, st, recompute, capacity_factor, lora, spec)
+    return tuple(notes)
+
+
+def _layout_notes(arch: Architecture, lo: Layout, st: StageParams, in_flight: int) -> list[str]:
+    notes: list[str] = []
     if lo.pp > 1 and lo.vpp > 1:
         notes.append(
             f"pp={lo.pp} × vpp={lo.vpp}: the bill is for rank {st.stage} ({lo.vpp} chunks of"
@@ -893,6 +902,17 @@ def _note_list(
         notes.append(
             f"tp={lo.tp} > {arch.attention.num_kv_heads} KV heads: k/v projections are replicated"
         )
+    return notes
+
+
+def _method_notes(
+    arch: Architecture,
+    kernel: str,
+    recompute: str,
+    recipe: TrainingRecipe,
+    fsdp_fp32: bool,
+) -> list[str]:
+    notes: list[str] = []
     if kernel == "flash" and recompute == "selective":
         notes.append(
             "selective recompute (Megatron's core attention) drops only the s² attention scores,"
@@ -917,6 +937,18 @@ def _note_list(
             "FSDP2 mixed precision: the sharded fp32 parameter is the master copy; bf16 weights"
             " exist only in gathered units"
         )
+    return notes
+
+
+def _tuning_notes(
+    arch: Architecture,
+    st: StageParams,
+    recompute: str,
+    capacity_factor: float,
+    lora: LoraSpec | None,
+    spec: ActivationSpec | None,
+) -> list[str]:
+    notes: list[str] = []
     if arch.moe is not None and capacity_factor != 1.0:
         notes.append(
             f"MoE capacity factor {capacity_factor:g}: expert activations sized for that many slots"
@@ -937,4 +969,4 @@ def _note_list(
         assert spec is not None
         ck = checkpointed_layers(spec, len(st.layers))
         notes.append(f"{recompute}: {ck} of the stage's {len(st.layers)} layers are checkpointed")
-    return tuple(notes)
+    return notes

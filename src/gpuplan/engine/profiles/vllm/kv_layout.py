@@ -200,25 +200,11 @@ def kv_layout(
     else:
         page, spec_blocks = unified_blocks(kinds, block_size)
         block_size = min(spec_blocks.values())
-    buckets: dict[Kind, list[int]] = {}
-    for i, kind in enumerate(kinds):
-        buckets.setdefault(kind, []).append(i)
-    counts = sorted(len(v) for v in buckets.values())
-    group = counts[0] if counts[-1] >= group_ratio * counts[0] else counts[-1]
-    if len(buckets) == 1:
-        group = counts[0]
-    owner = _kind_owners(arch, hybrid, paged_state)
-    local = set(layers)
-    group_kinds: list[tuple[str, int | None]] = []
-    group_blocks: list[int] = []
-    slots = 0
-    for kind, members in sorted(buckets.items(), key=lambda kv: kv[0][0]):
-        n_groups = math.ceil(len(members) / group)
-        for g in range(n_groups):
-            group_kinds.append(kind[:2])
-            group_blocks.append(spec_blocks.get(kind, block_size))
-            slots = max(slots, sum(1 for m in members[g::n_groups] if owner[m] in local))
-    padding = group * len(group_kinds) - len(kinds)
+    owner, local = _kind_owners(arch, hybrid, paged_state), set(layers)
+    on_worker = [owner[i] in local for i in range(len(kinds))]
+    group_kinds, group_blocks, slots, padding = _groups(
+        kinds, group_ratio, on_worker, spec_blocks, block_size
+    )
     return KvLayout(
         page,
         slots,
@@ -233,6 +219,36 @@ def kv_layout(
         state_block,
         tuple(group_blocks) if spec_blocks else (),
     )
+
+
+def _groups(
+    kinds: list[Kind],
+    group_ratio: float,
+    local: list[bool],
+    spec_blocks: dict[Kind, int],
+    block_size: int,
+) -> tuple[list[tuple[str, int | None]], list[int], int, int]:
+    """get_kv_cache_groups' grouping: layers bucketed by spec, group_size the smallest bucket
+    (the largest when max < group_ratio × min), each bucket cut into ceil(n / group_size) groups
+    taking bucket[i::groups]. Returns (each group's kind, its block size, the most of a group's
+    layers on this worker, the padding slots)."""
+    buckets: dict[Kind, list[int]] = {}
+    for i, kind in enumerate(kinds):
+        buckets.setdefault(kind, []).append(i)
+    counts = sorted(len(v) for v in buckets.values())
+    group = counts[0] if counts[-1] >= group_ratio * counts[0] else counts[-1]
+    if len(buckets) == 1:
+        group = counts[0]
+    group_kinds: list[tuple[str, int | None]] = []
+    group_blocks: list[int] = []
+    slots = 0
+    for kind, members in sorted(buckets.items(), key=lambda kv: kv[0][0]):
+        n_groups = math.ceil(len(members) / group)
+        for g in range(n_groups):
+            group_kinds.append(kind[:2])
+            group_blocks.append(spec_blocks.get(kind, block_size))
+            slots = max(slots, sum(1 for m in members[g::n_groups] if local[m]))
+    return group_kinds, group_blocks, slots, group * len(group_kinds) - len(kinds)
 
 
 def _kind_owners(arch: Architecture, hybrid: bool, paged_state: bool) -> list[int]:
