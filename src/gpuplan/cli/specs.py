@@ -313,7 +313,8 @@ PLAN_MFU = Opt(
 CALIBRATION = Opt(
     ("--calibration",),
     "calibration",
-    help="A `gpuplan calibrate` file: its fitted speed figures replace the defaults.",
+    help="A file from `gpuplan calibrate RESULTS... --out FILE`: its fitted speed figures"
+    " replace the defaults.",
 )
 
 # `gpuplan plan`: every option, in --help's order (cli/plan.py builds its click command from it)
