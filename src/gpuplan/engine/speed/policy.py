@@ -25,7 +25,10 @@ decodes, the token budget of a step, the sequence cap, and which steps replay CU
                       TensorRT-LLM docs/source/blogs/XQA-kernel.md); static batches.
                       From 0.7: in-flight batching, context chunks and generation in one step, max_num_tokens
                       8192 (trtllm-serve default); the C++ runtime launches without Python, counted
-                      as graphed.
+                      as graphed. From 0.21 trtllm-serve runs the PyTorch flow (the only one
+                      serving DeepSeek-V3/R1; `--backend pytorch`, the default from 1.0): CUDA
+                      graphs replay generation-only steps (cuda_graph_config), steps carrying
+                      context chunks run eager.
     static            a batch prefilled in one step, then decoded together (gptSessionBenchmark,
                       `vllm bench latency`)."""
 
@@ -84,7 +87,8 @@ def engine_policy(
         p = Policy("turbomind", False, 1 << 30, 256, 1 << 30, True, gqa_decode=False)
     elif name.startswith(("trt", "tensorrt", "nim")):
         old = bool(version) and _version(version) < (0, 7)
-        p = Policy("trtllm", True, 8192, 2048, 1 << 30, True, gqa_decode=not old)
+        torch_flow = bool(version) and _version(version) >= (0, 21) and name.startswith("t")
+        p = Policy("trtllm", True, 8192, 2048, 1 << 30, not torch_flow, gqa_decode=not old)
     elif name.startswith("vllm") and version and _version(version) < (0, 8):
         p = Policy("vllm-v0", False, 1 << 30, 256, 256, False)
     else:
