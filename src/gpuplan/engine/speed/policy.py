@@ -14,12 +14,21 @@ decodes, the token budget of a step, the sequence cap, and which steps replay CU
                       of ≥ 75 GiB, 4096 below; sglang/srt/server_args.py sizes it by GPU memory)
                       run on their own, ahead of decode (no mixed chunks by default); decode
                       graphs up to cuda_graph_max_bs (256 taken).
-    TensorRT-LLM      (and LMDeploy's TurboMind, also a C++ in-flight batcher) before 0.7 its masked multi-head attention decode kernel read the KV cache
+    LMDeploy          TurboMind (a C++ batcher): each iteration first decodes the contexts of
+                      every newly admitted request (LlamaBatch::contextDecode, in sub-batches of
+                      max_context_token_num), then runs the generation step that emits their
+                      first tokens with everyone else's next token: prefill-first, whole
+                      prompts, no token budget (src/turbomind/models/llama/LlamaBatch.cc of
+                      v0.1); its decode kernel, as TensorRT-LLM's before 0.7, reads KV per head.
+    TensorRT-LLM      before 0.7 its masked multi-head attention decode kernel read the KV cache
                       once per query head (the GQA-sharing XQA kernel came in release 0.7,
                       TensorRT-LLM docs/source/blogs/XQA-kernel.md); static batches.
                       From 0.7: in-flight batching, context chunks and generation in one step, max_num_tokens
                       8192 (trtllm-serve default); the C++ runtime launches without Python, counted
-                      as graphed.
+                      as graphed. From 0.21 trtllm-serve runs the PyTorch flow (the only one
+                      serving DeepSeek-V3/R1; `--backend pytorch`, the default from 1.0): CUDA
+                      graphs replay generation-only steps (cuda_graph_config), steps carrying
+                      context chunks run eager.
     static            a batch prefilled in one step, then decoded together (gptSessionBenchmark,
                       `vllm bench latency`)."""
 
@@ -29,6 +38,11 @@ from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.gpu import GpuSpec
 
 GIB = 1 << 30
+# SGLang admits a prompt while prompt + new_token_ratio x max_new_tokens of every running and
+# waiting request fit the KV pool; the ratio starts at 0.7 and decays by 0.001 a step to its floor
+# of 0.1 (sglang/srt/managers/schedule_policy.py PrefillAdder, global_config's
+# default_init/min_new_token_ratio): a long loaded run sits at the floor.
+SGLANG_NEW_TOKEN_RATIO = 0.1
 
 
 @record
@@ -42,6 +56,8 @@ class Policy:
     graph_tokens: int  # steps of at most this many tokens replay CUDA graphs ...
     graph_prefill: bool  # ... even when they carry prefill tokens
     gqa_decode: bool = True  # the decode attention kernel reads each KV head once per group
+    kv_tokens: int = 0  # KV-cache tokens of the replica (0: admission not limited by memory)
+    reserve: float = 0.0  # share of a request's output tokens reserved when it is admitted
 
 
 def _version(text: str | None) -> tuple[int, ...]:
@@ -66,10 +82,13 @@ def engine_policy(
     big = gpu.memory_bytes >= 70 * GIB and not gpu.id.startswith("a100")
     if name.startswith("sglang"):
         budget = 8192 if gpu.memory_bytes >= 75 * GIB else 4096
-        p = Policy("sglang", False, budget, 4096, 256, False)
-    elif name.startswith(("trt", "tensorrt", "nim", "lmdeploy")):
+        p = Policy("sglang", False, budget, 4096, 256, False, reserve=SGLANG_NEW_TOKEN_RATIO)
+    elif name.startswith(("lmdeploy", "turbomind")):
+        p = Policy("turbomind", False, 1 << 30, 256, 1 << 30, True, gqa_decode=False)
+    elif name.startswith(("trt", "tensorrt", "nim")):
         old = bool(version) and _version(version) < (0, 7)
-        p = Policy("trtllm", True, 8192, 2048, 1 << 30, True, gqa_decode=not old)
+        torch_flow = bool(version) and _version(version) >= (0, 21) and name.startswith("t")
+        p = Policy("trtllm", True, 8192, 2048, 1 << 30, not torch_flow, gqa_decode=not old)
     elif name.startswith("vllm") and version and _version(version) < (0, 8):
         p = Policy("vllm-v0", False, 1 << 30, 256, 256, False)
     else:

@@ -186,6 +186,28 @@ def _prefill_chunks(
     return pre[keep], q[keep]
 
 
+def _kv_room(
+    policy: Policy,
+    run: np.ndarray,
+    head: np.ndarray,
+    plen: np.ndarray,
+    olen: np.ndarray,
+    gen: np.ndarray,
+) -> int:
+    """How many of the queue's `head` the KV cache admits, first come first served: a request
+    takes its prompt plus `reserve` of its remaining output; the running ones hold what they have
+    (prompt + tokens generated) plus the same reserve. The first request is always admitted when
+    nothing runs (an engine serves a request that fits alone). Running requests are not preempted
+    (vLLM's recompute preemption and SGLang's retraction are not modelled)."""
+    if policy.kv_tokens <= 0:
+        return len(head)
+    r = policy.reserve
+    held = float((plen[run] + gen[run] + r * (olen[run] - gen[run])).sum())
+    need = np.cumsum(plen[head] + r * olen[head])
+    room = int(np.searchsorted(need, policy.kv_tokens - held, side="right"))
+    return max(room, 1 if not len(run) else 0)
+
+
 def simulate(shape: RankShape, knobs: SpeedKnobs, policy: Policy, load: Load) -> SimResult:
     """Run the benchmark of `load` against the engine (module docstring)."""
     eng = _Engine(shape, knobs, policy)
@@ -214,6 +236,7 @@ def simulate(shape: RankShape, knobs: SpeedKnobs, policy: Policy, load: Load) ->
             nxt = upto
         room = policy.max_seqs - len(run)
         if room > 0 and len(queue):
+            room = _kv_room(policy, run, queue[:room], plen, olen, gen)
             run, queue = np.concatenate((run, queue[:room])), queue[room:]
         if not len(run):
             t = float(arrive[nxt])

@@ -62,6 +62,18 @@ def kv_capacity(setup: SpeedSetup) -> int:
     return max(1, bill.max_concurrent_sequences)
 
 
+def kv_tokens(setup: SpeedSetup) -> int:
+    """Tokens the KV cache of one replica holds (the memory bill's `kv_capacity_tokens`): the
+    scheduler admits a request only while its tokens fit (schedule.py); 0 when the bill cannot
+    say (then admission is not limited by memory)."""
+    s, ld = setup.serving, setup.load
+    try:
+        bill = serving_bill(replace(s, context=ld.prompt + ld.output, users=1))
+    except GpuplanError:
+        return 0
+    return max(0, int(bill.kv_capacity_tokens))
+
+
 def serving_speed(setup: SpeedSetup) -> SpeedResult:
     """TTFT, TPOT, ITL and throughput of `setup` as `vllm bench serve` would print them."""
     ld = setup.load
@@ -84,5 +96,6 @@ def serving_speed(setup: SpeedSetup) -> SpeedResult:
         setup.cuda_graphs,
         setup.max_num_batched_tokens,
     )
+    policy = replace(policy, kv_tokens=kv_tokens(setup))
     sim = simulate(shape, setup.knobs, policy, ld)
     return SpeedResult(setup, sim, policy, source_titles(shape.kernels.sources))

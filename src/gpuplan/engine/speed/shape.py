@@ -53,6 +53,7 @@ class RankShape:
     launches: float  # kernels one step launches on this stage (kernels_per_layer summed)
     dense_flops: float  # peak × efficiency of the dense GEMM path
     expert_flops: float  # of the grouped GEMM path
+    expert_input_bytes: int  # bytes per value of the grouped GEMM's input (1 on fp8/fp4 paths)
     attn_flops: float  # 16-bit peak (FlashAttention runs 16-bit)
     bandwidth: float  # HBM bytes/s
     link: float  # interconnect bytes/s one direction (0: none in the catalog)
@@ -192,6 +193,7 @@ def rank_shape(
         launches=stage_kernels(arch, [arch.layers[i] for i in layers]),
         dense_flops=path_flops(dense_path, k, gpu),
         expert_flops=path_flops(exp_path, k, gpu) * k.grouped_gemm / k.gemm_bf16,
+        expert_input_bytes=1 if exp_path in ("fp8", "fp4") else 2,
         attn_flops=(_half_peak(gpu) or 0.0) * 1e12 * k.attn_prefill,
         bandwidth=gpu.memory_bandwidth_bytes_per_s,
         link=gpu.interconnect_bytes_per_s_per_dir or 0.0,

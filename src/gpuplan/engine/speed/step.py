@@ -9,7 +9,8 @@ A step carries `decode` sequences (one token each, at their contexts) and prefil
                   of each sequence: the decode tokens and the prompts this step completes)
     routed        touched experts T = E·(1 − (1 − k/E)^M) (uniform routing); bytes T/E of the
     experts       experts' weights; FLOPs 2·N_expert·T·⌈M·k/T⌉_tile (tokens per expert padded to
-                  the grouped GEMM's block, DeepGEMM / Triton fused_moe)
+                  the grouped GEMM's block, DeepGEMM / Triton fused_moe); plus the M·k routed
+                  rows' activation traffic (gather, intermediate, output and weighted sum)
     attention     prefill: 4·H·(d_qk + d_v)/2 per query token and key (PaLM App. B), causal
                   chunks of q tokens after c cached keys see c + q/2 keys, at the FlashAttention
                   efficiency of length q (FA2/FA3 tables); decode: KV bytes of every context
@@ -69,6 +70,20 @@ def touched_experts(num_experts: int, k: int, tokens: float) -> float:
     return num_experts * (1.0 - (1.0 - k / num_experts) ** tokens)
 
 
+def moe_activation_bytes(s: RankShape, m: float) -> float:
+    """HBM bytes the routed-expert path moves per step besides weights: each of the M·k (token,
+    expert) rows is gathered as the grouped GEMM's input (h values at the GEMM's input width),
+    its intermediate written and read back through the activation (3·I values, I = this rank's
+    share of the expert's intermediate size), and its h-wide output written by the down GEMM and
+    read again by the weighted sum (2·h 16-bit values) — vLLM fused_moe / SGLang: moe_align,
+    fused_moe_kernel for w13 and w2, silu_and_mul, moe_sum."""
+    if not s.moe_layers or m <= 0:
+        return 0.0
+    inter = s.expert_params / (3 * s.hidden)
+    per_row = s.hidden * (s.expert_input_bytes + 2 * ACT_BYTES) + 3 * inter * ACT_BYTES
+    return m * s.top_k * per_row * s.moe_layers
+
+
 def _experts(s: RankShape, m: float, bw: float) -> tuple[float, float]:
     if not s.moe_layers or m <= 0:
         return 0.0, 0.0
@@ -76,7 +91,8 @@ def _experts(s: RankShape, m: float, bw: float) -> tuple[float, float]:
     per_expert = m * s.top_k / touched
     rows = touched * _tile(per_expert, s.kernels.grouped_tile_m)
     flops = 2 * s.expert_params * rows * s.moe_layers
-    return _roof(flops, s.expert_flops, s.experts_bytes * touched / s.num_experts, bw)
+    tc, tm = _roof(flops, s.expert_flops, s.experts_bytes * touched / s.num_experts, bw)
+    return tc, tm + moe_activation_bytes(s, m) / bw
 
 
 def _attention(
