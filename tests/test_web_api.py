@@ -316,9 +316,11 @@ def test_the_heavy_sweep_is_refused_at_once(client: TestClient) -> None:
     assert (
         "too much work" in detail and f"> {WORK_BUDGET:,}" in detail and "sweep at most" in detail
     )
-    # narrowed as the message says, it is answered
+    # narrowed as the message says, it is answered (seconds of CPU: a deadline a loaded machine
+    # cannot miss, so the answer, not the machine's load, is what is tested)
     fewer = {**HEAVY_SWEEP, "values": HEAVY_SWEEP["values"][:1]}
-    assert client.post("/api/sweep", json=fewer).status_code == 200
+    with TestClient(create_app(workers=1, deadline_s=300), raise_server_exceptions=False) as c:
+        assert c.post("/api/sweep", json=fewer).status_code == 200
 
 
 def test_huge_layer_counts_are_refused_before_any_work(client: TestClient) -> None:
@@ -409,7 +411,7 @@ class _Server:
 
     def __enter__(self) -> _Server:
         self.thread.start()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 180  # a hang guard, not a timing bar
         while not self.server.started:
             assert time.monotonic() < deadline, "uvicorn did not start"
             time.sleep(0.05)
@@ -435,7 +437,7 @@ def test_a_disconnected_request_stops_consuming_cpu() -> None:
     with _Server(workers=1) as srv:
         pool = srv.app.state.engine.pool  # type: ignore[attr-defined]
         sock = srv.send("/api/sweep", SLOW_SWEEP)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 120  # a hang guard, not a timing bar
         while not pool.busy_pids():
             assert time.monotonic() < deadline, "the request never reached a worker"
             time.sleep(0.02)
@@ -503,7 +505,7 @@ def test_ctrl_c_stops_gpuplan_web_quickly(tmp_path: Path) -> None:
         env=env,
     )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 180  # a hang guard, not a timing bar
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()

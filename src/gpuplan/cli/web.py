@@ -9,8 +9,15 @@ import click
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
-def web_command(host: str, port: int, open_browser: bool) -> None:
+@click.option(
+    "--hub",
+    is_flag=True,
+    help="Let a model be a Hugging Face repo id: read from this machine's Hugging Face cache,"
+    " else the Hub (config and headers only). Off: the server reads no file for a request.",
+)
+def web_command(host: str, port: int, open_browser: bool, hub: bool) -> None:
     """Start the local web app: live simulation, guided lesson, playground and plots."""
+    import os
     import threading
     import webbrowser
 
@@ -26,6 +33,10 @@ def web_command(host: str, port: int, open_browser: bool) -> None:
     click.echo(f"gpuplan web: {url} (Ctrl+C to stop)")
     if open_browser:
         threading.Timer(1.0, lambda: webbrowser.open(url)).start()
+    if hub:  # read by the worker processes (web/compute.py hub_allowed), which inherit it
+        from gpuplan.web.compute import HUB_ENV
+
+        os.environ[HUB_ENV] = "1"
     # bound to loopback, it answers only to loopback names (no DNS rebinding)
     app = create_app(hosts=LOOPBACK_HOSTS if loopback else None)
     config = uvicorn.Config(

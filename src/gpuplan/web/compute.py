@@ -11,6 +11,7 @@ travels in the body as an object.
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -34,27 +35,53 @@ class ConfigError(GpuplanError):
     """A pasted config.json that cannot be read as a model configuration."""
 
 
+HUB_ENV = "GPUPLAN_WEB_HUB"  # "1" (`gpuplan web --hub`): a model may be a Hugging Face repo id
+
+
+def hub_allowed() -> bool:
+    """Whether this server resolves Hugging Face repo ids (the local cache, then the Hub): off
+    unless `gpuplan web --hub` turned it on, so by default no web request reads a file."""
+    return os.environ.get(HUB_ENV) == "1"
+
+
 def catalog_model(name: str) -> str:
-    """The catalog id for `name`, or a GpuplanError. Never touches the filesystem."""
+    """The catalog id for `name`; with `--hub`, a well-formed repo id (org/name: no path, no
+    `..`) as given; else a GpuplanError. Never touches the filesystem."""
     from gpuplan.catalog.lookup import did_you_mean, normalise
     from gpuplan.catalog.models import _table
+    from gpuplan.catalog.sources.hf_cache import looks_like_repo_id
 
     names = _table()[1]
     key = names.get(normalise(name))
+    if key is None and hub_allowed() and looks_like_repo_id(name):
+        return name
     if key is None:
-        raise did_you_mean("model", name, names)
+        hint = "" if hub_allowed() else " (Hugging Face ids: start the server with --hub)"
+        raise GpuplanError(str(did_you_mean("model", name, names)) + hint)
     return key
 
 
-def _model_arg(req: _Request) -> Any:
-    if req.model is not None and not req.overrides:
-        return catalog_model(req.model)
-    if req.model is not None:
-        from gpuplan.catalog.models import _catalog_config
+def _hub_config(repo_id: str) -> dict[str, Any]:
+    """A repo's config.json from the Hugging Face cache, else the Hub (config and headers only;
+    HF_HUB_OFFLINE keeps it to the cache). Only a repo id reaches here, never a path."""
+    from gpuplan.catalog.sources import from_cache, from_hub
 
+    src = from_cache(repo_id, None)
+    if src is None and os.environ.get("HF_HUB_OFFLINE"):
+        raise GpuplanError(f"{repo_id}: not in the Hugging Face cache (HF_HUB_OFFLINE is set)")
+    return dict((src or from_hub(repo_id, None)).config)
+
+
+def _model_arg(req: _Request) -> Any:
+    from gpuplan.catalog.models import _catalog_config, _table
+
+    if req.model is not None:
         key = catalog_model(req.model)
-        config = dict(_catalog_config(key))
-        name = f"{key} (modified)"
+        in_catalog = key in _table()[0]
+        if in_catalog and not req.overrides:
+            return key
+        config = dict(_catalog_config(key)) if in_catalog else _hub_config(key)
+        name = f"{key} (modified)" if req.overrides else key
     else:
         config, name = dict(req.config or {}), None
     config.update({str(k): v for k, v in (req.overrides or {}).items()})
