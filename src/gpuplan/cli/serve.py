@@ -121,6 +121,12 @@ def serve_command(
     units: str,
     as_json: bool,
     explain: bool,
+    speed: bool,
+    prompt: int | None,
+    output: int | None,
+    request_rate: float | None,
+    eager: bool,
+    calibration: str | None,
 ) -> None:
     """Will MODEL fit for serving, and on how many GPUs?
 
@@ -143,6 +149,11 @@ def serve_command(
         "tensor_split": tensor_split,
     }
     if launch_line is not None or (engine is not None and engine.lower() != "generic"):
+        if speed:
+            raise click.UsageError(
+                "--speed goes without --engine/--from: it times serve's own layout under"
+                " vLLM V1's default scheduler"
+            )
         if launch_line is not None:
             plan, fixes = _launch_plan(launch_line, model, engine, gpu, gpu_memory, engine_version)
         else:
@@ -172,12 +183,19 @@ def serve_command(
         "gpu_memory": gpu_memory,
         "workspace": workspace,
         "cuda_context": cuda_context,
+        "speed": speed,
+        "prompt": prompt,
+        "output": output,
+        "request_rate": request_rate,
+        "eager": eager,
+        "calibration": calibration,
     }
     try:
         ask = specs.serve_ask(model, values)
+        speed_ask = specs.speed_ask(values)
     except specs.BadValue as err:
         raise click.BadParameter(str(err), param_hint=err.hint) from None
-    _show(specs.serve_data(ask, units), as_json, render_serving, units, explain)
+    _show(specs.serve_data(ask, units, speed_ask), as_json, render_serving, units, explain)
 
 
 def _show(data: dict, as_json: bool, render: Any, units: str, explain: bool) -> None:
