@@ -75,6 +75,7 @@ ANSWERED = [
         "64",
     ],
     ["serve", "llama-3.1-8b", "--speed", "--request-rate", "2", "--eager", "--output", "32"],
+    ["plan", "mixtral-8x7b", "--json", "--tp", "2", "--ep", "--top", "2"],
 ]
 DECLINED = [
     ["serve", "llama-3.1-8b", "--json", "--engine", "vllm"],

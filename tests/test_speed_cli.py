@@ -190,3 +190,38 @@ def test_serve_json_without_speed_loads_no_speed_module():
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+# -- plan --tp/--pp/--ep: the goal search considers the pinned layout only ---------------------
+
+
+def test_plan_pins_the_replica_layout():
+    code, out, _ = _cli("plan", "llama-3.1-70b", "--users", "16", "--tp", "4", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["pinned"] == {"tp": 4} and data["options"]
+    assert all(o["tp"] == 4 for o in data["options"])
+    code, out, _ = _cli("plan", "mixtral-8x7b", "--tp", "2", "--pp", "2", "--ep", "--json")
+    rows = json.loads(out)["options"]
+    assert code == 0 and rows
+    assert all((o["tp"], o["pp"], o["expert_parallel"]) == (2, 2, True) for o in rows)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("llama-3.1-70b", "--tp", "3"), "does not divide 64 attention heads"),
+        (("llama-3.1-70b", "--ep"), "no experts"),
+        (("mixtral-8x7b", "--ep", "--tp", "1"), "must be ≥ 2"),
+        (("llama-3.1-70b", "--pp", "3"), "pp=3"),
+        (("llama-3.1-8b", "--tp", "16", "--gpu", "h100"), "GPUs of a"),
+        (("llama-3.1-8b", "--tp", "4", "--max-gpus", "2"), "--max-gpus 2"),
+        (("llama-3.1-405b", "--tp", "1", "--pp", "1", "--gpu", "h100"), "does not fit"),
+        (("llama-3.1-8b", "--tp", "2", "--train"), "not with --train"),
+        (("llama-3.1-8b", "--tp", "0"), "tp"),
+    ],
+)
+def test_plan_refuses_a_pin_no_layout_takes(args, words):
+    code, out, err = _cli("plan", *args)
+    assert code == 2 and not out and err.count("\n") == 1, err
+    assert words in err

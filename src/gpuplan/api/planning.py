@@ -155,6 +155,9 @@ def plan(
     prices: Any = None,
     max_gpus: int = DEFAULT_MAX_GPUS,
     calibration: str | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    ep: bool | None = None,
 ) -> list[PlanOption]:
     """Rank the ways to serve `model` to `users` concurrent sequences of `context` tokens: for
     each GPU type and weight format, the best replica layout (tp, pp, expert parallelism) and
@@ -166,12 +169,15 @@ def plan(
     quantised. prompt/output tokens (for the speed model) default to 3/4 and 1/4 of `context`.
     prices: {gpu: $/GPU-hour} or ["H100=2.5"] over the catalog's table (catalog/data/prices.toml).
     calibration: a file of `gpuplan calibrate` whose fitted speed figures replace the defaults.
+    tp/pp/ep: pin each replica's layout (None: search it); a pin no layout can take is refused.
     """
     from gpuplan.api.common import _positive, real_number
     from gpuplan.catalog.prices import gpu_price, parse_prices
     from gpuplan.planner.goals import ServingGoal, plan_to_goal
 
     max_gpus = DEFAULT_MAX_GPUS if max_gpus is None else max_gpus
+    for name, value in (("tp", tp), ("pp", pp)):
+        _positive(name, value)
     for name, value in (("context", context), ("users", users), ("max_gpus", max_gpus)):
         if value is None:
             raise GpuplanError(f"{name} must be a whole number ≥ 1, got None")
@@ -198,12 +204,17 @@ def plan(
         objective=objective,
         prices={k: v for k, v in table.items() if v is not None},
         max_gpus=int(max_gpus),
+        tp=tp,
+        pp=pp,
+        ep=ep,
     )
     if calibration:
         from gpuplan.api.calibration import load_calibration
 
         goal = replace(goal, knobs=load_calibration(calibration))
-    found, _ = plan_to_goal(setups, goal)
+    found, rejected = plan_to_goal(setups, goal)
+    if not found and (tp or pp or ep is not None):
+        _refuse_pin(rejected)
     from gpuplan.api.common import _model
 
     _, model_id, hf_id = _model(model)
@@ -214,6 +225,17 @@ def plan(
         PlanOption(i + 1, ServingPlan(c.bill, model_id, hf_id), c)
         for i, c in enumerate(best.values())
     ]
+
+
+def _refuse_pin(rejected: list[tuple[str, str]]) -> None:
+    """A pinned layout that serves the ask on no GPU type or format: one line, the first reason."""
+    if not rejected:
+        raise GpuplanError(
+            "the pinned layout cannot serve the ask: it misses the --tpot/--ttft target"
+        )
+    what, why = rejected[0]
+    more = f" (and {len(rejected) - 1} more)" if len(rejected) > 1 else ""
+    raise GpuplanError(f"the pinned layout cannot serve the ask: {what}: {why}{more}")
 
 
 PLAN_TRAIN_SCHEMA_VERSION = "gpuplan.plan-train/1"

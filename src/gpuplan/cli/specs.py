@@ -360,6 +360,26 @@ PLAN_MFU = Opt(
     help="--train: pin the MFU. [default: from operators, engine/train_speed.py]",
 )
 
+PLAN_TP = Opt(
+    ("--tp", "--tensor-parallel-size"),
+    "tp",
+    int,
+    help="Pin each replica's tensor-parallel degree. [default: searched]",
+)
+PLAN_PP = Opt(
+    ("--pp", "--pipeline-parallel-size"),
+    "pp",
+    int,
+    help="Pin each replica's pipeline-parallel degree. [default: searched]",
+)
+PLAN_EP = Opt(
+    ("--ep",),
+    "ep",
+    bool,
+    off=("--no-ep",),
+    help="Pin expert parallelism on (--ep) or off (--no-ep) for MoE. [default: searched]",
+)
+
 # `gpuplan plan`: every option, in --help's order (cli/plan.py builds its click command from it)
 PLAN_OPTIONS = (
     PLAN_GPU,
@@ -371,6 +391,9 @@ PLAN_OPTIONS = (
     TTFT,
     PLAN_PROMPT,
     PLAN_OUTPUT,
+    PLAN_TP,
+    PLAN_PP,
+    PLAN_EP,
     OBJECTIVE,
     PRICE,
     MAX_GPUS,
