@@ -225,3 +225,46 @@ def test_plan_refuses_a_pin_no_layout_takes(args, words):
     code, out, err = _cli("plan", *args)
     assert code == 2 and not out and err.count("\n") == 1, err
     assert words in err
+
+
+# -- MCP: the serve tool's speed, the plan tool's pins ---------------------------------------
+
+
+def _mcp(tool: str, args: dict) -> tuple[bool, object]:
+    mcp = pytest.importorskip("mcp")
+    import asyncio
+
+    from gpuplan.cli.mcp import build_server
+
+    async def call():
+        async with mcp.Client(build_server()) as client:
+            return await client.call_tool(tool, args)
+
+    result = asyncio.run(call())
+    if result.is_error:
+        return True, result.content[0].text
+    data = result.structured_content
+    if data is None:
+        data = json.loads(result.content[0].text)
+    return False, data.get("result", data)
+
+
+def test_mcp_serve_tool_returns_the_speed_dict():
+    args = {"model": "llama-3.1-70b", "tp": 4, "users": 64, "prompt": 2000, "output": 200}
+    failed, data = _mcp("serve", {**args, "speed": True})
+    assert not failed, data
+    assert data["speed"] == serve_speed(
+        "llama-3.1-70b", "h100", **{k: args[k] for k in args if k != "model"}
+    )
+    failed, data = _mcp("serve", {"model": "llama-3.1-8b"})
+    assert not failed and "speed" not in data and data["context"] == 4096
+
+
+def test_mcp_refuses_speed_on_a_gpu_missing_a_figure_in_one_line():
+    failed, text = _mcp("serve", {"model": "llama-3.1-8b", "gpu": "h20", "tp": 2, "speed": True})
+    assert failed and "\n" not in text and "interconnect" in text
+
+
+def test_mcp_plan_tool_takes_the_pins():
+    failed, data = _mcp("plan", {"model": "llama-3.1-70b", "users": 8, "tp": 8, "top": 3})
+    assert not failed and data["options"] and all(o["tp"] == 8 for o in data["options"])

@@ -28,10 +28,15 @@ FITTED_SOURCE = (
 )
 
 
+MAX_USERS = 8192  # the simulation runs 4 × users requests: a bound on the work of one answer
+
+
 def speed_load(
     users: int, prompt: int, output: int, request_rate: float | None, num_prompts: int = 0
 ) -> Load:
     """The benchmark's load: fixed concurrency `users`, or Poisson arrivals at `request_rate`."""
+    if users > MAX_USERS:
+        raise GpuplanError(f"speed: at most {MAX_USERS:,} users in flight, got {users:,}")
     if request_rate is not None:
         if not request_rate > 0:
             raise GpuplanError(f"request rate must be above 0 requests/s, got {request_rate}")
