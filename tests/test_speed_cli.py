@@ -268,3 +268,55 @@ def test_mcp_refuses_speed_on_a_gpu_missing_a_figure_in_one_line():
 def test_mcp_plan_tool_takes_the_pins():
     failed, data = _mcp("plan", {"model": "llama-3.1-70b", "users": 8, "tp": 8, "top": 3})
     assert not failed and data["options"] and all(o["tp"] == 8 for o in data["options"])
+
+
+# -- web: the serve request's speed, within the work budget --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def web():
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from gpuplan.web.app import create_app
+
+    with TestClient(create_app(), raise_server_exceptions=False) as c:
+        yield c
+
+
+def test_web_serve_request_asks_for_speed(web):
+    body = {"model": "llama-3.1-70b", "tp": 4, "users": 64, "context": 2200, "fixes": False}
+    r = web.post("/api/serve", json={**body, "speed": {"prompt": 2000, "output": 200}})
+    assert r.status_code == 200, r.text
+    want = serve_speed("llama-3.1-70b", "h100", tp=4, users=64, prompt=2000, output=200)
+    assert r.json()["speed"] == want
+    # defaults: 3/4 of the context as prompt, the rest as output
+    r = web.post("/api/serve", json={**body, "speed": {}})
+    assert r.json()["speed"]["load"]["prompt_tokens"] == 1650
+    assert r.json()["speed"]["load"]["output_tokens"] == 550
+    assert "speed" not in web.post("/api/serve", json=body).json()
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "words"),
+    [
+        ({"gpu": "h20", "tp": 2, "speed": {}}, 400, "interconnect"),
+        ({"gpu": "t4", "speed": {}}, 400, "kernel figures"),
+        ({"speed": {"request_rate": 0}}, 422, "request_rate"),
+        ({"speed": {"prompt": 10, "nope": 1}}, 422, "nope"),
+    ],
+)
+def test_web_speed_refusals_are_4xx(web, body, status, words):
+    r = web.post("/api/serve", json={"model": "llama-3.1-8b", **body})
+    assert r.status_code == status and words in r.json()["detail"], r.text
+
+
+def test_speed_costs_a_search_in_the_work_budget():
+    from gpuplan.web.limits import POINT_COST, work_units
+    from gpuplan.web.schema import ServeRequest
+
+    plain = ServeRequest.model_validate({"model": "llama-3.1-8b", "gpus": 1, "fixes": False})
+    timed = ServeRequest.model_validate({**plain.model_dump(), "speed": {}})
+    assert (
+        work_units("serve", timed)[0] - work_units("serve", plain)[0] == POINT_COST["serve", True]
+    )
