@@ -176,8 +176,6 @@ def plan(
     from gpuplan.planner.goals import ServingGoal, plan_to_goal
 
     max_gpus = DEFAULT_MAX_GPUS if max_gpus is None else max_gpus
-    for name, value in (("tp", tp), ("pp", pp)):
-        _positive(name, value)
     for name, value in (("context", context), ("users", users), ("max_gpus", max_gpus)):
         if value is None:
             raise GpuplanError(f"{name} must be a whole number ≥ 1, got None")
@@ -204,17 +202,14 @@ def plan(
         objective=objective,
         prices={k: v for k, v in table.items() if v is not None},
         max_gpus=int(max_gpus),
-        tp=tp,
-        pp=pp,
-        ep=ep,
     )
+    goal = _pinned(goal, tp, pp, ep)
     if calibration:
         from gpuplan.api.calibration import load_calibration
 
         goal = replace(goal, knobs=load_calibration(calibration))
     found, rejected = plan_to_goal(setups, goal)
-    if not found and (tp or pp or ep is not None):
-        _refuse_pin(rejected)
+    _refuse_pin(goal, found, rejected)
     from gpuplan.api.common import _model
 
     _, model_id, hf_id = _model(model)
@@ -227,8 +222,19 @@ def plan(
     ]
 
 
-def _refuse_pin(rejected: list[tuple[str, str]]) -> None:
+def _pinned(goal: Any, tp: int | None, pp: int | None, ep: bool | None) -> Any:
+    """The goal with its replica layout pinned (plan --tp/--pp/--ep), the degrees checked."""
+    from gpuplan.api.common import _positive
+
+    for name, value in (("tp", tp), ("pp", pp)):
+        _positive(name, value)
+    return replace(goal, tp=tp, pp=pp, ep=ep)
+
+
+def _refuse_pin(goal: Any, found: list[Any], rejected: list[tuple[str, str]]) -> None:
     """A pinned layout that serves the ask on no GPU type or format: one line, the first reason."""
+    if found or (goal.tp is None and goal.pp is None and goal.ep is None):
+        return
     if not rejected:
         raise GpuplanError(
             "the pinned layout cannot serve the ask: it misses the --tpot/--ttft target"

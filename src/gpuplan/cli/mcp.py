@@ -141,7 +141,7 @@ def _add_bill_tools(server: Any) -> None:
 
         count = _positive_or_auto(gpus)
         ctx = context if context is not None else (prompt + output if speed else 4096)
-        ask = {"speed": speed, "prompt": prompt, "output": output}
+        ask: dict[str, Any] = {"speed": speed, "prompt": prompt, "output": output}
         ask.update(request_rate=request_rate, eager=eager)
 
         def answer() -> dict[str, Any]:

@@ -138,6 +138,7 @@ def serve_command(
     size it will log. vLLM's own option names (--tensor-parallel-size, --max-model-len,
     --kv-cache-dtype, --quantization, --gpu-memory-utilization) are accepted as written.
     """
+    own = dict(locals())  # the own-bill options' values, by destination (cli/specs.py)
     knobs = {
         "memory_fraction": memory_fraction,
         "max_seqs": max_num_seqs,
@@ -169,27 +170,7 @@ def serve_command(
             raise click.exceptions.Exit(EXIT_WILL_NOT_START)
         return
     model = _refuse_engine_settings(model, knobs, engine_version)
-    values = {
-        "revision": revision,
-        "gpu": gpu,
-        "gpus": gpus,
-        "tp": tp,
-        "pp": pp,
-        "dtype": dtype,
-        "kv_dtype": kv_dtype,
-        "context": context,
-        "users": users,
-        "headroom": headroom,
-        "gpu_memory": gpu_memory,
-        "workspace": workspace,
-        "cuda_context": cuda_context,
-        "speed": speed,
-        "prompt": prompt,
-        "output": output,
-        "request_rate": request_rate,
-        "eager": eager,
-        "calibration": calibration,
-    }
+    values = {opt.dest: own[opt.dest] for opt in specs.SERVE_OWN_BILL}
     try:
         ask = specs.serve_ask(model, values)
         speed_ask = specs.speed_ask(values)

@@ -149,8 +149,9 @@ EXPLAIN = Opt(
 )
 
 
-def read_rate(value: float | None) -> float | None:
-    """--request-rate: requests per second, above 0 (vllm bench serve's Poisson mode)."""
+def read_rate(value: Any) -> float | None:
+    """--request-rate: requests per second, above 0 (vllm bench serve's Poisson mode); click and
+    the fast path hand it the float their type check made."""
     if value is not None and not 0 < value < float("inf"):
         raise BadValue(f"--request-rate must be above 0 requests/s, got {value}", "--request-rate")
     return value
