@@ -320,3 +320,22 @@ def test_speed_costs_a_search_in_the_work_budget():
     assert (
         work_units("serve", timed)[0] - work_units("serve", plain)[0] == POINT_COST["serve", True]
     )
+
+
+def test_plan_speed_names_its_sources(tmp_path):
+    """Every speed figure carries its sources: the plan's options too (engine/perf.py)."""
+    from gpuplan.engine.speed.kernels import _table
+
+    code, out, _ = _cli("plan", "llama-3.1-8b", "--gpu", "h100", "--json", "--top", "1")
+    src = json.loads(out)["options"][0]["speed"]["sources"]
+    assert code == 0 and src["kernel_architecture"] == "hopper"
+    assert src["kernel_source_keys"] and set(src["kernel_source_keys"]) <= set(_table()["sources"])
+    assert src["fitted"] == "kernels.toml [fitted]"
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps({"schema": "gpuplan.calibration/1", "knobs": {"step_ms": 1.5}}))
+    code, out, _ = _cli(
+        "plan", "llama-3.1-8b", "--gpu", "h100", "--json", "--top", "1", "--calibration", str(path)
+    )
+    assert (
+        code == 0 and "calibration" in json.loads(out)["options"][0]["speed"]["sources"]["fitted"]
+    )
