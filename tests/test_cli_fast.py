@@ -61,6 +61,21 @@ ANSWERED = [
     ["plan", "llama-3.1-8b", "--train", "--top", "2", "--global-batch-tokens", "4M"],
     ["plan", "llama-3.1-8b", "--matrix", "--csv", "--dtype", "fp8"],
     ["precisions", "--json"],
+    # issue 19: the pinned layout's speed
+    [
+        "serve",
+        "llama-3.1-8b",
+        "--speed",
+        "--json",
+        "--users",
+        "8",
+        "--prompt",
+        "2k",
+        "--output",
+        "64",
+    ],
+    ["serve", "llama-3.1-8b", "--speed", "--request-rate", "2", "--eager", "--output", "32"],
+    ["plan", "mixtral-8x7b", "--json", "--tp", "2", "--ep", "--top", "2"],
 ]
 DECLINED = [
     ["serve", "llama-3.1-8b", "--json", "--engine", "vllm"],

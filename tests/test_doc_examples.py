@@ -189,7 +189,7 @@ def runnable(example: str, fillers: dict[str, str]) -> list[str] | None:
             w = fillers["config"]
         elif w == "MODEL":
             w = PLACEHOLDERS["MODEL"]
-        if re.fullmatch(r"[A-Z][A-Z_]+", w):
+        if re.fullmatch(r"[A-Z][A-Z_]+(\.\.\.|…)?", w):  # RESULT... : one or more
             return None  # a placeholder this test has no filler for
         filled.append(w)
     return filled
@@ -253,7 +253,7 @@ def test_every_help_text_example_runs(fillers):
             words = example.split()
             assert len(words) == 1 or words[1] in COMMANDS, f"{name} --help: {example}"
             args = words[1:] if len(words) > 1 and words[1] not in SKIPPED else None
-            if args and len(args) == 1:  # a catalog listing: `gpuplan gpus`
+            if args and len(args) == 1 and args[0] in NO_ARGUMENTS:  # a listing: `gpuplan gpus`
                 code, out, err = _run(args)
                 assert code == 0 and out, f"{name} --help: {example}: {err}"
                 ran += 1

@@ -888,6 +888,27 @@ def test_shared_url_restores_the_same_state(page: Any, browser: Any) -> None:
     other.close()
 
 
+def test_speed_box_shows_the_apis_speed(page: Any, shared_desktop: Shared) -> None:
+    """Opening "Speed" asks /api/serve for the layout's speed and shows its TTFT / TPOT / ITL
+    and where the time goes: the figures are the API's for the body the page sent."""
+    from gpuplan.web.compute import handle
+
+    open_page(page, "#/playground")
+    change(page, "fill", "#c-users", "8")
+    shared_desktop.posts.clear()
+    page.click("#speed-box summary")
+    page.wait_for_selector("#speed tbody tr")
+    body = next(b for path, b in shared_desktop.posts if path == "/api/serve" and "speed" in b)
+    status, data = handle("serve", body)
+    assert status == 200
+    cells = page.locator("#speed tbody tr").first.locator("td").all_inner_texts()
+    mean = f"{data['speed']['ttft_s']['mean'] * 1e3:,.1f}".removesuffix(".0")
+    assert cells[0] == "TTFT" and cells[1] == f"{mean} ms"
+    text = page.inner_text("#speed-out")
+    assert "Throughput" in text and "decode" in text and "Kernel figures" in text
+    page.click("#speed-box summary")  # closed again: the playground is as it was
+
+
 def test_plots_and_cheat_sheet(page: Any) -> None:
     """The sweeps drawn; no two of a plot's labels overlap (HBM, budget and the curves' names
     meet at the right edge)."""

@@ -23,6 +23,7 @@ _LAZY = {
     "plan_training": "gpuplan.api",
     "serve": "gpuplan.api",
     "serve_launch": "gpuplan.api",
+    "serve_speed": "gpuplan.api",
     "train": "gpuplan.api",
     "train_from": "gpuplan.api",
     "get_gpu": "gpuplan.catalog",
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
         plan_training,
         serve,
         serve_launch,
+        serve_speed,
         train,
         train_from,
     )
@@ -78,6 +80,7 @@ __all__ = [
     "plan_training",
     "serve",
     "serve_launch",
+    "serve_speed",
     "train",
     "train_from",
 ]

@@ -32,6 +32,7 @@ _LAZY = {
     "SCHEMA_VERSION": "gpuplan.api.serving",
     "ServingPlan": "gpuplan.api.serving",
     "serve": "gpuplan.api.serving",
+    "serve_speed": "gpuplan.api.serving_speed",
     "TRAIN_SCHEMA_VERSION": "gpuplan.api.training",
     "TrainingPlan": "gpuplan.api.training",
     "train": "gpuplan.api.training",
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
         plan_training,
     )
     from gpuplan.api.serving import SCHEMA_VERSION, ServingPlan, serve
+    from gpuplan.api.serving_speed import serve_speed
     from gpuplan.api.training import TRAIN_SCHEMA_VERSION, TrainingPlan, train, train_from
 
 
@@ -101,6 +103,7 @@ __all__ = [
     "resolve_weight_format",
     "serve",
     "serve_launch",
+    "serve_speed",
     "train",
     "train_from",
 ]

@@ -40,6 +40,7 @@ def serving_plan_data(
     engine: str | None = None,
     deploy: str | None = None,
     calibration: str | None = None,
+    pin: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`gpuplan.plan/1`: the `top` plans of `planning.plan` (gpus default: DEFAULT_PLAN_GPUS;
     max_gpus None: the planner's cap), each with its launch command when `engine` is named; when
@@ -64,6 +65,7 @@ def serving_plan_data(
         objective=objective,
         prices=list(prices),
         **extra,
+        **(pin or {}),
     )[: max(1, top)]
     rows = [o.to_dict(units, engine) for o in options]
     speed = rows[0]["speed"] if rows else {}
@@ -80,6 +82,8 @@ def serving_plan_data(
         "options": rows,
         "fixes": [],
     }
+    if pin:
+        data["pinned"] = dict(pin)
     if deploy and options:
         data["manifest"] = _serving_manifest(options[0], deploy, engine or "vllm")
     if not rows:

@@ -155,6 +155,9 @@ def plan(
     prices: Any = None,
     max_gpus: int = DEFAULT_MAX_GPUS,
     calibration: str | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    ep: bool | None = None,
 ) -> list[PlanOption]:
     """Rank the ways to serve `model` to `users` concurrent sequences of `context` tokens: for
     each GPU type and weight format, the best replica layout (tp, pp, expert parallelism) and
@@ -166,6 +169,7 @@ def plan(
     quantised. prompt/output tokens (for the speed model) default to 3/4 and 1/4 of `context`.
     prices: {gpu: $/GPU-hour} or ["H100=2.5"] over the catalog's table (catalog/data/prices.toml).
     calibration: a file of `gpuplan calibrate` whose fitted speed figures replace the defaults.
+    tp/pp/ep: pin each replica's layout (None: search it); a pin no layout can take is refused.
     """
     from gpuplan.api.common import _positive, real_number
     from gpuplan.catalog.prices import gpu_price, parse_prices
@@ -199,11 +203,13 @@ def plan(
         prices={k: v for k, v in table.items() if v is not None},
         max_gpus=int(max_gpus),
     )
+    goal = _pinned(goal, tp, pp, ep)
     if calibration:
         from gpuplan.api.calibration import load_calibration
 
         goal = replace(goal, knobs=load_calibration(calibration))
-    found, _ = plan_to_goal(setups, goal)
+    found, rejected = plan_to_goal(setups, goal)
+    _refuse_pin(goal, found, rejected)
     from gpuplan.api.common import _model
 
     _, model_id, hf_id = _model(model)
@@ -214,6 +220,28 @@ def plan(
         PlanOption(i + 1, ServingPlan(c.bill, model_id, hf_id), c)
         for i, c in enumerate(best.values())
     ]
+
+
+def _pinned(goal: Any, tp: int | None, pp: int | None, ep: bool | None) -> Any:
+    """The goal with its replica layout pinned (plan --tp/--pp/--ep), the degrees checked."""
+    from gpuplan.api.common import _positive
+
+    for name, value in (("tp", tp), ("pp", pp)):
+        _positive(name, value)
+    return replace(goal, tp=tp, pp=pp, ep=ep)
+
+
+def _refuse_pin(goal: Any, found: list[Any], rejected: list[tuple[str, str]]) -> None:
+    """A pinned layout that serves the ask on no GPU type or format: one line, the first reason."""
+    if found or (goal.tp is None and goal.pp is None and goal.ep is None):
+        return
+    if not rejected:
+        raise GpuplanError(
+            "the pinned layout cannot serve the ask: it misses the --tpot/--ttft target"
+        )
+    what, why = rejected[0]
+    more = f" (and {len(rejected) - 1} more)" if len(rejected) > 1 else ""
+    raise GpuplanError(f"the pinned layout cannot serve the ask: {what}: {why}{more}")
 
 
 PLAN_TRAIN_SCHEMA_VERSION = "gpuplan.plan-train/1"

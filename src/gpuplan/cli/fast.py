@@ -118,9 +118,10 @@ def _serve(args: list[str]) -> bool:
     model, values, _ = read
     try:
         ask = specs.serve_ask(model, values)
+        speed = specs.speed_ask(values)
     except specs.BadValue:
         return False
-    data = specs.serve_data(ask, values["units"])
+    data = specs.serve_data(ask, values["units"], speed)
     if values["as_json"]:
         print_json(data)
     else:

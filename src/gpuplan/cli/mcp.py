@@ -121,26 +121,35 @@ def _add_bill_tools(server: Any) -> None:
         model: str,
         gpu: str = "h100",
         gpus: int | None = None,
+        tp: int | None = None,
+        pp: int | None = None,
         dtype: str | None = None,
         kv_dtype: str | None = None,
-        context: int = 4096,
+        context: int | None = None,
         users: int = 1,
+        speed: bool = False,
+        prompt: int = 1024,
+        output: int = 256,
+        request_rate: float | None = None,
+        eager: bool = False,
     ) -> dict[str, Any]:
-        """Serving memory bill per GPU (gpuplan.serve/1): will MODEL fit, on how many GPUs."""
+        """Serving memory bill per GPU (gpuplan.serve/1): will MODEL fit, on how many GPUs; with
+        speed, the layout's TTFT/TPOT/ITL/throughput under `vllm bench serve` (users in flight,
+        or Poisson request_rate req/s; prompt/output tokens; context defaults to their sum),
+        where the time goes and the kernel sources, under `speed`."""
         from gpuplan.api.serving import serve as run
 
         count = _positive_or_auto(gpus)
-        return await _bounded_call(
-            lambda: run(
-                model,
-                gpu,
-                gpus=count,
-                dtype=dtype,
-                kv_dtype=kv_dtype,
-                context=context,
-                users=users,
-            ).to_dict()
-        )
+        ctx = context if context is not None else (prompt + output if speed else 4096)
+        ask: dict[str, Any] = {"speed": speed, "prompt": prompt, "output": output}
+        ask.update(request_rate=request_rate, eager=eager)
+
+        def answer() -> dict[str, Any]:
+            plan = run(model, gpu, gpus=count, tp=tp, pp=pp, dtype=dtype, kv_dtype=kv_dtype,
+                       context=ctx, users=users)  # fmt: skip
+            return with_speed(plan, users, ask)
+
+        return await _bounded_call(answer)
 
     @server.tool()
     async def train(
@@ -171,6 +180,17 @@ def _add_bill_tools(server: Any) -> None:
         )
 
 
+def with_speed(plan: Any, users: int, ask: dict[str, Any]) -> dict[str, Any]:
+    """The plan's JSON, with its layout's `speed` when `ask["speed"]` (api/serving_speed.py)."""
+    data: dict[str, Any] = plan.to_dict()
+    if ask.pop("speed"):
+        from gpuplan.api.serving_speed import layout_speed, refuse_unfit
+
+        refuse_unfit(plan.fits, plan.bill.setup)
+        data["speed"] = layout_speed(plan.bill.setup, users=users, **ask)
+    return data
+
+
 def _add_plan_tools(server: Any) -> None:
     """plan and plan_train: ranked plans to a goal (`gpuplan.plan/1`,
     `gpuplan.plan-train-goal/1`), shaped by api/plan_data.py as `gpuplan plan --json` prints them."""
@@ -186,9 +206,13 @@ def _add_plan_tools(server: Any) -> None:
         gpus: list[str] | None = None,
         prices: list[str] | None = None,
         top: int = 5,
+        tp: int | None = None,
+        pp: int | None = None,
+        ep: bool | None = None,
     ) -> dict[str, Any]:
         """Serving plans to a goal (gpuplan.plan/1): GPU type, format, layout, replicas, speed,
-        price; tpot/ttft like "33ms" / "2s"; objective gpus|cost|throughput|latency."""
+        price; tpot/ttft like "33ms" / "2s"; objective gpus|cost|throughput|latency; tp/pp/ep
+        pin each replica's layout."""
         from gpuplan.api.plan_data import serving_plan_data
 
         names, priced = _bounded("gpus", gpus), _bounded("prices", prices)
@@ -204,6 +228,7 @@ def _add_plan_tools(server: Any) -> None:
                 objective=objective,
                 prices=priced,
                 top=top,
+                pin={k: v for k, v in (("tp", tp), ("pp", pp), ("ep", ep)) if v is not None},
             )
         )
 

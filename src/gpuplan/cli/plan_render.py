@@ -131,7 +131,7 @@ def _plans_table(rows: list[dict[str, Any]], units: str) -> Any:
             f"{r['users_per_replica']:,} of {r['memory_limit_users']:,}",
             f"{s['ttft_s'] * 1e3:,.0f} ms",
             f"{s['tpot_s'] * 1e3:,.1f} ms",
-            f"{1 / s['tpot_s']:,.0f}",
+            f"{1 / s['tpot_s']:,.0f}" if s["tpot_s"] else "-",  # one output token: no TPOT
             f"{s['tokens_per_s_per_gpu']:,.0f}",
             "-" if r["usd_per_hour"] is None else f"{r['usd_per_hour']:,.2f}",
             "-" if r["usd_per_million_tokens"] is None else f"{r['usd_per_million_tokens']:,.3f}",

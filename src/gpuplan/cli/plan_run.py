@@ -46,6 +46,11 @@ def run_plan(model: str, values: dict[str, Any], given: set[str]) -> None:
         "prices": v["prices"],
         "max_gpus": v["max_gpus"],
     }
+    pin = {k: v[k] for k in ("tp", "pp", "ep") if v[k] is not None}
+    if pin and (v["train"] or v["matrix"]):
+        raise GpuplanError(
+            "--tp/--pp/--ep pin a serving plan's replica layout; not with --train or --matrix"
+        )
     if v["train"]:
         if v["calibration"]:
             raise GpuplanError("--calibration calibrates serving speed; --train does not use it")
@@ -83,6 +88,7 @@ def run_plan(model: str, values: dict[str, Any], given: set[str]) -> None:
         engine=v["engine"] or ("vllm" if deploy else None),
         deploy=deploy,
         calibration=v["calibration"],
+        pin=pin,
         **goal,
     )
     if v["as_json"]:

@@ -121,6 +121,12 @@ def serve_command(
     units: str,
     as_json: bool,
     explain: bool,
+    speed: bool,
+    prompt: int | None,
+    output: int | None,
+    request_rate: float | None,
+    eager: bool,
+    calibration: str | None,
 ) -> None:
     """Will MODEL fit for serving, and on how many GPUs?
 
@@ -132,6 +138,7 @@ def serve_command(
     size it will log. vLLM's own option names (--tensor-parallel-size, --max-model-len,
     --kv-cache-dtype, --quantization, --gpu-memory-utilization) are accepted as written.
     """
+    own = dict(locals())  # the own-bill options' values, by destination (cli/specs.py)
     knobs = {
         "memory_fraction": memory_fraction,
         "max_seqs": max_num_seqs,
@@ -143,6 +150,11 @@ def serve_command(
         "tensor_split": tensor_split,
     }
     if launch_line is not None or (engine is not None and engine.lower() != "generic"):
+        if speed:
+            raise click.UsageError(
+                "--speed goes without --engine/--from: it times serve's own layout under"
+                " vLLM V1's default scheduler"
+            )
         if launch_line is not None:
             plan, fixes = _launch_plan(launch_line, model, engine, gpu, gpu_memory, engine_version)
         else:
@@ -158,26 +170,13 @@ def serve_command(
             raise click.exceptions.Exit(EXIT_WILL_NOT_START)
         return
     model = _refuse_engine_settings(model, knobs, engine_version)
-    values = {
-        "revision": revision,
-        "gpu": gpu,
-        "gpus": gpus,
-        "tp": tp,
-        "pp": pp,
-        "dtype": dtype,
-        "kv_dtype": kv_dtype,
-        "context": context,
-        "users": users,
-        "headroom": headroom,
-        "gpu_memory": gpu_memory,
-        "workspace": workspace,
-        "cuda_context": cuda_context,
-    }
+    values = {opt.dest: own[opt.dest] for opt in specs.SERVE_OWN_BILL}
     try:
         ask = specs.serve_ask(model, values)
+        speed_ask = specs.speed_ask(values)
     except specs.BadValue as err:
         raise click.BadParameter(str(err), param_hint=err.hint) from None
-    _show(specs.serve_data(ask, units), as_json, render_serving, units, explain)
+    _show(specs.serve_data(ask, units, speed_ask), as_json, render_serving, units, explain)
 
 
 def _show(data: dict, as_json: bool, render: Any, units: str, explain: bool) -> None:

@@ -148,6 +148,52 @@ EXPLAIN = Opt(
     help="Show each line's arithmetic with the numbers substituted.",
 )
 
+
+def read_rate(value: Any) -> float | None:
+    """--request-rate: requests per second, above 0 (vllm bench serve's Poisson mode); click and
+    the fast path hand it the float their type check made."""
+    if value is not None and not 0 < value < float("inf"):
+        raise BadValue(f"--request-rate must be above 0 requests/s, got {value}", "--request-rate")
+    return value
+
+
+# `gpuplan serve --speed`: the pinned layout's speed under `vllm bench serve` (api/serving_speed.py)
+SPEED = Opt(
+    ("--speed",),
+    "speed",
+    bool,
+    help="Also time the layout as `vllm bench serve` would: TTFT, TPOT, ITL, throughput, where"
+    " the time goes and the sources (vLLM V1's default scheduler).",
+)
+SPEED_PROMPT = Opt(
+    ("--prompt",),
+    "prompt",
+    reader=lambda text: None if text is None else read_count(text, "--prompt"),
+    help="--speed: prompt tokens per request, e.g. 2000 or 2k. [default: 1024]",
+)
+SPEED_OUTPUT = Opt(
+    ("--output",),
+    "output",
+    reader=lambda text: None if text is None else read_count(text, "--output"),
+    help="--speed: output tokens per request. [default: 256]",
+)
+REQUEST_RATE = Opt(
+    ("--request-rate",),
+    "request_rate",
+    float,
+    reader=read_rate,
+    help="--speed: Poisson arrivals at this many requests/s (200 prompts) instead of --users"
+    " requests in flight.",
+)
+CALIBRATION = Opt(
+    ("--calibration",),
+    "calibration",
+    help="A file from `gpuplan calibrate RESULTS... --out FILE`: its fitted speed figures"
+    " replace the defaults.",
+)
+EAGER = Opt(("--eager",), "eager", bool, help="--speed: no CUDA graphs (vLLM --enforce-eager).")
+SPEED_DEFAULTS = {"prompt": 1024, "output": 256}
+
 SERVE_OWN_BILL = (
     REVISION,
     GPU,
@@ -165,6 +211,12 @@ SERVE_OWN_BILL = (
     UNITS,
     JSON,
     EXPLAIN,
+    SPEED,
+    SPEED_PROMPT,
+    SPEED_OUTPUT,
+    REQUEST_RATE,
+    EAGER,
+    CALIBRATION,
 )
 
 DEFAULT_CONTEXT = 4096  # tokens per sequence of the lesson's bill when --context is not given
@@ -310,11 +362,24 @@ PLAN_MFU = Opt(
     help="--train: pin the MFU. [default: from operators, engine/train_speed.py]",
 )
 
-CALIBRATION = Opt(
-    ("--calibration",),
-    "calibration",
-    help="A file from `gpuplan calibrate RESULTS... --out FILE`: its fitted speed figures"
-    " replace the defaults.",
+PLAN_TP = Opt(
+    ("--tp", "--tensor-parallel-size"),
+    "tp",
+    int,
+    help="Pin each replica's tensor-parallel degree. [default: searched]",
+)
+PLAN_PP = Opt(
+    ("--pp", "--pipeline-parallel-size"),
+    "pp",
+    int,
+    help="Pin each replica's pipeline-parallel degree. [default: searched]",
+)
+PLAN_EP = Opt(
+    ("--ep",),
+    "ep",
+    bool,
+    off=("--no-ep",),
+    help="Pin expert parallelism on (--ep) or off (--no-ep) for MoE. [default: searched]",
 )
 
 # `gpuplan plan`: every option, in --help's order (cli/plan.py builds its click command from it)
@@ -328,6 +393,9 @@ PLAN_OPTIONS = (
     TTFT,
     PLAN_PROMPT,
     PLAN_OUTPUT,
+    PLAN_TP,
+    PLAN_PP,
+    PLAN_EP,
     OBJECTIVE,
     PRICE,
     MAX_GPUS,
@@ -649,7 +717,7 @@ def serve_ask(model: str, values: dict[str, Any]) -> dict[str, Any]:
         "pp": values["pp"],
         "dtype": values["dtype"],
         "kv_dtype": values["kv_dtype"],
-        "context": read_context(values["context"]),
+        "context": _serve_context(values),
         "users": values["users"],
         "headroom": values["headroom"],
         "gpu_memory": values["gpu_memory"],
@@ -659,9 +727,46 @@ def serve_ask(model: str, values: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def serve_data(ask: dict[str, Any], units: str) -> dict[str, Any]:
+def _serve_context(values: dict[str, Any]) -> int:
+    """--context; with --speed and no --context, the request's prompt + output."""
+    speed = speed_ask(values)
+    if speed is not None and values["context"] is None:
+        return int(speed["prompt"] + speed["output"])
+    return read_context(values["context"])
+
+
+SPEED_ONLY = (
+    ("prompt", "--prompt"),
+    ("output", "--output"),
+    ("request_rate", "--request-rate"),
+    ("eager", "--eager"),
+    ("calibration", "--calibration"),
+)
+
+
+def speed_ask(values: dict[str, Any]) -> dict[str, Any] | None:
+    """`layout_speed`'s load and knobs (api/serving_speed.py) with --speed, else None; a speed
+    option without --speed is refused (BadValue)."""
+    if not values.get("speed"):
+        for dest, flag in SPEED_ONLY:
+            if values.get(dest):
+                raise BadValue(f"{flag} goes with --speed", flag)
+        return None
+    return {
+        "users": values["users"],
+        "prompt": values["prompt"] or SPEED_DEFAULTS["prompt"],
+        "output": values["output"] or SPEED_DEFAULTS["output"],
+        "request_rate": values["request_rate"],
+        "eager": bool(values["eager"]),
+        "calibration": values["calibration"],
+    }
+
+
+def serve_data(
+    ask: dict[str, Any], units: str, speed: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """`gpuplan.serve/1` for the lesson's bill, with the ways out (`fixes`) when it does not fit:
-    fewer bytes, a bigger GPU, more GPUs."""
+    fewer bytes, a bigger GPU, more GPUs; with `speed` (speed_ask), the layout's `speed`."""
     from gpuplan.api.serving import serve
 
     generic = serve(**ask)
@@ -671,4 +776,9 @@ def serve_data(ask: dict[str, Any], units: str) -> dict[str, Any]:
         from gpuplan.api.planning import serving_answers
 
         data["fixes"] = serving_answers(ask, generic)
+    if speed is not None:
+        from gpuplan.api.serving_speed import layout_speed, refuse_unfit
+
+        refuse_unfit(generic.fits, generic.bill.setup)
+        data["speed"] = layout_speed(generic.bill.setup, **speed)
     return data

@@ -22,7 +22,7 @@ import math
 
 from gpuplan.engine.frozen import field, record, replace
 from gpuplan.engine.serving import ServingSetup
-from gpuplan.engine.speed.kernels import SpeedKnobs, default_knobs
+from gpuplan.engine.speed.kernels import SpeedKnobs, default_knobs, kernel_figures
 from gpuplan.engine.speed.schedule import Load
 from gpuplan.engine.speed.serving import SpeedSetup, serving_speed, shape_of
 from gpuplan.engine.speed.step import stage_step, touched_experts
@@ -122,8 +122,20 @@ class ServingPerf:
                 {"key": t.key, "label": t.label, "value": t.value, "formula": t.formula}
                 for t in self.terms
             ],
+            sources=self.sources(),
         )
         return out
+
+    def sources(self) -> dict[str, object]:
+        """Where the figures come from: the kernel table's source keys for the GPU's
+        architecture (engine/speed/kernels.toml) and the fitted figures' origin."""
+        k = kernel_figures(self.setup.serving.gpu)
+        fitted = self.setup.knobs == default_knobs()
+        return {
+            "kernel_architecture": k.arch,
+            "kernel_source_keys": list(k.sources),
+            "fitted": "kernels.toml [fitted]" if fitted else "a calibration file (--calibration)",
+        }
 
 
 def _speed_setup(setup: PerfSetup, concurrency: int) -> SpeedSetup:

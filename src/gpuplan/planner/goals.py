@@ -70,6 +70,10 @@ class ServingGoal:
     prices: Mapping[str, float] = field(default_factory=dict)  # gpu id → $/GPU-hour
     max_gpus: int = DEFAULT_MAX_GPUS
     knobs: PerfKnobs = field(default_factory=PerfKnobs)
+    # a pinned replica layout (plan --tp/--pp/--ep): None searches every value
+    tp: int | None = None
+    pp: int | None = None
+    ep: bool | None = None
 
 
 @record
@@ -114,6 +118,36 @@ def replica_layouts(setup: ServingSetup, max_gpus: int) -> Iterator[tuple[int, i
             yield tp, pp, False
             if arch.moe is not None and tp > 1 and arch.moe.num_experts % tp == 0:
                 yield tp, pp, True
+
+
+def _pinned(layout: tuple[int, int, bool], goal: ServingGoal) -> bool:
+    tp, pp, ep = layout
+    return (
+        (goal.tp is None or tp == goal.tp)
+        and (goal.pp is None or pp == goal.pp)
+        and (goal.ep is None or ep == goal.ep)
+    )
+
+
+def refuse_pinned(setup: ServingSetup, goal: ServingGoal) -> None:
+    """A pinned layout `replica_layouts` would never yield, refused in one line saying why."""
+    arch, tp, pp = setup.arch, goal.tp or 1, goal.pp or 1
+    why = tp_problem(arch, tp) if goal.tp else None
+    if why is None and goal.pp and pp not in PP_DEGREES:
+        why = f"pp={pp}: the plan searches pp in {', '.join(map(str, PP_DEGREES))}"
+    if why is None and pp > arch.num_layers:
+        why = f"pp={pp} exceeds the {arch.num_layers} layers"
+    if why is None and tp > setup.gpu.gpus_per_node:
+        why = f"tp={tp} exceeds the {setup.gpu.gpus_per_node} GPUs of a {setup.gpu.name} node"
+    if why is None and tp * pp > goal.max_gpus:
+        why = f"tp={tp} × pp={pp} exceeds --max-gpus {goal.max_gpus}"
+    if why is None and goal.ep:
+        if arch.moe is None:
+            why = "--ep: the model has no experts"
+        elif tp < 2 or arch.moe.num_experts % tp:
+            why = f"--ep: tp={tp} must be ≥ 2 and divide the {arch.moe.num_experts} experts"
+    if why is not None:
+        raise GpuplanError(f"cannot pin this layout: {why}")
 
 
 def _rank_key(objective: str):
@@ -206,7 +240,10 @@ def plan_to_goal(
     found: list[ServingCandidate] = []
     rejected: list[tuple[str, str]] = []
     for setup in setups:
+        refuse_pinned(setup, goal)
         for tp, pp, ep in replica_layouts(setup, goal.max_gpus):
+            if not _pinned((tp, pp, ep), goal):
+                continue
             result = evaluate(setup, tp, pp, ep, goal)
             if isinstance(result, str):
                 what = f"{setup.gpu.id} {setup.weights.precision.id} tp={tp} pp={pp}" + (

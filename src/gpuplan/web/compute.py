@@ -138,7 +138,29 @@ def run_serve(req: ServeRequest) -> dict[str, Any]:
     data["view"]["overflow"] = overflow(
         data["per_gpu"]["items"], data["gpu"]["memory_bytes"], data["budget_bytes"]
     )
+    if req.speed is not None:
+        data["speed"] = _speed(req, plan)
     return data
+
+
+def _speed(req: ServeRequest, plan: Any) -> dict[str, Any]:
+    """The layout's `speed` (api/serving_speed.py); prompt / output default to 3/4 and the rest
+    of the context."""
+    from gpuplan.api.serving_speed import layout_speed, refuse_unfit
+
+    ask = req.speed
+    assert ask is not None
+    prompt = ask.prompt or max(1, req.context * 3 // 4)
+    output = ask.output or max(1, req.context - prompt)
+    refuse_unfit(plan.fits, plan.bill.setup)
+    return layout_speed(
+        plan.bill.setup,
+        users=req.users,
+        prompt=prompt,
+        output=output,
+        request_rate=ask.request_rate,
+        eager=ask.eager,
+    )
 
 
 def _view(data: dict[str, Any], server_gpus: int) -> dict[str, Any]:

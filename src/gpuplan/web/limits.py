@@ -39,6 +39,11 @@ POINT_COST = {
 }
 
 
+# a speed simulation (api/serving_speed.py): up to 4 × 8,192 requests, measured at 0.1-0.4 s
+# on the development machine for 8B-70B at up to 1,024 users in flight: a serving search's cost
+SPEED_COST = POINT_COST["serve", True]
+
+
 class TooMuchWork(Exception):
     """The request's estimate is over WORK_BUDGET; the message says how to narrow it."""
 
@@ -54,6 +59,8 @@ def plan_units(body: ServeRequest | TrainRequest, searches: bool | None = None) 
     mode = "serve" if isinstance(body, ServeRequest) else "train"
     searches = body.searches() if searches is None else searches
     units = POINT_COST[mode, searches] + (POINT_COST[mode, True] if body.fixes else 0)
+    if getattr(body, "speed", None) is not None:
+        units += SPEED_COST
     return units * _depth_factor(body)
 
 

@@ -79,6 +79,19 @@ class _Request(BaseModel):
         return None
 
 
+class SpeedAsk(BaseModel):
+    """The layout's speed under `vllm bench serve` (api/serving_speed.py): `users` requests in
+    flight, or Poisson arrivals at `request_rate`; prompt / output default to 3/4 and 1/4 of the
+    context, as `gpuplan plan` takes them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: Annotated[int, Field(ge=1, le=1_000_000, strict=True)] | None = None
+    output: Annotated[int, Field(ge=1, le=100_000, strict=True)] | None = None
+    request_rate: Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)] | None = None
+    eager: bool = False
+
+
 class ServeRequest(_Request):
     """The inputs of `gpuplan.api.serve`, plus display options."""
 
@@ -94,6 +107,7 @@ class ServeRequest(_Request):
     workspace: Size | None = None
     cuda_context: Size | None = None
     fixes: bool = Field(default=True, description="When it does not fit, look for the cheapest fix")
+    speed: SpeedAsk | None = Field(default=None, description="Also time the layout (TTFT, TPOT)")
 
 
 class TrainRequest(_Request):

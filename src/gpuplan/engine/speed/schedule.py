@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import field, record
 from gpuplan.engine.speed.kernels import SpeedKnobs
 from gpuplan.engine.speed.policy import Policy
 from gpuplan.engine.speed.shape import RankShape
@@ -65,6 +65,9 @@ class SimResult:
     duration_s: float
     requests: int
     breakdown: dict[str, dict[str, float]]
+    # arrival to the step that starts the request's prefill: time spent waiting for a slot or
+    # for the step's token budget (vLLM's WAITING queue); part of TTFT, no GPU time of its own
+    queue: Stat = field(default_factory=lambda: Stat(0.0, 0.0, 0.0))
 
 
 def _weighted(values: list[tuple[float, float]]) -> Stat:
@@ -223,7 +226,7 @@ def simulate(shape: RankShape, knobs: SpeedKnobs, policy: Policy, load: Load) ->
     if not rate:
         arrive[sent:] = np.inf
     filled, gen = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    first, last, done = np.zeros(n), np.zeros(n), np.zeros(n)
+    first, last, done, start = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
     queue = np.arange(0 if rate else sent)  # arrived, not admitted
     nxt = 0 if rate else sent  # rate: next arrival not yet queued
     run = np.zeros(0, np.int64)
@@ -273,6 +276,8 @@ def simulate(shape: RankShape, knobs: SpeedKnobs, policy: Policy, load: Load) ->
             work = float((q * (filled[chunks] + q / 2)).sum())
             completes = int((filled[chunks] + q >= plen[chunks]).sum())
             dt, st = eng.time(nd, ctx, pre_tokens, work, pre_tokens / len(chunks), nd + completes)
+            fresh = chunks[filled[chunks] == 0]
+            start[fresh] = t
             eng.charge("prefill", st)
             t += dt
             if nd:
@@ -293,7 +298,7 @@ def simulate(shape: RankShape, knobs: SpeedKnobs, policy: Policy, load: Load) ->
                 arrive[sent : sent + more] = t
                 queue = np.concatenate((queue, np.arange(sent, sent + more)))
                 sent += more
-    return _result(load, plen, olen, arrive, first, done, itl, t, eng)
+    return _result(load, plen, olen, arrive, (start, first, done), itl, t, eng)
 
 
 def _static(load: Load, eng: _Engine) -> SimResult:
@@ -323,12 +328,12 @@ def _result(
     plen: np.ndarray,
     olen: np.ndarray,
     arrive: np.ndarray,
-    first: np.ndarray,
-    done: np.ndarray,
+    times: tuple[np.ndarray, np.ndarray, np.ndarray],
     itl: _Itl,
     end: float,
     eng: _Engine,
 ) -> SimResult:
+    start, first, done = times
     req = eng.k.request_ms * 1e-3
     ttft = first - arrive + req
     e2e = done - arrive + req
@@ -344,4 +349,5 @@ def _result(
         duration_s=dur,
         requests=len(plen),
         breakdown=eng.acc,
+        queue=_np_stat(start - arrive),
     )

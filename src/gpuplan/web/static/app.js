@@ -199,6 +199,7 @@ $("#paste-toggle").addEventListener("click", () => {
   if (next.model === PASTED) $("#c-config").focus();
 });
 form.addEventListener("submit", (e) => e.preventDefault());
+$("#speed-box").addEventListener("toggle", () => showSpeed(shown && shown.body));
 
 export function setState(next, { fromControls = false, newStep = false } = {}) {
   state = normalise(next);
@@ -405,11 +406,54 @@ function verdict(data, masked) {
   }
 }
 
+// --- speed, when asked: the layout's TTFT / TPOT / throughput (api/serving_speed.py) ----------
+const ms = (s) => `${(s * 1e3).toLocaleString("en", { maximumFractionDigits: 1 })} ms`;
+let speedSeq = 0;
+
+async function showSpeed(body) {
+  const out = $("#speed-out");
+  if (!$("#speed-box").open) return;
+  if (!body || state.mode !== "serve") return void (out.textContent = "Speed is timed for a serving plan.");
+  const mine = ++speedSeq;
+  out.textContent = "timing…";
+  const r = await post("/api/serve", { ...body, fixes: false, speed: {} }).catch(() => null);
+  if (mine !== speedSeq) return;
+  if (!r || !r.ok) return void (out.textContent = r ? r.data.detail || `error ${r.status}` : "cannot reach the server");
+  out.replaceChildren(speedTable(r.data.speed));
+}
+
+function speedTable(sp) {
+  const box = document.createElement("div");
+  const t = document.createElement("table");
+  t.id = "speed";
+  t.innerHTML = "<thead><tr><th scope='col'></th><th scope='col'>mean</th><th scope='col'>median</th><th scope='col'>p99</th></tr></thead>";
+  const tb = document.createElement("tbody");
+  for (const [key, label] of [["ttft_s", "TTFT"], ["tpot_s", "TPOT"], ["itl_s", "ITL"]]) {
+    const tr = document.createElement("tr");
+    for (const text of [label, ...["mean", "median", "p99"].map((k) => ms(sp[key][k]))]) tr.append(Object.assign(document.createElement("td"), { textContent: text }));
+    tb.append(tr);
+  }
+  t.append(tb);
+  const ld = sp.load, ph = sp.breakdown.phases_s;
+  const parts = (p) => ["compute", "memory", "comm", "overhead"].map((k) => `${k} ${p[k].toFixed(2)} s`).join(", ");
+  const lines = [
+    `${ld.concurrency} requests in flight, ${count(ld.prompt_tokens)} → ${count(ld.output_tokens)} tokens, ${ld.num_prompts} prompts, tp=${sp.tp} pp=${sp.pp}, ${sp.engine} scheduler.`,
+    `Throughput: ${count(Math.round(sp.output_tokens_per_s))} output tokens/s (${count(Math.round(sp.total_tokens_per_s))} in all).`,
+    ...Object.entries(ph).map(([name, p]) => `${name} ${(p.share * 100).toFixed(0)} % of the GPU time: ${parts(p)}.`),
+    `Queueing before prefill: mean ${ms(sp.breakdown.queueing_s.mean)}.`,
+    `Kernel figures (${sp.sources.kernel_architecture}): ${sp.sources.kernel_source_keys.join(", ")}; ${sp.sources.fitted}.`,
+    ...sp.notes,
+  ];
+  box.append(t, ...lines.map((text) => Object.assign(document.createElement("p"), { textContent: text })));
+  return box;
+}
+
 function render(data, cmp, change, body, explore) {
   last = data;
   shown = { data, cmp, change, body, explore };
   stale(false);
   paint();
+  showSpeed(body);
   document.body.dataset.rendered = String(++renders);
   if (inputAt !== null) {
     const started = inputAt;
