@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 DATA = Path(__file__).resolve().parent / "data" / "training_measurements"
-MODELS = DATA / "models"  # config.json copies of models outside gpuplan's catalog, each with its _source
+MODELS = (
+    DATA / "models"
+)  # config.json copies of models outside gpuplan's catalog, each with its _source
 UNITS = {"GiB": 2**30, "GB": 10**9, "MiB": 2**20, "MB": 10**6}
 FIGURES = ("allocated", "active", "reserved", "nvidia-smi")
 
