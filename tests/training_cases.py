@@ -13,6 +13,7 @@ its `assumptions`.
 
 from __future__ import annotations
 
+import json
 import statistics
 import tomllib
 from dataclasses import dataclass, field
@@ -20,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 DATA = Path(__file__).resolve().parent / "data" / "training_measurements"
+MODELS = (
+    DATA / "models"
+)  # config.json copies of models outside gpuplan's catalog, each with its _source
 UNITS = {"GiB": 2**30, "GB": 10**9, "MiB": 2**20, "MB": 10**6}
 FIGURES = ("allocated", "active", "reserved", "nvidia-smi")
 
@@ -77,11 +81,19 @@ def load_cases() -> list[Case]:
     return cases
 
 
+def _model(name: Any) -> Any:
+    """A catalog name as is; `<file>.json` is a config.json under MODELS (its `_` keys dropped)."""
+    if isinstance(name, str) and name.endswith(".json"):
+        config = json.loads((MODELS / name).read_text("utf-8"))
+        return {k: v for k, v in config.items() if not k.startswith("_")}
+    return name
+
+
 def plan_for(case: Case) -> Any:
     import gpuplan
 
     kwargs = dict(case.train)
-    model = case.model or kwargs.pop("model", None)
+    model = _model(case.model or kwargs.pop("model", None))
     if case.config:
         return gpuplan.train_from(
             case.config,
