@@ -364,6 +364,40 @@ BUILT: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": True,
     },
     # tencent/Hunyuan-7B-Instruct: per-head q/k norm
+    # jetmoe/jetmoe-8b (JetMoE report, Shen et al. 2024, Table 1): 24 layers, width 2048, 16 KV
+    # heads of 128 (kv_channels), 8 attention and 8 MLP experts, top-2, expert width 5632
+    "jetmoe-8b": {
+        "model_type": "jetmoe",
+        "hidden_size": 2048,
+        "num_hidden_layers": 24,
+        "num_key_value_heads": 16,
+        "kv_channels": 128,
+        "intermediate_size": 5632,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "vocab_size": 32000,
+        "max_position_embeddings": 4096,
+        "tie_word_embeddings": True,
+    },
+    # tencent/Hy3-preview as its config.json spells it (first_k_dense_replace, expert_hidden_dim;
+    # sizes from HYV3Config, whose defaults mirror this checkpoint)
+    "hy3-preview": {
+        "model_type": "hy_v3",
+        "hidden_size": 4096,
+        "intermediate_size": 13312,
+        "num_hidden_layers": 80,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "num_experts": 192,
+        "num_experts_per_tok": 8,
+        "num_shared_experts": 1,
+        "expert_hidden_dim": 1536,
+        "first_k_dense_replace": 1,
+        "num_nextn_predict_layers": 1,
+        "vocab_size": 120832,
+        "max_position_embeddings": 131072,
+    },
     "hunyuan-7b": {
         "model_type": "hunyuan_v1_dense",
         "hidden_size": 4096,

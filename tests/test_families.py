@@ -112,8 +112,18 @@ _EXPERT = re.compile(r"\.experts\.")
 
 
 def _reference_active(model: Any, config: Any) -> int:
-    """Total minus the idle share of the routed experts, from the modules' own parameters."""
+    """Total minus the idle share of the routed experts, from the modules' own parameters.
+    Models built of `*ParallelExperts` modules (JetMoE's attention and MLP experts, weights of
+    shape experts × out × in) are read from those modules."""
     total = sum(p.numel() for p in model.parameters())
+    parallel = [
+        m.weight
+        for m in model.modules()
+        if type(m).__name__.endswith("ParallelExperts") and type(m).__name__.startswith("JetMoe")
+    ]
+    if parallel:
+        k = _top_k(config)
+        return total - sum(w.numel() // w.shape[0] * (w.shape[0] - k) for w in parallel)
     idle = 0
     by_layer: dict[str, list[Any]] = {}
     for name, p in model.named_parameters():
@@ -665,7 +675,6 @@ REFUSED_UNKNOWN = {
     "doge": "keep_window_size",
     "bert": "type_vocab_size",
     "longcat_flash": "kv_lora_rank",
-    "jetmoe": "kv_channels",
     "recurrent_gemma": "block_types",
     "deepseek_v4": "layer_types",  # compressed sparse attention, hyper-connections, hash MoE
     "zamba2": "layers_block_type",  # shared transformer blocks with LoRA adapters

@@ -59,6 +59,9 @@ class AttentionSpec:
     # DeepSeek-V3.2's lightning indexer (sparse attention): its heads and key width
     indexer_heads: int = 0
     indexer_head_dim: int = 0
+    # JetMoE's mixture of attention heads (JetMoeMoA): q and o are `attention_experts` experts
+    # routed top-k (num_heads = KV heads x top-k); k and v are one shared kv_proj
+    attention_experts: int = 0
 
     @property
     def is_mla(self) -> bool:
@@ -100,6 +103,7 @@ class MoESpec:
     shared_gated: bool = True
     router_score_bias: bool = False  # a learned per-expert routing bias parameter (ERNIE 4.5)
     latent_size: int = 0  # experts work in a latent width with projections in and out (Nemotron 3)
+    output_bias: bool = False  # one bias on the block's output (JetMoeMoE.bias)
 
 
 @record
@@ -1039,6 +1043,9 @@ class _Reader:
                 **common,
             )
         kv_heads = v.require("num_key_value_heads")
+        if t["attention_experts"]:  # JetMoeConfig: num_attention_heads = KV heads x top-k
+            heads = kv_heads * v.require("experts_per_token")
+            common["attention_experts"] = v.require("num_experts")
         if heads % kv_heads:
             raise v.fail(
                 "num_key_value_heads",
@@ -1158,6 +1165,7 @@ class _Reader:
             shared_gated=t["shared_mlp"] == "gated",
             router_score_bias=bool(t["router_score_bias"]),
             latent_size=latent,
+            output_bias=bool(t["moe_output_bias"]),
         )
         return spec, flags
 

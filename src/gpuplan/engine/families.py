@@ -82,6 +82,8 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "router_bias": bool,
     "expert_bias": bool,
     "router_score_bias": bool,
+    "moe_output_bias": bool,
+    "attention_experts": bool,
     "indexer": bool,
     "mamba": ("", "mamba1", "mamba2"),
     "mamba_norm": bool,

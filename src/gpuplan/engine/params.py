@@ -76,6 +76,8 @@ def attention_params(
             c["router"] += h * a.indexer_heads  # weights_proj: per-head weights of the index score
             c["norm"] += 2 * a.indexer_head_dim
         return c
+    if a.attention_experts:
+        return _attention_experts_params(h, a)
     q_out = a.num_heads * a.head_dim * (2 if a.output_gate else 1)
     kv_out = a.num_kv_heads * (a.head_dim * kv + a.v_head_dim * (kv and v))
     c["attention"] += h * (q_out + kv_out) + a.num_heads * a.v_head_dim * h
@@ -93,6 +95,18 @@ def attention_params(
         c["attention"] += h * a.num_heads
     if a.sinks:
         c["sinks"] += a.num_heads
+    return c
+
+
+def _attention_experts_params(h: int, a: AttentionSpec) -> Counter[str]:
+    """JetMoE's mixture of attention heads (Shen et al. 2024, JetMoE §2.2; JetMoeAttention,
+    JetMoeMoA): one kv_proj h × 2·n_kv·d; E experts each of a q projection h × n_kv·d and an
+    o projection n_kv·d × h; a router h × E (no bias); one output bias h."""
+    width = a.num_kv_heads * a.head_dim
+    c: Counter[str] = Counter()
+    c["attention"] += h * 2 * width + a.attention_experts * 2 * h * width
+    c["router"] += h * a.attention_experts
+    c["bias"] += h
     return c
 
 
@@ -253,6 +267,8 @@ def moe_params(arch: Architecture) -> Counter[str]:
         c["shared_experts"] += (3 if m.shared_gated else 2) * h * m.shared_intermediate_size
     if m.shared_expert_gate:
         c["router"] += h
+    if m.output_bias:
+        c["bias"] += h
     return c
 
 
@@ -299,6 +315,17 @@ def layer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
     if arch.per_layer_input or arch.altup_inputs or arch.laurel_rank:
         c.update(gemma_layer_extras(arch))
     return c
+
+
+def _idle_attention_experts(arch: Architecture) -> int:
+    """JetMoE: the attention experts a token's top-k does not route to (q and o, 2·h·n_kv·d
+    each), over every attention layer."""
+    a = arch.attention
+    if not a.attention_experts:
+        return 0
+    top_k = a.num_heads // a.num_kv_heads
+    one = 2 * arch.hidden_size * a.num_kv_heads * a.head_dim
+    return arch.num_attention_layers * (a.attention_experts - top_k) * one
 
 
 @record
@@ -377,6 +404,7 @@ def count_params(arch: Architecture) -> ParamCounts:
         idle = arch.moe.num_experts - arch.moe.experts_per_token
         moe_layers = sum(n for spec, n in arch.layer_groups() if spec.moe and spec.ffn)
         inactive = moe_layers * idle * expert_params(arch)
+    inactive += _idle_attention_experts(arch)
     return ParamCounts(
         by_kind={k: v for k, v in by_kind.items() if v},
         per_layer=per_layer,
