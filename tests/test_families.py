@@ -688,3 +688,50 @@ def test_unknown_families_with_unread_mechanisms_are_refused(model_type: str, na
         config = AutoConfig.for_model(model_type).to_dict()
     with pytest.raises(GpuplanError, match=re.escape(named)):
         architecture_from_config(config, model_type)
+
+
+# --------------------------------------------------------------------------------------
+# Quantisation blocks gpuplan does not read: refused naming their keys
+# --------------------------------------------------------------------------------------
+
+_ERNIE = {
+    "model_type": "ernie4_5_moe",
+    "hidden_size": 1024,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "vocab_size": 1000,
+    "intermediate_size": 2048,
+}
+
+
+def test_paddle_mix_quant_over_unquantised_weights_is_read_as_stored() -> None:
+    """ERNIE 4.5 Paddle checkpoints: a mix_quant block FastDeploy applies as it loads."""
+    qc = {"dense_quant_type": "wint8", "moe_quant_type": "wint4", "quantization": "mix_quant"}
+    plain = architecture_from_config(_ERNIE, "ernie")
+    arch = architecture_from_config({**_ERNIE, "quantization_config": qc}, "ernie")
+    assert arch.quantization is None
+    assert count_params(arch).total == count_params(plain).total
+    assert any("mix_quant" in note and "'wint4'" in note for note in arch.notes)
+
+
+def test_paddle_mix_quant_stored_fp8_is_read_and_other_stored_types_are_refused() -> None:
+    fp8 = {
+        "dense_quant_type": "block_wise_fp8",
+        "moe_quant_type": "block_wise_fp8",
+        "quantization": "mix_quant",
+        "is_quantized": True,
+    }
+    arch = architecture_from_config({**_ERNIE, "quantization_config": fp8}, "ernie")
+    assert arch.quantization is not None and arch.quantization.method == "fp8"
+    w4a8 = {**fp8, "dense_quant_type": "wint8", "moe_quant_type": "w4a8"}
+    with pytest.raises(GpuplanError, match="dense_quant_type='wint8', moe_quant_type='w4a8'"):
+        architecture_from_config({**_ERNIE, "quantization_config": w4a8}, "ernie")
+
+
+def test_unknown_quantisation_block_is_refused_naming_its_keys() -> None:
+    block = {"weight_bits": 3, "scheme": "odd"}
+    with pytest.raises(GpuplanError, match="no quant_method .its keys: scheme, weight_bits"):
+        architecture_from_config({**_ERNIE, "quantization_config": block}, "ernie")
+    block = {"quant_method": "hqq", "nbits": 4}
+    with pytest.raises(GpuplanError, match="'hqq' is not supported.*keys: nbits, quant_method"):
+        architecture_from_config({**_ERNIE, "quantization_config": block}, "ernie")

@@ -440,14 +440,23 @@ def _refuse_unread_mechanisms(raw: Mapping[str, Any], name: str, model_type: str
             )
 
 
-def _quantization(v: ConfigView) -> QuantizationSpec | None:
-    """The checkpoint's quantisation (engine/quantization.py, imported only for a quantised one)."""
+def _quantization(v: ConfigView, notes: list[str]) -> QuantizationSpec | None:
+    """The checkpoint's quantisation (engine/quantization.py, imported only for a quantised one).
+    A Paddle mix_quant block over unquantised weights is read as stored, with a note."""
     raw = v.raw.get("quantization_config")
     if not raw:
         return None
     from gpuplan.engine.quantization import quantization_from_config
 
-    return quantization_from_config(raw, v.name)
+    spec = quantization_from_config(raw, v.name)
+    if spec is None and isinstance(raw, Mapping) and raw.get("quantization") == "mix_quant":
+        notes.append(
+            "Paddle mix_quant block (dense_quant_type"
+            f" {str(raw.get('dense_quant_type'))[:24]!r}, moe_quant_type"
+            f" {str(raw.get('moe_quant_type'))[:24]!r}) without is_quantized: the weights are read"
+            " as the checkpoint stores them (FastDeploy quantises them only as it loads)"
+        )
+    return spec
 
 
 class _Reader:
@@ -540,7 +549,7 @@ class _Reader:
             learned_positions=learned,
             max_position_embeddings=v.get("max_position_embeddings") or 0,
             torch_dtype=str(v.get("torch_dtype")).replace("torch.", ""),
-            quantization=_quantization(v),
+            quantization=_quantization(v, self.notes),
             hidden_act=str(v.get("hidden_act")),
             notes=tuple(self.notes),
             rope=self._rope() if t["positions"] == "rope" else None,
