@@ -398,6 +398,42 @@ BUILT: dict[str, dict[str, Any]] = {
         "vocab_size": 120832,
         "max_position_embeddings": 131072,
     },
+    # LGAI-EXAONE/EXAONE-4.5-33B: the beta's config.json as NVIDIA TensorRT-LLM's
+    # test_modeling_exaone4_5.py keeps it (EXAONE_4_5_TEST_CONFIG), its text model_type as the
+    # release spells it (exaone4_5_text); the tower is Qwen2.5-VL's with 8 KV heads
+    "exaone-4.5-33b": {
+        "model_type": "exaone4_5",
+        "text_config": {
+            "model_type": "exaone4_5_text",
+            "hidden_size": 5120,
+            "intermediate_size": 27392,
+            "num_attention_heads": 40,
+            "num_hidden_layers": 64,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 131072,
+            "sliding_window": 4096,
+            "sliding_window_pattern": "LLLG",
+            "layer_types": (["sliding_attention"] * 3 + ["full_attention"]) * 16,
+            "vocab_size": 153600,
+        },
+        "vision_config": {
+            "model_type": "exaone4_5_vision",
+            "depth": 28,
+            "fullatt_block_indexes": [6, 13, 20, 27],
+            "hidden_act": "silu",
+            "hidden_size": 2048,
+            "in_channels": 3,
+            "intermediate_size": 5120,
+            "num_heads": 32,
+            "num_key_value_heads": 8,
+            "out_hidden_size": 5120,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "window_size": 112,
+        },
+        "tie_word_embeddings": False,
+    },
     "hunyuan-7b": {
         "model_type": "hunyuan_v1_dense",
         "hidden_size": 4096,

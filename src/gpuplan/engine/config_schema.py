@@ -227,6 +227,8 @@ FIELDS: dict[str, Rule] = {
     "vision_pos_rows": _SMALL,
     "vision_pos_cols": _SMALL,
     "vision_projection_dim": _WIDTH,
+    "vision_heads": _HEADS,
+    "vision_kv_heads": _HEADS,
     "vision_scale_factor": _SMALL,
 }
 

@@ -13,6 +13,7 @@ from `vision_config` as transformers builds these modules:
 * Qwen2-VL: conv3d patch embedding (c·t·p²·e), LayerNorm blocks with fused qkv and an fc1/fc2 MLP
   of mlp_ratio·e, the patch merger (LayerNorm, two linears over s²·e);
 * Qwen2.5-VL: RMSNorm blocks with a gated MLP (biases) of intermediate_size, RMSNorm merger;
+  EXAONE 4.5's tower is the same with grouped-query attention (num_key_value_heads);
 * Qwen3-VL: patch embedding with bias, a learned position table, LayerNorm blocks (fc1/fc2), the
   merger and one DeepStack merger per `deepstack_visual_indexes` entry.
 
@@ -48,6 +49,8 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "vision_pos_rows": ("init_pos_emb_height",),
     "vision_pos_cols": ("init_pos_emb_width",),
     "vision_projection_dim": ("projection_dim",),
+    "vision_heads": ("num_heads", "num_attention_heads"),
+    "vision_kv_heads": ("num_key_value_heads",),
 }
 # the wrapper's own keys a projector reads (outside vision_config)
 _OUTER_KEYS = {
@@ -80,6 +83,9 @@ _QWEN_VL = {
     "qwen3_5_vision": "qwen3_vl",
     "qwen3_5_moe": "qwen3_vl",
     "qwen3_5_moe_vision": "qwen3_vl",
+    # EXAONE 4.5: Qwen2.5-VL's tower with grouped-query attention in its blocks
+    "exaone4_5": "qwen2_5_vl",
+    "exaone4_5_vision": "qwen2_5_vl",
 }
 
 
@@ -283,10 +289,23 @@ def _qwen2_5_vl(v: ConfigView, th: int) -> int:
         * v.get("vision_patch_size") ** 2
         * h
     )
-    block = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 3 * h * i + 2 * i + h
+    qkv = h + 2 * _vision_kv_width(v, h)
+    block = 2 * h + (h * qkv + qkv) + (h * h + h) + 3 * h * i + 2 * i + h
     n += v.get("vision_layers") * block
     merged = h * v.get("vision_merge_size") ** 2
     return n + h + merged * merged + merged + merged * out + out
+
+
+def _vision_kv_width(v: ConfigView, h: int) -> int:
+    """Width of the tower's k (and v) projection: h, or with grouped-query attention
+    (Exaone4_5_VisionAttention: num_key_value_heads of h / num_heads) that many heads' worth."""
+    kv = v.get("vision_kv_heads")
+    if not kv:
+        return h
+    heads = v.require("vision_heads")
+    if heads % kv or h % heads:
+        raise v.fail("vision_kv_heads", f"({kv}) must divide num_heads ({heads}), which divide h")
+    return kv * (h // heads)
 
 
 def _qwen3_vl(v: ConfigView, th: int) -> int:
