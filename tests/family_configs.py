@@ -434,6 +434,21 @@ BUILT: dict[str, dict[str, Any]] = {
         },
         "tie_word_embeddings": False,
     },
+    # Zyphra/Zamba2-2.7B as transformers spells it (Zamba2Config's defaults mirror it): 54
+    # layers, 9 of them hybrid running 2 shared blocks in turn
+    "zamba2-2.7b": {
+        "model_type": "zamba2",
+        "hidden_size": 2560,
+        "num_hidden_layers": 54,
+        "num_attention_heads": 32,
+        "n_mamba_heads": 80,
+        "mamba_d_state": 64,
+        "mamba_ngroups": 1,
+        "num_mem_blocks": 2,
+        "use_shared_attention_adapter": True,
+        "layers_block_type": (["mamba"] * 5 + ["hybrid"]) * 9,
+        "vocab_size": 32000,
+    },
     "hunyuan-7b": {
         "model_type": "hunyuan_v1_dense",
         "hidden_size": 4096,
@@ -995,5 +1010,30 @@ BUILT: dict[str, dict[str, Any]] = {
 
 # model_types transformers has no class for, and the class that builds the same modules
 REFERENCE_TYPE = {"kimi_k2": "deepseek_v3", "mycorp_decoder": "llama"}
+# configs in a model family's original spelling, renamed to the transformers config's keys to
+# build the reference (Zyphra's Zamba2 configs predate Zamba2Config; its n_mamba_heads is
+# expand x hidden / mamba_headdim)
+REFERENCE_KEYS = {
+    "zamba2": {
+        "ffn_hidden_size": "intermediate_size",
+        "state_size": "mamba_d_state",
+        "expansion_factor": "mamba_expand",
+        "conv_dimension": "mamba_d_conv",
+        "lora_rank": "adapter_rank",
+        "use_shared_attention_lora": "use_shared_attention_adapter",
+    }
+}
+
+
+def reference_kwargs(model_type: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs` with a family's original keys renamed as its transformers config spells them."""
+    renames = REFERENCE_KEYS.get(model_type, {})
+    out = {renames.get(k, k): v for k, v in kwargs.items()}
+    if model_type == "zamba2" and "mamba_headdim" in out and "n_mamba_heads" not in out:
+        inner = out.get("mamba_expand", 2) * out["hidden_size"]
+        out["n_mamba_heads"] = inner // out["mamba_headdim"]
+    return out
+
+
 # remote-code families (trust_remote_code checkpoints): no transformers class to build
 REMOTE_CODE = ("chatglm", "internlm2", "baichuan")

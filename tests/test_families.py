@@ -31,7 +31,13 @@ transformers = pytest.importorskip("transformers")
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText  # noqa: E402
 from transformers.modeling_outputs import CausalLMOutputWithPast  # noqa: E402
 
-from family_configs import BUILT, REFERENCE_TYPE, REMOTE_CODE, real_configs  # noqa: E402
+from family_configs import (  # noqa: E402
+    BUILT,
+    REFERENCE_TYPE,
+    REMOTE_CODE,
+    real_configs,
+    reference_kwargs,
+)
 from gpuplan.catalog import get_precision  # noqa: E402
 from gpuplan.engine.architecture import architecture_from_config  # noqa: E402
 from gpuplan.engine.kv_cache import indexer_key_bytes, kv_cache_bytes_per_sequence  # noqa: E402
@@ -67,6 +73,7 @@ def _hf_config(cfg: dict[str, Any], attn: str | None = None) -> Any:
     model_type = REFERENCE_TYPE.get(cfg["model_type"], cfg["model_type"])
     kwargs = {k: v for k, v in copy.deepcopy(cfg).items() if k not in _META_KEYS}
     kwargs.pop("quantization_config", None)
+    kwargs = reference_kwargs(model_type, kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         config = AutoConfig.for_model(model_type, **kwargs)
@@ -213,6 +220,7 @@ _TINY: dict[str, dict[str, Any]] = {
         "linear_num_value_heads": 4,
     },
     "kimi_linear": {"linear_head_dim": 8, "linear_num_heads": 4},
+    "zamba2": {"mamba_d_state": 16, "adapter_rank": 4, "n_mamba_heads": 8},
     "lara_mini": {
         "linear_key_head_dim": 8,
         "linear_value_head_dim": 8,
@@ -677,7 +685,7 @@ REFUSED_UNKNOWN = {
     "longcat_flash": "kv_lora_rank",
     "recurrent_gemma": "block_types",
     "deepseek_v4": "layer_types",  # compressed sparse attention, hyper-connections, hash MoE
-    "zamba2": "layers_block_type",  # shared transformer blocks with LoRA adapters
+    "zamba": "layers_block_type",  # Zamba 1: one shared block over the concatenated input
 }
 
 

@@ -172,6 +172,9 @@ class LayerSpec:
     kv_shared: bool = False  # reads an earlier layer's KV cache and keeps none (Gemma 3n)
     mlp_width: int | None = None  # this layer's dense FFN width when not the model's
     v_from_k: bool = False  # no v_proj: V is K (Gemma 4's attention_k_eq_v global layers)
+    # Zamba 2: the shared transformer block whose weights this hybrid layer holds (the first
+    # num_mem_blocks hybrid layers each hold one; later ones reuse them), -1 for none
+    shared_block: int = -1
 
     @property
     def has_attention(self) -> bool:
@@ -180,6 +183,21 @@ class LayerSpec:
     @property
     def has_state(self) -> bool:
         return self.mixer in STATE_MIXERS
+
+
+@record
+class SharedBlocksSpec:
+    """Zamba 2's shared transformer blocks (Zamba2AttentionDecoderLayer): `count` blocks of
+    attention over the concatenated [hidden, embedding] input (2h wide) and a gated MLP, reused
+    in turn by the `uses` hybrid layers; each use has its own LoRA-style adapters of rank
+    `adapter_rank` on the MLP's gate_up (always in transformers; Zyphra's use_shared_block_lora)
+    and on q, k and v when `attention_adapters` (use_shared_attention_adapter)."""
+
+    count: int
+    uses: int
+    adapter_rank: int
+    attention_adapters: bool = False
+    mlp_adapters: bool = True
 
 
 @record
@@ -247,6 +265,7 @@ class Architecture:
     altup_inputs: int = 0
     laurel_rank: int = 0
     moe_beside_mlp: bool = False
+    shared_blocks: SharedBlocksSpec | None = None  # Zamba 2 (params.shared_block_params)
 
     def layer_groups(self, layers: range | None = None) -> tuple[tuple[LayerSpec, int], ...]:
         """(layer kind, how many) over the given layers (all by default): layers of one kind
@@ -505,9 +524,12 @@ class _Reader:
             layers = self._sliding_attention(layers, attention)
         if attention is not None and v.get("num_attention_heads_per_layer") is not None:
             layers = self._heads_per_layer(layers, attention)
+        if t["shared_blocks"]:
+            layers, extras["shared_blocks"] = self._shared_blocks(layers)
         self._check_mixers(layers, mamba, linear, short)
         self._layers_cache = layers
         dense = any(s.ffn and (not s.moe or extras.get("moe_beside_mlp")) for s in layers)
+        dense = dense or bool(t["shared_blocks"])
         mlp = self._mlp(hidden) if dense else None
         if attention is None:
             attention = self._stand_in_attention(mamba, hidden)
@@ -771,7 +793,7 @@ class _Reader:
         return spec
 
     def _new_layer(self, kind: str, window: int | None, moe: bool) -> LayerSpec:
-        block_ffn = self.family.name not in ("nemotron_h", "mamba", "mamba2")
+        block_ffn = self.family.name not in ("nemotron_h", "mamba", "mamba2", "zamba2")
         if kind in ("full", "sliding", "chunked"):
             return LayerSpec(window, moe, "attention", ffn=block_ffn)
         if kind == "moe_only":
@@ -805,6 +827,26 @@ class _Reader:
                     "layer_types",
                     f"has {spec.mixer} layers, which the {self.family.name} family does not model",
                 )
+
+    def _shared_blocks(
+        self, layers: tuple[LayerSpec, ...]
+    ) -> tuple[tuple[LayerSpec, ...], SharedBlocksSpec]:
+        """Zamba 2 (Zamba2Model.get_layers): the hybrid layers run shared transformer blocks in
+        turn; the first `num_mem_blocks` of them hold the blocks' weights, the rest reuse them."""
+        v = self.v
+        count = v.require("num_mem_blocks")
+        hybrid = [i for i, s in enumerate(layers) if s.mixer == "hybrid"]
+        out = list(layers)
+        for k, i in enumerate(hybrid[:count]):
+            out[i] = replace(layers[i], shared_block=k)
+        spec = SharedBlocksSpec(
+            count=min(count, len(hybrid)),
+            uses=len(hybrid),
+            adapter_rank=v.require("adapter_rank"),
+            attention_adapters=bool(v.get("use_shared_attention_adapter")),
+            mlp_adapters=v.get("use_shared_block_lora") is not False,
+        )
+        return tuple(out), spec
 
     def _gemma_layers(
         self, layers: tuple[LayerSpec, ...], attention: AttentionSpec, moe: MoESpec | None
@@ -1066,6 +1108,8 @@ class _Reader:
                 f"({heads}) does not divide hidden_size ({hidden}) and there is no head_dim",
             )
         head_dim = v.require("head_dim")
+        if t["shared_blocks"] and not v.present("head_dim"):
+            head_dim = 2 * hidden // heads  # Zamba2Config.attention_head_dim: over the 2h input
         return AttentionSpec(
             num_heads=heads,
             num_kv_heads=kv_heads,
@@ -1252,6 +1296,13 @@ class _Reader:
                 **common,
             )
         heads, head_dim = v.require("mamba_n_heads"), v.require("mamba_head_dim")
+        if self.t["shared_blocks"]:  # Zamba 2: d_inner = expand x h; Zyphra's config gives
+            d_inner = v.require("mamba_expand") * hidden  # mamba_headdim, transformers' heads
+            if not v.present("mamba_n_heads") and v.present("mamba_head_dim"):
+                heads = max(1, d_inner // head_dim)
+            head_dim = d_inner // heads
+            if head_dim * heads != d_inner:
+                raise v.fail("mamba_n_heads", f"({heads}) must divide the {d_inner} Mamba channels")
         groups = v.require("mamba_n_groups")
         if heads % groups:
             raise v.fail("mamba_n_groups", f"({groups}) must divide the {heads} Mamba heads")

@@ -145,6 +145,10 @@ FIELDS: dict[str, Rule] = {
     "num_nextn_predict_layers": _LAYER0,
     # state-space and linear-attention mixers
     "mamba_d_state": _WIDTH,
+    "num_mem_blocks": Rule("int", 1, MAX_LAYERS),
+    "adapter_rank": Rule("int", 0, MAX_WIDTH),
+    "use_shared_attention_adapter": _BOOL,
+    "use_shared_block_lora": _BOOL,
     "mamba_d_conv": _SMALL,
     "mamba_expand": _SMALL,
     "mamba_d_inner": _WIDTH,

@@ -84,6 +84,7 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "router_score_bias": bool,
     "moe_output_bias": bool,
     "attention_experts": bool,
+    "shared_blocks": bool,
     "indexer": bool,
     "mamba": ("", "mamba1", "mamba2"),
     "mamba_norm": bool,

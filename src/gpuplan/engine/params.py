@@ -114,7 +114,11 @@ def mixer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
     """Parameters of a layer's token mixer: attention, a state-space or linear-attention mixer,
     a short convolution, or (Falcon-H1) attention and Mamba-2 side by side."""
     c: Counter[str] = Counter()
-    if layer.has_attention:
+    if layer.has_attention and arch.shared_blocks is not None:  # Zamba 2's hybrid layer
+        c["mixer"] += arch.hidden_size * arch.hidden_size  # its own linear after the block
+        if layer.shared_block >= 0:
+            c.update(shared_block_params(arch, layer.shared_block))
+    elif layer.has_attention:
         spec = arch.attention_of(layer)
         c.update(attention_params(arch, spec, kv=not layer.kv_shared, v=not layer.v_from_k))
     if layer.mixer in ("mamba", "hybrid"):
@@ -123,6 +127,30 @@ def mixer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
         c.update(linear_attention_params(arch))
     elif layer.mixer == "short_conv":
         c.update(short_conv_params(arch))
+    return c
+
+
+def shared_block_params(arch: Architecture, block: int) -> Counter[str]:
+    """One of Zamba 2's shared transformer blocks (Glorioso et al. 2024, Zamba2 §2;
+    Zamba2AttentionDecoderLayer): q, k, v over the concatenated 2h input, o back to h, an RMSNorm
+    of 2h and one of h, a gated MLP (gate_up h × 2i, down i × h); and the adapters of every
+    hybrid layer i that runs it (i % blocks == block): h × r + r × 2i on the MLP, and
+    3 × (2h × r + r × 2h) on q, k, v when attention adapters are on (Zamba2MLP, Zamba2Attention)."""
+    sb, a, mlp = arch.shared_blocks, arch.attention, arch.mlp
+    assert sb is not None and mlp is not None
+    h, wide, i, r = arch.hidden_size, 2 * arch.hidden_size, mlp.intermediate_size, sb.adapter_rank
+    c: Counter[str] = Counter()
+    q, kv = a.num_heads * a.head_dim, a.num_kv_heads * a.head_dim
+    c["attention"] += wide * (q + 2 * kv) + q * h
+    c["norm"] += wide + h
+    c["mlp"] += 3 * h * i
+    if mlp.bias:
+        c["bias"] += 2 * i + h
+    uses = len(range(block, sb.uses, sb.count))
+    if sb.mlp_adapters:
+        c["mlp"] += uses * (h * r + r * 2 * i)
+    if sb.attention_adapters:
+        c["attention"] += uses * 3 * (wide * r + r * wide)
     return c
 
 
