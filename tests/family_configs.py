@@ -449,6 +449,34 @@ BUILT: dict[str, dict[str, Any]] = {
         "layers_block_type": (["mamba"] * 5 + ["hybrid"]) * 9,
         "vocab_size": 32000,
     },
+    # stepfun-ai/Step-3.7-Flash (Step3p7Config's defaults): 45 layers, the first 3 dense, 288
+    # experts of 1280 + one shared, per-head output gates; its 47-layer ViT with downsamplers
+    "step-3.7-flash": {
+        "model_type": "step3p7",
+        "text_config": {
+            "model_type": "step3p5",
+            "hidden_size": 4096,
+            "intermediate_size": 11264,
+            "num_hidden_layers": 45,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "n_routed_experts": 288,
+            "num_experts_per_tok": 8,
+            "moe_intermediate_size": 1280,
+            "share_expert_dim": 1280,
+            "vocab_size": 128815,
+        },
+        "vision_config": {
+            "model_type": "step3p5_vision",
+            "hidden_size": 1536,
+            "intermediate_size": 8960,
+            "num_hidden_layers": 47,
+            "num_attention_heads": 16,
+            "image_size": 728,
+            "patch_size": 14,
+        },
+    },
     "hunyuan-7b": {
         "model_type": "hunyuan_v1_dense",
         "hidden_size": 4096,

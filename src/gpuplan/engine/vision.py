@@ -123,6 +123,11 @@ def multimodal_params(
 ) -> tuple[int, tuple[str, ...]]:
     """Encoder + projector parameters of a multimodal config.json, and a note for each tower or
     projector it does not count exactly (0 and no note for a text-only config)."""
+    from gpuplan.engine.towers import tower_count  # the tower table (catalog/data/towers.toml)
+
+    counted = tower_count(config, name)
+    if counted is not None:
+        return counted.params, ()
     notes = [
         f"{key} tower ({_kind(config[key])}) not counted: its weights are missing from this bill"
         for key in _OTHER_TOWERS
