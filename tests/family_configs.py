@@ -1065,3 +1065,63 @@ def reference_kwargs(model_type: str, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 # remote-code families (trust_remote_code checkpoints): no transformers class to build
 REMOTE_CODE = ("chatglm", "internlm2", "baichuan")
+
+
+# Encoder-decoders with the published sizes of one checkpoint each (tests/test_families.py)
+ENCODER_DECODERS: dict[str, dict[str, Any]] = {
+    # google/flan-t5-base: gated-GELU FFN, untied head (T5 v1.1)
+    "flan-t5-base": {
+        "model_type": "t5",
+        "d_model": 768,
+        "d_kv": 64,
+        "d_ff": 2048,
+        "num_heads": 12,
+        "num_layers": 12,
+        "num_decoder_layers": 12,
+        "vocab_size": 32128,
+        "feed_forward_proj": "gated-gelu",
+        "tie_word_embeddings": False,
+    },
+    # facebook/bart-large-cnn
+    "bart-large-cnn": {
+        "model_type": "bart",
+        "d_model": 1024,
+        "encoder_layers": 12,
+        "decoder_layers": 12,
+        "encoder_attention_heads": 16,
+        "decoder_attention_heads": 16,
+        "encoder_ffn_dim": 4096,
+        "decoder_ffn_dim": 4096,
+        "vocab_size": 50264,
+        "max_position_embeddings": 1024,
+    },
+    # facebook/nllb-200-distilled-600M (an M2M100 model)
+    "nllb-200-distilled-600m": {
+        "model_type": "m2m_100",
+        "d_model": 1024,
+        "encoder_layers": 12,
+        "decoder_layers": 12,
+        "encoder_attention_heads": 16,
+        "decoder_attention_heads": 16,
+        "encoder_ffn_dim": 4096,
+        "decoder_ffn_dim": 4096,
+        "vocab_size": 256206,
+        "max_position_embeddings": 1024,
+        "scale_embedding": True,
+    },
+    # openai/whisper-large-v3: 128 mel bins, 32 + 32 layers of 1280
+    "whisper-large-v3": {
+        "model_type": "whisper",
+        "d_model": 1280,
+        "encoder_layers": 32,
+        "decoder_layers": 32,
+        "encoder_attention_heads": 20,
+        "decoder_attention_heads": 20,
+        "encoder_ffn_dim": 5120,
+        "decoder_ffn_dim": 5120,
+        "vocab_size": 51866,
+        "num_mel_bins": 128,
+        "max_source_positions": 1500,
+        "max_target_positions": 448,
+    },
+}

@@ -743,3 +743,113 @@ def test_unknown_quantisation_block_is_refused_naming_its_keys() -> None:
     block = {"quant_method": "hqq", "nbits": 4}
     with pytest.raises(GpuplanError, match="'hqq' is not supported.*keys: nbits, quant_method"):
         architecture_from_config({**_ERNIE, "quantization_config": block}, "ernie")
+
+
+# --------------------------------------------------------------------------------------
+# Encoder-decoders (engine/encoder_decoder.py): parameters on the meta device, caches of a
+# tiny forward pass (self-attention KV per decoder token, cross-attention KV per encoder token)
+# --------------------------------------------------------------------------------------
+
+from family_configs import ENCODER_DECODERS  # noqa: E402
+from gpuplan.engine.encoder_decoder import encoder_decoder_types  # noqa: E402
+from gpuplan.engine.kv_cache import cross_kv_bytes, kv_cache_bytes_per_token  # noqa: E402
+
+
+def _seq2seq(cfg: dict[str, Any], meta: bool) -> Any:
+    from transformers import AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq
+
+    builder = AutoModelForSpeechSeq2Seq if cfg["model_type"] == "whisper" else AutoModelForSeq2SeqLM
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if meta:
+            with torch.device("meta"):
+                return builder.from_config(_hf_config(cfg))
+        torch.manual_seed(0)
+        return builder.from_config(_hf_config(cfg, "eager")).float().eval()
+
+
+_ENCDEC_CASES = {
+    **{f"default:{t}": {"model_type": t} for t in encoder_decoder_types()},
+    **{f"built:{k}": v for k, v in ENCODER_DECODERS.items()},
+}
+
+
+def _full(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A config as transformers writes it (defaults filled in), for the default cases."""
+    if len(cfg) > 1:
+        return cfg
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return AutoConfig.for_model(cfg["model_type"]).to_dict()
+
+
+@pytest.mark.parametrize("case", sorted(_ENCDEC_CASES))
+def test_encoder_decoder_params_are_exact(case: str) -> None:
+    cfg = _full(_ENCDEC_CASES[case])
+    expected = sum(p.numel() for p in _seq2seq(cfg, meta=True).parameters())
+    if cfg["model_type"] in ("t5", "mt5") and cfg.get("tie_word_embeddings") is False:
+        # T5 v1.1 / Flan-T5 checkpoints store an untied lm_head (flan-t5-base's safetensors hold
+        # 247,577,856 parameters); transformers 5's T5Config ties it regardless (its
+        # configuration_t5.py says so), so the reference adds it back
+        expected += cfg["vocab_size"] * cfg["d_model"]
+    counts = count_params(architecture_from_config(cfg, case))
+    assert counts.total == expected == counts.active, (case, counts.total, expected)
+    assert sum(counts.per_layer) + counts.embedding + counts.lm_head == counts.total
+
+
+_TINY_ENCDEC = {
+    "d_model": 32,
+    "d_kv": 8,
+    "d_ff": 64,
+    "num_heads": 4,
+    "num_layers": 2,
+    "num_decoder_layers": 3,
+    "encoder_layers": 2,
+    "decoder_layers": 3,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 64,
+    "decoder_ffn_dim": 64,
+    "vocab_size": VOCAB,
+    "max_position_embeddings": 64,
+    "max_source_positions": 8,
+    "max_target_positions": 16,
+    "num_mel_bins": 8,
+    "pad_token_id": 0,
+    "decoder_start_token_id": 1,
+}
+SOURCE = 5  # encoder tokens of a text encoder-decoder's request
+
+
+@pytest.mark.parametrize("model_type", encoder_decoder_types())
+def test_encoder_decoder_caches_match_a_forward_pass(model_type: str) -> None:
+    cfg = {**_full({"model_type": model_type}), **_TINY_ENCDEC}
+    cfg = {k: v for k, v in cfg.items() if k in _TINY_ENCDEC or k not in ("bos_token_id",)}
+    model = _seq2seq(cfg, meta=False)
+    arch = architecture_from_config(cfg, model_type)
+    decoder_ids = torch.randint(2, VOCAB, (1, TOKENS))
+    if model_type == "whisper":  # the encoder reads 2 x max_source_positions mel frames
+        inputs = {"input_features": torch.randn(1, 8, 16)}
+        encoder_tokens = 8
+    else:
+        inputs = {"input_ids": torch.randint(2, VOCAB, (1, SOURCE))}
+        encoder_tokens = SOURCE
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = model(**inputs, decoder_input_ids=decoder_ids, use_cache=True)
+    cache = getattr(out, "cache", None) or out.past_key_values
+    self_kv, _ = _measure(cache.self_attention_cache)
+    cross_kv, _ = _measure(cache.cross_attention_cache)
+    fp32 = get_precision("fp32", for_kv=True)
+    assert self_kv == kv_cache_bytes_per_token(arch, fp32) * TOKENS
+    assert cross_kv == cross_kv_bytes(arch, fp32, encoder_tokens)
+    assert arch.encoder is not None and arch.encoder.encoder_tokens in (0, encoder_tokens)
+
+
+def test_training_an_encoder_decoder_is_refused_in_one_line() -> None:
+    from gpuplan.engine.training import validate_training
+
+    arch = architecture_from_config(_full({"model_type": "t5"}), "t5")
+    setup = type("Setup", (), {"arch": arch})()
+    with pytest.raises(GpuplanError, match="training an encoder-decoder"):
+        validate_training(setup)  # type: ignore[arg-type]

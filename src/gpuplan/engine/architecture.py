@@ -28,6 +28,7 @@ from gpuplan.engine.vision import multimodal_params
 from gpuplan.errors import GpuplanError
 
 if TYPE_CHECKING:  # imported when a config has a quantization_config (cold start)
+    from gpuplan.engine.encoder_decoder import EncoderSpec
     from gpuplan.engine.quantization import QuantizationSpec
 
 # What a layer's token mixer is. "hybrid" = attention and a Mamba-2 mixer side by side (Falcon-H1).
@@ -266,6 +267,9 @@ class Architecture:
     laurel_rank: int = 0
     moe_beside_mlp: bool = False
     shared_blocks: SharedBlocksSpec | None = None  # Zamba 2 (params.shared_block_params)
+    # encoder-decoders (engine/encoder_decoder.py): the encoder, the embeddings, every weight by
+    # part; `layers` are the decoder's, each with self- and cross-attention
+    encoder: EncoderSpec | None = None
 
     def layer_groups(self, layers: range | None = None) -> tuple[tuple[LayerSpec, int], ...]:
         """(layer kind, how many) over the given layers (all by default): layers of one kind
@@ -400,6 +404,10 @@ def architecture_from_config(config: Mapping[str, Any], name: str = "model") -> 
     model_type = raw.get("model_type", config.get("model_type", "unknown"))
     if not isinstance(model_type, str) or len(model_type) > 128:
         raise GpuplanError(f"{name}: config field 'model_type' must be a short string")
+    from gpuplan.engine.encoder_decoder import is_encoder_decoder
+
+    if is_encoder_decoder(model_type):
+        return _encoder_decoder(raw, name, model_type)
     family = family_for(model_type)
     notes: list[str] = []
     if family is None:
@@ -416,6 +424,55 @@ def architecture_from_config(config: Mapping[str, Any], name: str = "model") -> 
     if vision or tower_notes:
         arch = replace(arch, vision_params=vision, notes=arch.notes + tower_notes)
     return arch
+
+
+def _encoder_decoder(raw: Mapping[str, Any], name: str, model_type: str) -> Architecture:
+    """An encoder-decoder's decoder stack as layers, its encoder and embeddings in `encoder`
+    (engine/encoder_decoder.py reads the record; nothing else of the family table applies)."""
+    from gpuplan.engine.encoder_decoder import encoder_spec
+
+    if raw.get("quantization_config"):
+        raise GpuplanError(
+            f"{name}: a quantization_config on an encoder-decoder ({model_type}) is not modelled;"
+            " cannot size this checkpoint"
+        )
+    spec, shape = encoder_spec(raw, name)
+    heads, head_dim, d = spec.cross_heads, spec.cross_head_dim, spec.width
+    layer = LayerSpec()
+    length = (
+        f"its {spec.encoder_tokens} encoder positions"
+        if spec.encoder_tokens
+        else "the whole context (the prompt it encodes is at most that)"
+    )
+    view = ConfigView(
+        raw, name, {"torch_dtype": ("torch_dtype", "dtype")}, {"torch_dtype": "float32"}
+    )
+    return Architecture(
+        name=name,
+        model_type=model_type,
+        family=f"encoder-decoder:{spec.family}",
+        hidden_size=d,
+        num_layers=shape["decoder_layers"],
+        vocab_size=_whole_field(raw, "vocab_size", name),
+        attention=AttentionSpec(heads, heads, head_dim, head_dim),
+        layers=(layer,) * shape["decoder_layers"],
+        norm="layernorm",
+        positions="learned",
+        torch_dtype=str(view.get("torch_dtype")).replace("torch.", ""),
+        hidden_act=str(raw.get("activation_function") or raw.get("dense_act_fn") or "gelu")[:32],
+        encoder=spec,
+        notes=(
+            "encoder-decoder: each request also holds its encoder output and the cross-attention"
+            f" K and V of every decoder layer, billed for {length}",
+        ),
+    )
+
+
+def _whole_field(raw: Mapping[str, Any], key: str, name: str) -> int:
+    value = raw.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 1 << 32:
+        raise GpuplanError(f"{name}: config field {key!r} must be a whole number of at least 1")
+    return value
 
 
 def _language_model(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -345,6 +345,27 @@ def layer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
     return c
 
 
+def _encoder_decoder_counts(arch: Architecture) -> ParamCounts:
+    """An encoder-decoder (engine/encoder_decoder.py): its record's parts as they are; the
+    decoder layers share the decoder stack evenly, the encoder and embeddings sit with the
+    first stage, the final norm and an untied head with the last."""
+    enc = arch.encoder
+    assert enc is not None
+    by_kind: Counter[str] = Counter()
+    for part, n in enc.parts:
+        by_kind[part.split(".", 1)[1]] += n
+    per_layer = (enc.stack("decoder") // arch.num_layers,) * arch.num_layers
+    total = sum(by_kind.values())
+    return ParamCounts(
+        by_kind={k: v for k, v in by_kind.items() if v},
+        per_layer=per_layer,
+        total=total,
+        active=total,
+        embedding=enc.stack("embed") + enc.stack("encoder"),
+        lm_head=enc.stack("head"),
+    )
+
+
 def _idle_attention_experts(arch: Architecture) -> int:
     """JetMoE: the attention experts a token's top-k does not route to (q and o, 2·h·n_kv·d
     each), over every attention layer."""
@@ -383,6 +404,8 @@ def count_params(arch: Architecture) -> ParamCounts:
     what one token touches, counting embeddings and LM head (the convention of the Mixtral
     and DeepSeek-V3 reports, which give 12.9 B / 37 B active).
     """
+    if arch.encoder is not None:
+        return _encoder_decoder_counts(arch)
     by_kind: Counter[str] = Counter()
     per_kind: dict[LayerSpec, tuple[Counter[str], int]] = {}
     for spec, n in arch.layer_groups():

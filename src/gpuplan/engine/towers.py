@@ -56,7 +56,7 @@ class Tower:
     wrappers: tuple[str, ...]
     source: str
     kind: str  # "vision" | "audio" | "vision+audio"
-    fields: Mapping[str, tuple[str, ...]]
+    fields: Mapping[str, Any]  # name -> config path, list of paths, or {path, prefix}
     defaults: Mapping[str, Any]
     params: Mapping[str, str]
     tokens: str = ""
@@ -95,22 +95,45 @@ def tower_count(config: Mapping[str, Any], name: str = "model") -> TowerCount | 
 
 
 def _values(tower: Tower, config: Mapping[str, Any], name: str) -> dict[str, Any]:
+    return field_values(tower.fields, tower.defaults, config, name, f"the {tower.name} tower")
+
+
+def field_values(
+    fields: Mapping[str, Any],
+    defaults: Mapping[str, Any],
+    config: Mapping[str, Any],
+    name: str,
+    reader: str,
+) -> dict[str, Any]:
+    """Each field's value: the first of its config paths present, else its default. A field
+    given as {path, prefix} is 1 when that string value starts with prefix, else 0."""
     out: dict[str, Any] = {}
-    for field, paths in tower.fields.items():
+    for field, spec in fields.items():
+        prefix = spec.get("prefix") if isinstance(spec, Mapping) else None
+        paths = _paths(spec)
         value: Any = None
         for path in paths:
             value = _lookup(config, path)
             if value is not None:
                 break
+        if prefix is not None:
+            out[field] = int(isinstance(value, str) and value.startswith(prefix))
+            continue
         if value is None:
-            if field not in tower.defaults:
+            if field not in defaults:
                 raise GpuplanError(
-                    f"{name}: config.json has no {paths[0]!r}, which the {tower.name} tower needs;"
+                    f"{name}: config.json has no {paths[0]!r}, which {reader} needs;"
                     " cannot size this model"
                 )
-            value = tower.defaults[field]
+            value = defaults[field]
         out[field] = _checked(value, paths[0], name)
     return out
+
+
+def _paths(spec: Any) -> tuple[str, ...]:
+    if isinstance(spec, Mapping):
+        spec = spec["path"]
+    return tuple(spec) if isinstance(spec, list | tuple) else (spec,)
 
 
 def _lookup(config: Mapping[str, Any], path: str) -> Any:
@@ -139,12 +162,17 @@ def _checked(value: Any, key: str, name: str) -> Any:
 
 
 def _evaluate(expr: str, values: Mapping[str, Any], tower: Tower, name: str) -> int:
+    return evaluate(expr, values, name, f"towers.toml [{tower.name}]")
+
+
+def evaluate(expr: str, values: Mapping[str, Any], name: str, where: str) -> int:
+    """One integer expression of a record over its field values."""
     try:
         result = _walk(_parsed(expr), values)
     except ZeroDivisionError:
-        raise GpuplanError(f"{name}: the {tower.name} tower divides by zero ({expr})") from None
+        raise GpuplanError(f"{name}: {where} divides by zero ({expr})") from None
     if not isinstance(result, int):
-        raise TowerTableError(f"towers.toml [{tower.name}]: {expr!r} is not a whole number")
+        raise TowerTableError(f"{where}: {expr!r} is not a whole number")
     return result
 
 
@@ -195,7 +223,7 @@ def _table() -> dict[str, Tower]:
             wrappers=tuple(rec.get("wrappers", (tower_name,))),
             source=rec["source"],
             kind=rec.get("kind", "vision"),
-            fields={k: tuple(v) if isinstance(v, list) else (v,) for k, v in rec["fields"].items()},
+            fields=dict(rec["fields"]),
             defaults=dict(rec.get("defaults", {})),
             params=dict(rec["params"]),
             tokens=rec.get("tokens", ""),
