@@ -267,6 +267,10 @@ class Architecture:
     laurel_rank: int = 0
     moe_beside_mlp: bool = False
     shared_blocks: SharedBlocksSpec | None = None  # Zamba 2 (params.shared_block_params)
+    # BERT-style decoders: a token-type table, the LM head's dense + LayerNorm transform, a pooler
+    token_types: int = 0
+    head_transform: bool = False
+    pooler: bool = False
     # encoder-decoders (engine/encoder_decoder.py): the encoder, the embeddings, every weight by
     # part; `layers` are the decoder's, each with self- and cross-attention
     encoder: EncoderSpec | None = None
@@ -408,6 +412,13 @@ def architecture_from_config(config: Mapping[str, Any], name: str = "model") -> 
 
     if is_encoder_decoder(model_type):
         return _encoder_decoder(raw, name, model_type)
+    if raw.get("is_encoder_decoder") is True:
+        from gpuplan.engine.encoder_decoder import encoder_decoder_types
+
+        raise GpuplanError(
+            f"{name}: model_type {model_type!r} is an encoder-decoder (is_encoder_decoder) gpuplan"
+            f" does not model (it reads {', '.join(encoder_decoder_types())}); cannot size it"
+        )
     family = family_for(model_type)
     notes: list[str] = []
     if family is None:
@@ -635,6 +646,9 @@ class _Reader:
             ssm_state_dtype=v.get("mamba_ssm_cache_dtype") or v.get("mamba_ssm_dtype"),
             norm_placement=t["norm_placement"],
             norm_fp32=t["norm_fp32"],
+            token_types=int(t["token_types"] or 0),
+            head_transform=bool(t["head_transform"]),
+            pooler=bool(t["pooler"]),
             attn_softcap=v.get("attn_logit_softcapping") or 0.0,
             final_softcap=v.get("final_logit_softcapping") or 0.0,
             **extras,

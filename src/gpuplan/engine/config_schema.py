@@ -146,6 +146,7 @@ FIELDS: dict[str, Rule] = {
     # state-space and linear-attention mixers
     "mamba_d_state": _WIDTH,
     "num_mem_blocks": Rule("int", 1, MAX_LAYERS),
+    "type_vocab_size": Rule("int", 0, 1 << 20),
     "adapter_rank": Rule("int", 0, MAX_WIDTH),
     "use_shared_attention_adapter": _BOOL,
     "use_shared_block_lora": _BOOL,

@@ -422,12 +422,23 @@ def count_params(arch: Architecture) -> ParamCounts:
     if arch.embedding_norm:
         by_kind["norm"] += arch.norm_elements
         embedding += arch.norm_elements
+    if arch.token_types:  # BertEmbeddings.token_type_embeddings
+        by_kind["embedding"] += arch.token_types * h
+        embedding += arch.token_types * h
     if arch.per_layer_input:  # Gemma 3n/4: embed_tokens_per_layer, per_layer_model_projection
         width = arch.num_layers * arch.per_layer_input
         by_kind["embedding"] += arch.per_layer_vocab * width + width * h
         by_kind["norm"] += arch.per_layer_input
         embedding += arch.per_layer_vocab * width + width * h + arch.per_layer_input
     head = 0
+    for dense in (arch.head_transform, arch.pooler):  # BertPredictionHeadTransform (dense +
+        if dense:  # LayerNorm), BertPooler (dense): h x h with a bias, on the last stage
+            by_kind["mlp"] += h * h
+            by_kind["bias"] += h
+            head += h * h + h
+    if arch.head_transform:
+        by_kind["norm"] += arch.norm_elements
+        head += arch.norm_elements
     if arch.altup_inputs > 1:  # Gemma 3n: altup projections in, unembed projections out
         extra = (arch.altup_inputs - 1) * h * h
         by_kind["embedding"] += extra

@@ -106,10 +106,12 @@ def field_values(
     reader: str,
 ) -> dict[str, Any]:
     """Each field's value: the first of its config paths present, else its default. A field
-    given as {path, prefix} is 1 when that string value starts with prefix, else 0."""
+    given as {path, prefix} is 1 when that string value starts with prefix, else 0; one given
+    as {path, in} is 1 when the value is one of the list, else 0."""
     out: dict[str, Any] = {}
     for field, spec in fields.items():
         prefix = spec.get("prefix") if isinstance(spec, Mapping) else None
+        among = spec.get("in") if isinstance(spec, Mapping) else None
         paths = _paths(spec)
         value: Any = None
         for path in paths:
@@ -118,6 +120,9 @@ def field_values(
                 break
         if prefix is not None:
             out[field] = int(isinstance(value, str) and value.startswith(prefix))
+            continue
+        if among is not None:
+            out[field] = int(value in among)
             continue
         if value is None:
             if field not in defaults:

@@ -110,11 +110,26 @@ _LLAVA = frozenset({"llava", "llava_next", "llava_next_video", "llava_onevision"
 _PROJECTORS = _LLAVA | {"gemma3", "mistral3", "kimi_vl", "paligemma", "idefics3", "smolvlm"}
 # other encoders a checkpoint may carry; none is counted, each is named in a note
 _OTHER_TOWERS = (
+    "encoder_config",  # Granite Speech's conformer encoder (with its projector_config)
+    "projector_config",
     "audio_config",
     "speech_config",
     "audio_encoder_config",
     "sound_config",
     "whisper_config",
+)
+
+
+# a wrapper's sub-configs that add no weights beside its language model and vision tower
+_WRAPPER_NEUTRAL = frozenset(
+    {
+        "text_config",
+        "vision_config",
+        "quantization_config",
+        "rope_config",
+        "generation_config",
+        "compression_config",
+    }
 )
 
 
@@ -128,10 +143,19 @@ def multimodal_params(
     counted = tower_count(config, name)
     if counted is not None:
         return counted.params, ()
+    others = [k for k in _OTHER_TOWERS if isinstance(config.get(k), Mapping)]
+    if isinstance(config.get("text_config"), Mapping):  # a wrapper: any other sub-model too
+        others += [
+            k
+            for k, v in config.items()
+            if k.endswith("_config")
+            and isinstance(v, Mapping)
+            and k not in _OTHER_TOWERS
+            and k not in _WRAPPER_NEUTRAL
+        ]
     notes = [
         f"{key} tower ({_kind(config[key])}) not counted: its weights are missing from this bill"
-        for key in _OTHER_TOWERS
-        if isinstance(config.get(key), Mapping)
+        for key in others
     ]
     params = vision_encoder_params(config, name, notes)
     return params, tuple(notes)
