@@ -661,9 +661,9 @@ def test_kimi_variants_gpuplan_does_not_model_are_refused() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cfg = AutoConfig.for_model("kimi_linear").to_dict()
-    cfg["linear_attn_config"] = {"use_full_rank_gate": True}
-    with pytest.raises(GpuplanError, match="use_full_rank_gate"):
-        architecture_from_config(cfg, "kimi")
+    for key in ("mla_use_output_gate", "attn_res_block_size", "routed_expert_hidden_size"):
+        with pytest.raises(GpuplanError, match=key):  # Kimi-K3's other mechanisms
+            architecture_from_config({**cfg, key: 8}, "kimi")
 
 
 @pytest.mark.parametrize(
@@ -853,3 +853,23 @@ def test_training_an_encoder_decoder_is_refused_in_one_line() -> None:
     setup = type("Setup", (), {"arch": arch})()
     with pytest.raises(GpuplanError, match="training an encoder-decoder"):
         validate_training(setup)  # type: ignore[arg-type]
+
+
+def test_kimi_full_rank_gate_replaces_the_low_rank_pair() -> None:
+    """Kimi-K3's KDA (linear_attn_config.use_full_rank_gate): transformers 5.24 has no Kimi-K3, so
+    the reference is transformers' Kimi Linear with its g_a / g_b modules swapped for the
+    h x heads·head_dim g_proj that vLLM's Kimi-K3 KDA builds (read off the built modules)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = AutoConfig.for_model("kimi_linear").to_dict()
+    model = _build(config, meta=True)
+    expected = sum(p.numel() for p in model.parameters())
+    hidden = config["hidden_size"]
+    for module in model.modules():
+        if hasattr(module, "g_a_proj") and hasattr(module, "g_b_proj"):
+            expected -= module.g_a_proj.weight.numel() + module.g_b_proj.weight.numel()
+            expected += hidden * module.g_b_proj.weight.shape[0]
+    nested = {**config, "linear_attn_config": {"use_full_rank_gate": True}}
+    assert count_params(architecture_from_config(nested, "kimi-k3-kda")).total == expected
+    low_rank = count_params(architecture_from_config(config, "kimi-linear")).total
+    assert low_rank == sum(p.numel() for p in model.parameters()) != expected

@@ -147,6 +147,9 @@ class LinearAttentionSpec:
     # Kimi Delta Attention (KimiLinearDeltaAttention): a gated DeltaNet whose decay is per channel,
     # with low-rank (through head_dim) forget and output gates; the same state shapes
     per_channel_decay: bool = False
+    # Kimi-K3's KDA: the output gate is one full-rank g_proj (h x heads·d) instead of the
+    # low-rank g_a / g_b pair (linear_attn_config.use_full_rank_gate)
+    full_rank_gate: bool = False
 
     @property
     def conv_dim(self) -> int:
@@ -1413,6 +1416,7 @@ class _Reader:
             v.require("linear_value_head_dim"),
             v.require("linear_conv_kernel_dim"),
             per_channel_decay=kind == "kda",
+            full_rank_gate=kind == "kda" and bool(v.get("use_full_rank_gate")),
         )
 
     def _short_conv(self) -> ShortConvSpec:

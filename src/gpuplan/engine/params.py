@@ -196,7 +196,9 @@ def linear_attention_params(arch: Architecture) -> Counter[str]:
     q, k, v, dt_bias and A_log per value head, a gated RMSNorm of d_v, out_proj n_v·d_v × h.
     Kimi Delta Attention (Kimi Linear tech report; KimiLinearDeltaAttention): q, k, v, b and o
     projections, the forget gate f_b·f_a and output gate g_b·g_a through head_dim d, dt_bias per
-    channel and A_log per head, a causal conv1d over q, k, v, a gated RMSNorm of d.
+    channel and A_log per head, a causal conv1d over q, k, v, a gated RMSNorm of d; Kimi-K3's
+    full-rank output gate (use_full_rank_gate: a g_proj of h × heads·d, as vLLM's Kimi-K3 KDA
+    builds it; transformers 5.24 has no Kimi-K3) replaces g_a / g_b.
     Lightning attention (Qin et al. 2024; MiniMaxLightningAttention): qkv_proj h × 3·H·d,
     out_proj, output_gate h × H·d, an RMSNorm over H·d.
     """
@@ -213,7 +215,9 @@ def linear_attention_params(arch: Architecture) -> Counter[str]:
     value = la.num_v_heads * la.v_head_dim
     if la.per_channel_decay:  # KimiLinearDeltaAttention: q, k, v, b, o; f_a/f_b and g_a/g_b
         d = la.k_head_dim  # through head_dim; dt_bias per channel, A_log per head
-        c["mixer"] += h * (2 * key + value) + h * la.num_v_heads + value * h + 2 * (h + value) * d
+        c["mixer"] += h * (2 * key + value) + h * la.num_v_heads + value * h + (h + value) * d
+        # output gate: g_a h x d and g_b d x value, or Kimi-K3's full-rank g_proj h x value
+        c["mixer"] += h * value if la.full_rank_gate else (h + value) * d
         c["ssm"] += la.conv_dim * la.conv_kernel + value + la.num_v_heads
         c["norm"] += la.v_head_dim
         return c
