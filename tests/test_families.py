@@ -684,7 +684,7 @@ REFUSED_UNKNOWN = {
     "bert": "type_vocab_size",
     "longcat_flash": "kv_lora_rank",
     "recurrent_gemma": "block_types",
-    "deepseek_v4": "layer_types",  # compressed sparse attention, hyper-connections, hash MoE
+    "deepseek_v4": "hc_mult",  # hyper-connections (compressed sparse attention, hash MoE too)
     "zamba": "layers_block_type",  # Zamba 1: one shared block over the concatenated input
 }
 
