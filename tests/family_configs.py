@@ -477,6 +477,21 @@ BUILT: dict[str, dict[str, Any]] = {
             "patch_size": 14,
         },
     },
+    # meta-llama/Llama-3.2-11B-Vision: 40 text layers, 8 of them cross-attention layers
+    "llama-3.2-11b-vision": {
+        "model_type": "mllama",
+        "text_config": {
+            "model_type": "mllama_text_model",
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_hidden_layers": 40,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
+            "vocab_size": 128256,
+        },
+        "vision_config": {"model_type": "mllama_vision_model", "vision_output_dim": 7680},
+    },
     "hunyuan-7b": {
         "model_type": "hunyuan_v1_dense",
         "hidden_size": 4096,

@@ -32,7 +32,16 @@ if TYPE_CHECKING:  # imported when a config has a quantization_config (cold star
     from gpuplan.engine.quantization import QuantizationSpec
 
 # What a layer's token mixer is. "hybrid" = attention and a Mamba-2 mixer side by side (Falcon-H1).
-MIXERS = ("attention", "mamba", "gated_delta", "lightning", "short_conv", "hybrid", "none")
+MIXERS = (
+    "attention",
+    "mamba",
+    "gated_delta",
+    "lightning",
+    "short_conv",
+    "hybrid",
+    "none",
+    "cross_attention",  # attends to an encoder's (image's) states only: no cache per text token
+)
 STATE_MIXERS = ("mamba", "gated_delta", "lightning", "short_conv", "hybrid")
 
 
@@ -274,6 +283,7 @@ class Architecture:
     token_types: int = 0
     head_transform: bool = False
     pooler: bool = False
+    extra_vocab_rows: int = 0  # embedding rows beyond vocab_size (Mllama's 8 image tokens)
     # encoder-decoders (engine/encoder_decoder.py): the encoder, the embeddings, every weight by
     # part; `layers` are the decoder's, each with self- and cross-attention
     encoder: EncoderSpec | None = None
@@ -613,6 +623,11 @@ class _Reader:
                 " checkpoint are not counted (transformers does not build them; engines load them"
                 " only for speculative decoding)"
             )
+        if any(spec.mixer == "cross_attention" for spec in layers):
+            self.notes.append(
+                "cross-attention layers hold each request's image K and V (not per text token);"
+                " that cache is not billed here"
+            )
         embedding_dim = v.get("word_embed_proj_dim") or 0
         return Architecture(
             name=v.name,
@@ -652,6 +667,7 @@ class _Reader:
             token_types=int(t["token_types"] or 0),
             head_transform=bool(t["head_transform"]),
             pooler=bool(t["pooler"]),
+            extra_vocab_rows=int(t["extra_vocab_rows"] or 0),
             attn_softcap=v.get("attn_logit_softcapping") or 0.0,
             final_softcap=v.get("final_logit_softcapping") or 0.0,
             **extras,
@@ -789,6 +805,11 @@ class _Reader:
                 f"{v.name}: config.json has no {v.spelling('layer_types')!r} (model_type"
                 f" {self.model_type!r}); cannot tell its layers apart"
             )
+        if rule == "cross_listed":  # MllamaTextConfig.cross_attention_layers
+            cross = set(v.get("cross_attention_layers") or ())
+            if any(i >= n for i in cross):
+                raise v.fail("cross_attention_layers", f"names a layer beyond the {n} layers")
+            return ["cross" if i in cross else "full" for i in range(n)]
         if rule == "kimi_linear":  # KimiLinearConfig: linear_attn_config.full_attn_layers
             full = v.get("full_attn_layers")  # 1-indexed in the checkpoint
             if full is None:
@@ -870,6 +891,8 @@ class _Reader:
         block_ffn = self.family.name not in ("nemotron_h", "mamba", "mamba2", "zamba2")
         if kind in ("full", "sliding", "chunked"):
             return LayerSpec(window, moe, "attention", ffn=block_ffn)
+        if kind == "cross":
+            return LayerSpec(None, moe, "cross_attention", ffn=block_ffn)
         if kind == "moe_only":
             return LayerSpec(None, True, "none")
         if kind == "mlp_only":

@@ -148,6 +148,7 @@ FIELDS: dict[str, Rule] = {
     "num_mem_blocks": Rule("int", 1, MAX_LAYERS),
     "type_vocab_size": Rule("int", 0, 1 << 20),
     "use_full_rank_gate": _BOOL,
+    "cross_attention_layers": Rule("int_list", 0, MAX_LAYERS, MAX_LAYERS),
     "adapter_rank": Rule("int", 0, MAX_WIDTH),
     "use_shared_attention_adapter": _BOOL,
     "use_shared_block_lora": _BOOL,

@@ -64,6 +64,7 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
         "mimo_v2",
         "listed",
         "kimi_linear",
+        "cross_listed",
     ),
     "layer_kinds": dict,
     "moe_layers": (
@@ -88,6 +89,7 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "token_types": int,
     "head_transform": bool,
     "pooler": bool,
+    "extra_vocab_rows": int,
     "indexer": bool,
     "mamba": ("", "mamba1", "mamba2"),
     "mamba_norm": bool,
@@ -112,6 +114,7 @@ LAYER_KINDS = (
     "moe_only",
     "mlp_only",
     "hybrid",
+    "cross",
 )
 
 _RECORD_KEYS = {

@@ -14,7 +14,7 @@ from collections import Counter
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture, AttentionSpec, LayerSpec
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import record, replace
 
 # Linear weights that quantisation methods pack and tensor parallelism splits.
 LINEAR_KINDS = ("attention", "mixer", "mlp", "experts", "shared_experts")
@@ -121,6 +121,10 @@ def mixer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
     elif layer.has_attention:
         spec = arch.attention_of(layer)
         c.update(attention_params(arch, spec, kv=not layer.kv_shared, v=not layer.v_from_k))
+    elif layer.mixer == "cross_attention":  # MllamaTextCrossAttention: q, k, v, o, q/k norms
+        spec = arch.attention_of(layer)  # per head; the decoder layer's two tanh gates
+        c.update(attention_params(arch, replace(spec, qk_norm=True, qk_norm_scope="head")))
+        c["norm"] += 2
     if layer.mixer in ("mamba", "hybrid"):
         c.update(mamba_params(arch))
     elif layer.mixer in ("gated_delta", "lightning"):
@@ -420,8 +424,9 @@ def count_params(arch: Architecture) -> ParamCounts:
     per_layer = tuple(per_kind[spec][1] for spec in arch.layers)
     h = arch.hidden_size
     e = arch.embedding_dim or h
-    embedding = arch.vocab_size * e + arch.learned_positions * h
-    by_kind["embedding"] += arch.vocab_size * e
+    rows = arch.vocab_size + arch.extra_vocab_rows
+    embedding = rows * e + arch.learned_positions * h
+    by_kind["embedding"] += rows * e
     by_kind["positions"] += arch.learned_positions * h
     if arch.embedding_norm:
         by_kind["norm"] += arch.norm_elements
