@@ -512,6 +512,10 @@ def _language_model(config: Mapping[str, Any]) -> dict[str, Any]:
             for key in _OUTER_KEYS:
                 if key in raw and key not in merged:
                     merged[key] = raw[key]
+            # transformers 5 ties a wrapper's head by the wrapper's own tie_word_embeddings
+            # (PreTrainedModel.get_expanded_tied_weights_keys reads the top-level config)
+            if isinstance(raw.get("tie_word_embeddings"), bool):
+                merged["tie_word_embeddings"] = raw["tie_word_embeddings"]
             if "model_type" not in merged and "model_type" in raw:
                 merged["model_type"] = raw["model_type"]
             return merged

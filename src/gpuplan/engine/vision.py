@@ -189,6 +189,11 @@ def vision_encoder_params(
         return 0
     v = ConfigView(raw, f"{name}: vision_config", _KEYS, _DEFAULTS)
     text = _text_hidden(config, v)
+    if qwen and outer and outer not in _QWEN_VL:
+        notes.append(
+            f"the {outer} wrapper's own projector beside its {qwen} tower is not counted"
+            " (the tower itself is counted exactly)"
+        )
     if qwen == "qwen2_vl":
         return _qwen2_vl(v)
     if qwen == "qwen2_5_vl":
