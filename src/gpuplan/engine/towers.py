@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
@@ -41,7 +41,7 @@ _BINARY = {
     ast.FloorDiv: operator.floordiv,
     ast.Pow: operator.pow,
 }
-_CALLS = {"min": min, "max": max, "len": len}
+_CALLS: dict[str, Callable[..., Any]] = {"min": min, "max": max, "len": len}
 
 
 class TowerTableError(Exception):
@@ -176,6 +176,10 @@ def evaluate(expr: str, values: Mapping[str, Any], name: str, where: str) -> int
         result = _walk(_parsed(expr), values)
     except ZeroDivisionError:
         raise GpuplanError(f"{name}: {where} divides by zero ({expr})") from None
+    except TypeError:  # a list where a number belongs, or the reverse
+        raise GpuplanError(
+            f"{name}: a config field {where} reads has the wrong shape for {expr!r}"
+        ) from None
     if not isinstance(result, int):
         raise TowerTableError(f"{where}: {expr!r} is not a whole number")
     return result
@@ -204,7 +208,7 @@ def _walk(node: ast.expr, values: Mapping[str, Any]) -> Any:
             or not isinstance(index, int)
             or not -len(seq) <= index < len(seq)
         ):
-            raise GpuplanError(f"a tower field has no entry {index} ({ast.unparse(node)})")
+            raise TypeError(index)  # evaluate() names the config and the expression
         return seq[index]
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CALLS:
         return _CALLS[node.func.id](*(_walk(a, values) for a in node.args))
