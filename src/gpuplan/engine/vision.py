@@ -138,11 +138,12 @@ def multimodal_params(
 ) -> tuple[int, tuple[str, ...]]:
     """Encoder + projector parameters of a multimodal config.json, and a note for each tower or
     projector it does not count exactly (0 and no note for a text-only config)."""
-    from gpuplan.engine.towers import tower_count  # the tower table (catalog/data/towers.toml)
+    if isinstance(config.get("vision_config"), Mapping):  # a wrapper: the tower table first
+        from gpuplan.engine.towers import tower_count  # (catalog/data/towers.toml)
 
-    counted = tower_count(config, name)
-    if counted is not None:
-        return counted.params, ()
+        counted = tower_count(config, name)
+        if counted is not None:
+            return counted.params, ()
     others = [k for k in _OTHER_TOWERS if isinstance(config.get(k), Mapping)]
     if isinstance(config.get("text_config"), Mapping):  # a wrapper: any other sub-model too
         others += [
