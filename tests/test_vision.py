@@ -106,8 +106,17 @@ def test_tower_and_projector_match_transformers(model_type: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         config = transformers.AutoConfig.for_model(model_type)
-        with torch.device("meta"):
-            model = transformers.AutoModelForImageTextToText.from_config(config)
+        for builder in (
+            transformers.AutoModelForImageTextToText,
+            transformers.AutoModelForSpeechSeq2Seq,
+            transformers.AutoModelForSeq2SeqLM,
+        ):
+            try:
+                with torch.device("meta"):
+                    model = builder.from_config(config)
+                break
+            except ValueError:
+                continue
     text_parts = ("language_model", "text_model")
     expected = sum(
         p.numel()
@@ -137,8 +146,17 @@ def _built_tower(model_type: str) -> tuple[dict[str, Any], int]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         config = transformers.AutoConfig.for_model(model_type)
-        with torch.device("meta"):
-            model = transformers.AutoModelForImageTextToText.from_config(config)
+        for builder in (
+            transformers.AutoModelForImageTextToText,
+            transformers.AutoModelForSpeechSeq2Seq,
+            transformers.AutoModelForSeq2SeqLM,
+        ):
+            try:
+                with torch.device("meta"):
+                    model = builder.from_config(config)
+                break
+            except ValueError:
+                continue
     outside = sum(
         p.numel()
         for n, p in model.named_parameters()

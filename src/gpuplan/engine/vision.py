@@ -138,8 +138,8 @@ def multimodal_params(
 ) -> tuple[int, tuple[str, ...]]:
     """Encoder + projector parameters of a multimodal config.json, and a note for each tower or
     projector it does not count exactly (0 and no note for a text-only config)."""
-    if isinstance(config.get("vision_config"), Mapping):  # a wrapper: the tower table first
-        from gpuplan.engine.towers import tower_count  # (catalog/data/towers.toml)
+    if any(isinstance(config.get(k), Mapping) for k in ("vision_config", "audio_config")):
+        from gpuplan.engine.towers import tower_count  # a wrapper: the tower table first
 
         counted = tower_count(config, name)
         if counted is not None:
