@@ -143,7 +143,11 @@ def multimodal_params(
 
         counted = tower_count(config, name)
         if counted is not None:
-            return counted.params, ()
+            note = (
+                f"{counted.tower} {counted.kind} tower: one {counted.token_unit} adds"
+                f" {counted.tokens:,} tokens to a request"
+            )
+            return counted.params, (note,)
     others = [k for k in _OTHER_TOWERS if isinstance(config.get(k), Mapping)]
     if isinstance(config.get("text_config"), Mapping):  # a wrapper: any other sub-model too
         others += [
