@@ -364,6 +364,134 @@ BUILT: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": True,
     },
     # tencent/Hunyuan-7B-Instruct: per-head q/k norm
+    # jetmoe/jetmoe-8b (JetMoE report, Shen et al. 2024, Table 1): 24 layers, width 2048, 16 KV
+    # heads of 128 (kv_channels), 8 attention and 8 MLP experts, top-2, expert width 5632
+    "jetmoe-8b": {
+        "model_type": "jetmoe",
+        "hidden_size": 2048,
+        "num_hidden_layers": 24,
+        "num_key_value_heads": 16,
+        "kv_channels": 128,
+        "intermediate_size": 5632,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "vocab_size": 32000,
+        "max_position_embeddings": 4096,
+        "tie_word_embeddings": True,
+    },
+    # tencent/Hy3-preview as its config.json spells it (first_k_dense_replace, expert_hidden_dim;
+    # sizes from HYV3Config, whose defaults mirror this checkpoint)
+    "hy3-preview": {
+        "model_type": "hy_v3",
+        "hidden_size": 4096,
+        "intermediate_size": 13312,
+        "num_hidden_layers": 80,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "num_experts": 192,
+        "num_experts_per_tok": 8,
+        "num_shared_experts": 1,
+        "expert_hidden_dim": 1536,
+        "first_k_dense_replace": 1,
+        "num_nextn_predict_layers": 1,
+        "vocab_size": 120832,
+        "max_position_embeddings": 131072,
+    },
+    # LGAI-EXAONE/EXAONE-4.5-33B: the beta's config.json as NVIDIA TensorRT-LLM's
+    # test_modeling_exaone4_5.py keeps it (EXAONE_4_5_TEST_CONFIG), its text model_type as the
+    # release spells it (exaone4_5_text); the tower is Qwen2.5-VL's with 8 KV heads
+    "exaone-4.5-33b": {
+        "model_type": "exaone4_5",
+        "text_config": {
+            "model_type": "exaone4_5_text",
+            "hidden_size": 5120,
+            "intermediate_size": 27392,
+            "num_attention_heads": 40,
+            "num_hidden_layers": 64,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 131072,
+            "sliding_window": 4096,
+            "sliding_window_pattern": "LLLG",
+            "layer_types": (["sliding_attention"] * 3 + ["full_attention"]) * 16,
+            "vocab_size": 153600,
+        },
+        "vision_config": {
+            "model_type": "exaone4_5_vision",
+            "depth": 28,
+            "fullatt_block_indexes": [6, 13, 20, 27],
+            "hidden_act": "silu",
+            "hidden_size": 2048,
+            "in_channels": 3,
+            "intermediate_size": 5120,
+            "num_heads": 32,
+            "num_key_value_heads": 8,
+            "out_hidden_size": 5120,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "window_size": 112,
+        },
+        "tie_word_embeddings": False,
+    },
+    # Zyphra/Zamba2-2.7B as transformers spells it (Zamba2Config's defaults mirror it): 54
+    # layers, 9 of them hybrid running 2 shared blocks in turn
+    "zamba2-2.7b": {
+        "model_type": "zamba2",
+        "hidden_size": 2560,
+        "num_hidden_layers": 54,
+        "num_attention_heads": 32,
+        "n_mamba_heads": 80,
+        "mamba_d_state": 64,
+        "mamba_ngroups": 1,
+        "num_mem_blocks": 2,
+        "use_shared_attention_adapter": True,
+        "layers_block_type": (["mamba"] * 5 + ["hybrid"]) * 9,
+        "vocab_size": 32000,
+    },
+    # stepfun-ai/Step-3.7-Flash (Step3p7Config's defaults): 45 layers, the first 3 dense, 288
+    # experts of 1280 + one shared, per-head output gates; its 47-layer ViT with downsamplers
+    "step-3.7-flash": {
+        "model_type": "step3p7",
+        "text_config": {
+            "model_type": "step3p5",
+            "hidden_size": 4096,
+            "intermediate_size": 11264,
+            "num_hidden_layers": 45,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "n_routed_experts": 288,
+            "num_experts_per_tok": 8,
+            "moe_intermediate_size": 1280,
+            "share_expert_dim": 1280,
+            "vocab_size": 128815,
+        },
+        "vision_config": {
+            "model_type": "step3p5_vision",
+            "hidden_size": 1536,
+            "intermediate_size": 8960,
+            "num_hidden_layers": 47,
+            "num_attention_heads": 16,
+            "image_size": 728,
+            "patch_size": 14,
+        },
+    },
+    # meta-llama/Llama-3.2-11B-Vision: 40 text layers, 8 of them cross-attention layers
+    "llama-3.2-11b-vision": {
+        "model_type": "mllama",
+        "text_config": {
+            "model_type": "mllama_text_model",
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_hidden_layers": 40,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
+            "vocab_size": 128256,
+        },
+        "vision_config": {"model_type": "mllama_vision_model", "vision_output_dim": 7680},
+    },
     "hunyuan-7b": {
         "model_type": "hunyuan_v1_dense",
         "hidden_size": 4096,
@@ -925,5 +1053,90 @@ BUILT: dict[str, dict[str, Any]] = {
 
 # model_types transformers has no class for, and the class that builds the same modules
 REFERENCE_TYPE = {"kimi_k2": "deepseek_v3", "mycorp_decoder": "llama"}
+# configs in a model family's original spelling, renamed to the transformers config's keys to
+# build the reference (Zyphra's Zamba2 configs predate Zamba2Config; its n_mamba_heads is
+# expand x hidden / mamba_headdim)
+REFERENCE_KEYS = {
+    "zamba2": {
+        "ffn_hidden_size": "intermediate_size",
+        "state_size": "mamba_d_state",
+        "expansion_factor": "mamba_expand",
+        "conv_dimension": "mamba_d_conv",
+        "lora_rank": "adapter_rank",
+        "use_shared_attention_lora": "use_shared_attention_adapter",
+    }
+}
+
+
+def reference_kwargs(model_type: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs` with a family's original keys renamed as its transformers config spells them."""
+    renames = REFERENCE_KEYS.get(model_type, {})
+    out = {renames.get(k, k): v for k, v in kwargs.items()}
+    if model_type == "zamba2" and "mamba_headdim" in out and "n_mamba_heads" not in out:
+        inner = out.get("mamba_expand", 2) * out["hidden_size"]
+        out["n_mamba_heads"] = inner // out["mamba_headdim"]
+    return out
+
+
 # remote-code families (trust_remote_code checkpoints): no transformers class to build
 REMOTE_CODE = ("chatglm", "internlm2", "baichuan")
+
+
+# Encoder-decoders with the published sizes of one checkpoint each (tests/test_families.py)
+ENCODER_DECODERS: dict[str, dict[str, Any]] = {
+    # google/flan-t5-base: gated-GELU FFN, untied head (T5 v1.1)
+    "flan-t5-base": {
+        "model_type": "t5",
+        "d_model": 768,
+        "d_kv": 64,
+        "d_ff": 2048,
+        "num_heads": 12,
+        "num_layers": 12,
+        "num_decoder_layers": 12,
+        "vocab_size": 32128,
+        "feed_forward_proj": "gated-gelu",
+        "tie_word_embeddings": False,
+    },
+    # facebook/bart-large-cnn
+    "bart-large-cnn": {
+        "model_type": "bart",
+        "d_model": 1024,
+        "encoder_layers": 12,
+        "decoder_layers": 12,
+        "encoder_attention_heads": 16,
+        "decoder_attention_heads": 16,
+        "encoder_ffn_dim": 4096,
+        "decoder_ffn_dim": 4096,
+        "vocab_size": 50264,
+        "max_position_embeddings": 1024,
+    },
+    # facebook/nllb-200-distilled-600M (an M2M100 model)
+    "nllb-200-distilled-600m": {
+        "model_type": "m2m_100",
+        "d_model": 1024,
+        "encoder_layers": 12,
+        "decoder_layers": 12,
+        "encoder_attention_heads": 16,
+        "decoder_attention_heads": 16,
+        "encoder_ffn_dim": 4096,
+        "decoder_ffn_dim": 4096,
+        "vocab_size": 256206,
+        "max_position_embeddings": 1024,
+        "scale_embedding": True,
+    },
+    # openai/whisper-large-v3: 128 mel bins, 32 + 32 layers of 1280
+    "whisper-large-v3": {
+        "model_type": "whisper",
+        "d_model": 1280,
+        "encoder_layers": 32,
+        "decoder_layers": 32,
+        "encoder_attention_heads": 20,
+        "decoder_attention_heads": 20,
+        "encoder_ffn_dim": 5120,
+        "decoder_ffn_dim": 5120,
+        "vocab_size": 51866,
+        "num_mel_bins": 128,
+        "max_source_positions": 1500,
+        "max_target_positions": 448,
+    },
+}

@@ -31,7 +31,13 @@ transformers = pytest.importorskip("transformers")
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText  # noqa: E402
 from transformers.modeling_outputs import CausalLMOutputWithPast  # noqa: E402
 
-from family_configs import BUILT, REFERENCE_TYPE, REMOTE_CODE, real_configs  # noqa: E402
+from family_configs import (  # noqa: E402
+    BUILT,
+    REFERENCE_TYPE,
+    REMOTE_CODE,
+    real_configs,
+    reference_kwargs,
+)
 from gpuplan.catalog import get_precision  # noqa: E402
 from gpuplan.engine.architecture import architecture_from_config  # noqa: E402
 from gpuplan.engine.kv_cache import indexer_key_bytes, kv_cache_bytes_per_sequence  # noqa: E402
@@ -67,6 +73,7 @@ def _hf_config(cfg: dict[str, Any], attn: str | None = None) -> Any:
     model_type = REFERENCE_TYPE.get(cfg["model_type"], cfg["model_type"])
     kwargs = {k: v for k, v in copy.deepcopy(cfg).items() if k not in _META_KEYS}
     kwargs.pop("quantization_config", None)
+    kwargs = reference_kwargs(model_type, kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         config = AutoConfig.for_model(model_type, **kwargs)
@@ -112,8 +119,18 @@ _EXPERT = re.compile(r"\.experts\.")
 
 
 def _reference_active(model: Any, config: Any) -> int:
-    """Total minus the idle share of the routed experts, from the modules' own parameters."""
+    """Total minus the idle share of the routed experts, from the modules' own parameters.
+    Models built of `*ParallelExperts` modules (JetMoE's attention and MLP experts, weights of
+    shape experts × out × in) are read from those modules."""
     total = sum(p.numel() for p in model.parameters())
+    parallel = [
+        m.weight
+        for m in model.modules()
+        if type(m).__name__.endswith("ParallelExperts") and type(m).__name__.startswith("JetMoe")
+    ]
+    if parallel:
+        k = _top_k(config)
+        return total - sum(w.numel() // w.shape[0] * (w.shape[0] - k) for w in parallel)
     idle = 0
     by_layer: dict[str, list[Any]] = {}
     for name, p in model.named_parameters():
@@ -203,6 +220,7 @@ _TINY: dict[str, dict[str, Any]] = {
         "linear_num_value_heads": 4,
     },
     "kimi_linear": {"linear_head_dim": 8, "linear_num_heads": 4},
+    "zamba2": {"mamba_d_state": 16, "adapter_rank": 4, "n_mamba_heads": 8},
     "lara_mini": {
         "linear_key_head_dim": 8,
         "linear_value_head_dim": 8,
@@ -643,9 +661,9 @@ def test_kimi_variants_gpuplan_does_not_model_are_refused() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cfg = AutoConfig.for_model("kimi_linear").to_dict()
-    cfg["linear_attn_config"] = {"use_full_rank_gate": True}
-    with pytest.raises(GpuplanError, match="use_full_rank_gate"):
-        architecture_from_config(cfg, "kimi")
+    for key in ("mla_use_output_gate", "attn_res_block_size", "routed_expert_hidden_size"):
+        with pytest.raises(GpuplanError, match=key):  # Kimi-K3's other mechanisms
+            architecture_from_config({**cfg, key: 8}, "kimi")
 
 
 @pytest.mark.parametrize(
@@ -663,12 +681,11 @@ def test_a_schedule_only_its_list_tells_is_refused_without_it(model_type: str, k
 # unknown families whose configs declare what a Llama-style reading would miss
 REFUSED_UNKNOWN = {
     "doge": "keep_window_size",
-    "bert": "type_vocab_size",
+    "roc_bert": "type_vocab_size",  # BERT with pronunciation and shape embeddings
     "longcat_flash": "kv_lora_rank",
-    "jetmoe": "kv_channels",
     "recurrent_gemma": "block_types",
-    "deepseek_v4": "layer_types",  # compressed sparse attention, hyper-connections, hash MoE
-    "zamba2": "layers_block_type",  # shared transformer blocks with LoRA adapters
+    "deepseek_v4": "hc_mult",  # hyper-connections (compressed sparse attention, hash MoE too)
+    "zamba": "layers_block_type",  # Zamba 1: one shared block over the concatenated input
 }
 
 
@@ -679,3 +696,180 @@ def test_unknown_families_with_unread_mechanisms_are_refused(model_type: str, na
         config = AutoConfig.for_model(model_type).to_dict()
     with pytest.raises(GpuplanError, match=re.escape(named)):
         architecture_from_config(config, model_type)
+
+
+# --------------------------------------------------------------------------------------
+# Quantisation blocks gpuplan does not read: refused naming their keys
+# --------------------------------------------------------------------------------------
+
+_ERNIE = {
+    "model_type": "ernie4_5_moe",
+    "hidden_size": 1024,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "vocab_size": 1000,
+    "intermediate_size": 2048,
+}
+
+
+def test_paddle_mix_quant_over_unquantised_weights_is_read_as_stored() -> None:
+    """ERNIE 4.5 Paddle checkpoints: a mix_quant block FastDeploy applies as it loads."""
+    qc = {"dense_quant_type": "wint8", "moe_quant_type": "wint4", "quantization": "mix_quant"}
+    plain = architecture_from_config(_ERNIE, "ernie")
+    arch = architecture_from_config({**_ERNIE, "quantization_config": qc}, "ernie")
+    assert arch.quantization is None
+    assert count_params(arch).total == count_params(plain).total
+    assert any("mix_quant" in note and "'wint4'" in note for note in arch.notes)
+
+
+def test_paddle_mix_quant_stored_fp8_is_read_and_other_stored_types_are_refused() -> None:
+    fp8 = {
+        "dense_quant_type": "block_wise_fp8",
+        "moe_quant_type": "block_wise_fp8",
+        "quantization": "mix_quant",
+        "is_quantized": True,
+    }
+    arch = architecture_from_config({**_ERNIE, "quantization_config": fp8}, "ernie")
+    assert arch.quantization is not None and arch.quantization.method == "fp8"
+    w4a8 = {**fp8, "dense_quant_type": "wint8", "moe_quant_type": "w4a8"}
+    with pytest.raises(GpuplanError, match="dense_quant_type='wint8', moe_quant_type='w4a8'"):
+        architecture_from_config({**_ERNIE, "quantization_config": w4a8}, "ernie")
+
+
+def test_unknown_quantisation_block_is_refused_naming_its_keys() -> None:
+    block = {"weight_bits": 3, "scheme": "odd"}
+    with pytest.raises(GpuplanError, match="no quant_method .its keys: scheme, weight_bits"):
+        architecture_from_config({**_ERNIE, "quantization_config": block}, "ernie")
+    block = {"quant_method": "hqq", "nbits": 4}
+    with pytest.raises(GpuplanError, match="'hqq' is not supported.*keys: nbits, quant_method"):
+        architecture_from_config({**_ERNIE, "quantization_config": block}, "ernie")
+
+
+# --------------------------------------------------------------------------------------
+# Encoder-decoders (engine/encoder_decoder.py): parameters on the meta device, caches of a
+# tiny forward pass (self-attention KV per decoder token, cross-attention KV per encoder token)
+# --------------------------------------------------------------------------------------
+
+from family_configs import ENCODER_DECODERS  # noqa: E402
+from gpuplan.engine.encoder_decoder import encoder_decoder_types  # noqa: E402
+from gpuplan.engine.kv_cache import cross_kv_bytes, kv_cache_bytes_per_token  # noqa: E402
+
+
+def _seq2seq(cfg: dict[str, Any], meta: bool) -> Any:
+    from transformers import AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq
+
+    builder = AutoModelForSpeechSeq2Seq if cfg["model_type"] == "whisper" else AutoModelForSeq2SeqLM
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if meta:
+            with torch.device("meta"):
+                return builder.from_config(_hf_config(cfg))
+        torch.manual_seed(0)
+        return builder.from_config(_hf_config(cfg, "eager")).float().eval()
+
+
+_ENCDEC_CASES = {
+    **{f"default:{t}": {"model_type": t} for t in encoder_decoder_types()},
+    **{f"built:{k}": v for k, v in ENCODER_DECODERS.items()},
+}
+
+
+def _full(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A config as transformers writes it (defaults filled in), for the default cases."""
+    if len(cfg) > 1:
+        return cfg
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return AutoConfig.for_model(cfg["model_type"]).to_dict()
+
+
+@pytest.mark.parametrize("case", sorted(_ENCDEC_CASES))
+def test_encoder_decoder_params_are_exact(case: str) -> None:
+    cfg = _full(_ENCDEC_CASES[case])
+    expected = sum(p.numel() for p in _seq2seq(cfg, meta=True).parameters())
+    if cfg["model_type"] in ("t5", "mt5") and cfg.get("tie_word_embeddings") is False:
+        # T5 v1.1 / Flan-T5 checkpoints store an untied lm_head (flan-t5-base's safetensors hold
+        # 247,577,856 parameters); transformers 5's T5Config ties it regardless (its
+        # configuration_t5.py says so), so the reference adds it back
+        expected += cfg["vocab_size"] * cfg["d_model"]
+    counts = count_params(architecture_from_config(cfg, case))
+    assert counts.total == expected == counts.active, (case, counts.total, expected)
+    assert sum(counts.per_layer) + counts.embedding + counts.lm_head == counts.total
+
+
+_TINY_ENCDEC = {
+    "d_model": 32,
+    "d_kv": 8,
+    "d_ff": 64,
+    "num_heads": 4,
+    "num_layers": 2,
+    "num_decoder_layers": 3,
+    "encoder_layers": 2,
+    "decoder_layers": 3,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 64,
+    "decoder_ffn_dim": 64,
+    "vocab_size": VOCAB,
+    "max_position_embeddings": 64,
+    "max_source_positions": 8,
+    "max_target_positions": 16,
+    "num_mel_bins": 8,
+    "pad_token_id": 0,
+    "decoder_start_token_id": 1,
+}
+SOURCE = 5  # encoder tokens of a text encoder-decoder's request
+
+
+@pytest.mark.parametrize("model_type", encoder_decoder_types())
+def test_encoder_decoder_caches_match_a_forward_pass(model_type: str) -> None:
+    cfg = {**_full({"model_type": model_type}), **_TINY_ENCDEC}
+    cfg = {k: v for k, v in cfg.items() if k in _TINY_ENCDEC or k not in ("bos_token_id",)}
+    model = _seq2seq(cfg, meta=False)
+    arch = architecture_from_config(cfg, model_type)
+    decoder_ids = torch.randint(2, VOCAB, (1, TOKENS))
+    if model_type == "whisper":  # the encoder reads 2 x max_source_positions mel frames
+        inputs = {"input_features": torch.randn(1, 8, 16)}
+        encoder_tokens = 8
+    else:
+        inputs = {"input_ids": torch.randint(2, VOCAB, (1, SOURCE))}
+        encoder_tokens = SOURCE
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = model(**inputs, decoder_input_ids=decoder_ids, use_cache=True)
+    cache = getattr(out, "cache", None) or out.past_key_values
+    self_kv, _ = _measure(cache.self_attention_cache)
+    cross_kv, _ = _measure(cache.cross_attention_cache)
+    fp32 = get_precision("fp32", for_kv=True)
+    assert self_kv == kv_cache_bytes_per_token(arch, fp32) * TOKENS
+    assert cross_kv == cross_kv_bytes(arch, fp32, encoder_tokens)
+    assert arch.encoder is not None and arch.encoder.encoder_tokens in (0, encoder_tokens)
+
+
+def test_training_an_encoder_decoder_is_refused_in_one_line() -> None:
+    from gpuplan.engine.training import validate_training
+
+    arch = architecture_from_config(_full({"model_type": "t5"}), "t5")
+    setup = type("Setup", (), {"arch": arch})()
+    with pytest.raises(GpuplanError, match="training an encoder-decoder"):
+        validate_training(setup)  # type: ignore[arg-type]
+
+
+def test_kimi_full_rank_gate_replaces_the_low_rank_pair() -> None:
+    """Kimi-K3's KDA (linear_attn_config.use_full_rank_gate): transformers 5.24 has no Kimi-K3, so
+    the reference is transformers' Kimi Linear with its g_a / g_b modules swapped for the
+    h x heads·head_dim g_proj that vLLM's Kimi-K3 KDA builds (read off the built modules)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = AutoConfig.for_model("kimi_linear").to_dict()
+    model = _build(config, meta=True)
+    expected = sum(p.numel() for p in model.parameters())
+    hidden = config["hidden_size"]
+    for module in model.modules():
+        if hasattr(module, "g_a_proj") and hasattr(module, "g_b_proj"):
+            expected -= module.g_a_proj.weight.numel() + module.g_b_proj.weight.numel()
+            expected += hidden * module.g_b_proj.weight.shape[0]
+    nested = {**config, "linear_attn_config": {"use_full_rank_gate": True}}
+    assert count_params(architecture_from_config(nested, "kimi-k3-kda")).total == expected
+    low_rank = count_params(architecture_from_config(config, "kimi-linear")).total
+    assert low_rank == sum(p.numel() for p in model.parameters()) != expected

@@ -28,10 +28,20 @@ from gpuplan.engine.vision import multimodal_params
 from gpuplan.errors import GpuplanError
 
 if TYPE_CHECKING:  # imported when a config has a quantization_config (cold start)
+    from gpuplan.engine.encoder_decoder import EncoderSpec
     from gpuplan.engine.quantization import QuantizationSpec
 
 # What a layer's token mixer is. "hybrid" = attention and a Mamba-2 mixer side by side (Falcon-H1).
-MIXERS = ("attention", "mamba", "gated_delta", "lightning", "short_conv", "hybrid", "none")
+MIXERS = (
+    "attention",
+    "mamba",
+    "gated_delta",
+    "lightning",
+    "short_conv",
+    "hybrid",
+    "none",
+    "cross_attention",  # attends to an encoder's (image's) states only: no cache per text token
+)
 STATE_MIXERS = ("mamba", "gated_delta", "lightning", "short_conv", "hybrid")
 
 
@@ -59,6 +69,9 @@ class AttentionSpec:
     # DeepSeek-V3.2's lightning indexer (sparse attention): its heads and key width
     indexer_heads: int = 0
     indexer_head_dim: int = 0
+    # JetMoE's mixture of attention heads (JetMoeMoA): q and o are `attention_experts` experts
+    # routed top-k (num_heads = KV heads x top-k); k and v are one shared kv_proj
+    attention_experts: int = 0
 
     @property
     def is_mla(self) -> bool:
@@ -100,6 +113,7 @@ class MoESpec:
     shared_gated: bool = True
     router_score_bias: bool = False  # a learned per-expert routing bias parameter (ERNIE 4.5)
     latent_size: int = 0  # experts work in a latent width with projections in and out (Nemotron 3)
+    output_bias: bool = False  # one bias on the block's output (JetMoeMoE.bias)
 
 
 @record
@@ -142,6 +156,9 @@ class LinearAttentionSpec:
     # Kimi Delta Attention (KimiLinearDeltaAttention): a gated DeltaNet whose decay is per channel,
     # with low-rank (through head_dim) forget and output gates; the same state shapes
     per_channel_decay: bool = False
+    # Kimi-K3's KDA: the output gate is one full-rank g_proj (h x heads·d) instead of the
+    # low-rank g_a / g_b pair (linear_attn_config.use_full_rank_gate)
+    full_rank_gate: bool = False
 
     @property
     def conv_dim(self) -> int:
@@ -168,6 +185,9 @@ class LayerSpec:
     kv_shared: bool = False  # reads an earlier layer's KV cache and keeps none (Gemma 3n)
     mlp_width: int | None = None  # this layer's dense FFN width when not the model's
     v_from_k: bool = False  # no v_proj: V is K (Gemma 4's attention_k_eq_v global layers)
+    # Zamba 2: the shared transformer block whose weights this hybrid layer holds (the first
+    # num_mem_blocks hybrid layers each hold one; later ones reuse them), -1 for none
+    shared_block: int = -1
 
     def __post_init__(self) -> None:
         if self.mixer not in MIXERS:
@@ -180,6 +200,21 @@ class LayerSpec:
     @property
     def has_state(self) -> bool:
         return self.mixer in STATE_MIXERS
+
+
+@record
+class SharedBlocksSpec:
+    """Zamba 2's shared transformer blocks (Zamba2AttentionDecoderLayer): `count` blocks of
+    attention over the concatenated [hidden, embedding] input (2h wide) and a gated MLP, reused
+    in turn by the `uses` hybrid layers; each use has its own LoRA-style adapters of rank
+    `adapter_rank` on the MLP's gate_up (always in transformers; Zyphra's use_shared_block_lora)
+    and on q, k and v when `attention_adapters` (use_shared_attention_adapter)."""
+
+    count: int
+    uses: int
+    adapter_rank: int
+    attention_adapters: bool = False
+    mlp_adapters: bool = True
 
 
 @record
@@ -247,6 +282,15 @@ class Architecture:
     altup_inputs: int = 0
     laurel_rank: int = 0
     moe_beside_mlp: bool = False
+    shared_blocks: SharedBlocksSpec | None = None  # Zamba 2 (params.shared_block_params)
+    # BERT-style decoders: a token-type table, the LM head's dense + LayerNorm transform, a pooler
+    token_types: int = 0
+    head_transform: bool = False
+    pooler: bool = False
+    extra_vocab_rows: int = 0  # embedding rows beyond vocab_size (Mllama's 8 image tokens)
+    # encoder-decoders (engine/encoder_decoder.py): the encoder, the embeddings, every weight by
+    # part; `layers` are the decoder's, each with self- and cross-attention
+    encoder: EncoderSpec | None = None
 
     def layer_groups(self, layers: range | None = None) -> tuple[tuple[LayerSpec, int], ...]:
         """(layer kind, how many) over the given layers (all by default): layers of one kind
@@ -381,6 +425,17 @@ def architecture_from_config(config: Mapping[str, Any], name: str = "model") -> 
     model_type = raw.get("model_type", config.get("model_type", "unknown"))
     if not isinstance(model_type, str) or len(model_type) > 128:
         raise GpuplanError(f"{name}: config field 'model_type' must be a short string")
+    from gpuplan.engine.encoder_decoder import is_encoder_decoder
+
+    if is_encoder_decoder(model_type):
+        return _encoder_decoder(raw, name, model_type)
+    if raw.get("is_encoder_decoder") is True:
+        from gpuplan.engine.encoder_decoder import encoder_decoder_types
+
+        raise GpuplanError(
+            f"{name}: model_type {model_type!r} is an encoder-decoder (is_encoder_decoder) gpuplan"
+            f" does not model (it reads {', '.join(encoder_decoder_types())}); cannot size it"
+        )
     family = family_for(model_type)
     notes: list[str] = []
     if family is None:
@@ -399,6 +454,55 @@ def architecture_from_config(config: Mapping[str, Any], name: str = "model") -> 
     return arch
 
 
+def _encoder_decoder(raw: Mapping[str, Any], name: str, model_type: str) -> Architecture:
+    """An encoder-decoder's decoder stack as layers, its encoder and embeddings in `encoder`
+    (engine/encoder_decoder.py reads the record; nothing else of the family table applies)."""
+    from gpuplan.engine.encoder_decoder import encoder_spec
+
+    if raw.get("quantization_config"):
+        raise GpuplanError(
+            f"{name}: a quantization_config on an encoder-decoder ({model_type}) is not modelled;"
+            " cannot size this checkpoint"
+        )
+    spec, shape = encoder_spec(raw, name)
+    heads, head_dim, d = spec.cross_heads, spec.cross_head_dim, spec.width
+    layer = LayerSpec()
+    length = (
+        f"its {spec.encoder_tokens} encoder positions"
+        if spec.encoder_tokens
+        else "the whole context (the prompt it encodes is at most that)"
+    )
+    view = ConfigView(
+        raw, name, {"torch_dtype": ("torch_dtype", "dtype")}, {"torch_dtype": "float32"}
+    )
+    return Architecture(
+        name=name,
+        model_type=model_type,
+        family=f"encoder-decoder:{spec.family}",
+        hidden_size=d,
+        num_layers=shape["decoder_layers"],
+        vocab_size=_whole_field(raw, "vocab_size", name),
+        attention=AttentionSpec(heads, heads, head_dim, head_dim),
+        layers=(layer,) * shape["decoder_layers"],
+        norm="layernorm",
+        positions="learned",
+        torch_dtype=str(view.get("torch_dtype")).replace("torch.", ""),
+        hidden_act=str(raw.get("activation_function") or raw.get("dense_act_fn") or "gelu")[:32],
+        encoder=spec,
+        notes=(
+            "encoder-decoder: each request also holds its encoder output and the cross-attention"
+            f" K and V of every decoder layer, billed for {length}",
+        ),
+    )
+
+
+def _whole_field(raw: Mapping[str, Any], key: str, name: str) -> int:
+    value = raw.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 1 << 32:
+        raise GpuplanError(f"{name}: config field {key!r} must be a whole number of at least 1")
+    return value
+
+
 def _language_model(config: Mapping[str, Any]) -> dict[str, Any]:
     """The language model's config: a VLM's `text_config` (with the outer dtype, quantization
     and tying when the inner one lacks them), else the config itself."""
@@ -412,6 +516,10 @@ def _language_model(config: Mapping[str, Any]) -> dict[str, Any]:
             for key in _OUTER_KEYS:
                 if key in raw and key not in merged:
                     merged[key] = raw[key]
+            # transformers 5 ties a wrapper's head by the wrapper's own tie_word_embeddings
+            # (PreTrainedModel.get_expanded_tied_weights_keys reads the top-level config)
+            if isinstance(raw.get("tie_word_embeddings"), bool):
+                merged["tie_word_embeddings"] = raw["tie_word_embeddings"]
             if "model_type" not in merged and "model_type" in raw:
                 merged["model_type"] = raw["model_type"]
             return merged
@@ -440,14 +548,23 @@ def _refuse_unread_mechanisms(raw: Mapping[str, Any], name: str, model_type: str
             )
 
 
-def _quantization(v: ConfigView) -> QuantizationSpec | None:
-    """The checkpoint's quantisation (engine/quantization.py, imported only for a quantised one)."""
+def _quantization(v: ConfigView, notes: list[str]) -> QuantizationSpec | None:
+    """The checkpoint's quantisation (engine/quantization.py, imported only for a quantised one).
+    A Paddle mix_quant block over unquantised weights is read as stored, with a note."""
     raw = v.raw.get("quantization_config")
     if not raw:
         return None
     from gpuplan.engine.quantization import quantization_from_config
 
-    return quantization_from_config(raw, v.name)
+    spec = quantization_from_config(raw, v.name)
+    if spec is None and isinstance(raw, Mapping) and raw.get("quantization") == "mix_quant":
+        notes.append(
+            "Paddle mix_quant block (dense_quant_type"
+            f" {str(raw.get('dense_quant_type'))[:24]!r}, moe_quant_type"
+            f" {str(raw.get('moe_quant_type'))[:24]!r}) without is_quantized: the weights are read"
+            " as the checkpoint stores them (FastDeploy quantises them only as it loads)"
+        )
+    return spec
 
 
 class _Reader:
@@ -496,9 +613,12 @@ class _Reader:
             layers = self._sliding_attention(layers, attention)
         if attention is not None and v.get("num_attention_heads_per_layer") is not None:
             layers = self._heads_per_layer(layers, attention)
+        if t["shared_blocks"]:
+            layers, extras["shared_blocks"] = self._shared_blocks(layers)
         self._check_mixers(layers, mamba, linear, short)
         self._layers_cache = layers
         dense = any(s.ffn and (not s.moe or extras.get("moe_beside_mlp")) for s in layers)
+        dense = dense or bool(t["shared_blocks"])
         mlp = self._mlp(hidden) if dense else None
         if attention is None:
             attention = self._stand_in_attention(mamba, hidden)
@@ -510,6 +630,11 @@ class _Reader:
                 f"{v.get('num_nextn_predict_layers')} multi-token-prediction layer(s) in the"
                 " checkpoint are not counted (transformers does not build them; engines load them"
                 " only for speculative decoding)"
+            )
+        if any(spec.mixer == "cross_attention" for spec in layers):
+            self.notes.append(
+                "cross-attention layers hold each request's image K and V (not per text token);"
+                " that cache is not billed here"
             )
         embedding_dim = v.get("word_embed_proj_dim") or 0
         return Architecture(
@@ -540,13 +665,17 @@ class _Reader:
             learned_positions=learned,
             max_position_embeddings=v.get("max_position_embeddings") or 0,
             torch_dtype=str(v.get("torch_dtype")).replace("torch.", ""),
-            quantization=_quantization(v),
+            quantization=_quantization(v, self.notes),
             hidden_act=str(v.get("hidden_act")),
             notes=tuple(self.notes),
             rope=self._rope() if t["positions"] == "rope" else None,
             ssm_state_dtype=v.get("mamba_ssm_cache_dtype") or v.get("mamba_ssm_dtype"),
             norm_placement=t["norm_placement"],
             norm_fp32=t["norm_fp32"],
+            token_types=int(t["token_types"] or 0),
+            head_transform=bool(t["head_transform"]),
+            pooler=bool(t["pooler"]),
+            extra_vocab_rows=int(t["extra_vocab_rows"] or 0),
             attn_softcap=v.get("attn_logit_softcapping") or 0.0,
             final_softcap=v.get("final_logit_softcapping") or 0.0,
             **extras,
@@ -684,6 +813,11 @@ class _Reader:
                 f"{v.name}: config.json has no {v.spelling('layer_types')!r} (model_type"
                 f" {self.model_type!r}); cannot tell its layers apart"
             )
+        if rule == "cross_listed":  # MllamaTextConfig.cross_attention_layers
+            cross = set(v.get("cross_attention_layers") or ())
+            if any(i >= n for i in cross):
+                raise v.fail("cross_attention_layers", f"names a layer beyond the {n} layers")
+            return ["cross" if i in cross else "full" for i in range(n)]
         if rule == "kimi_linear":  # KimiLinearConfig: linear_attn_config.full_attn_layers
             full = v.get("full_attn_layers")  # 1-indexed in the checkpoint
             if full is None:
@@ -762,9 +896,11 @@ class _Reader:
         return spec
 
     def _new_layer(self, kind: str, window: int | None, moe: bool) -> LayerSpec:
-        block_ffn = self.family.name not in ("nemotron_h", "mamba", "mamba2")
+        block_ffn = self.family.name not in ("nemotron_h", "mamba", "mamba2", "zamba2")
         if kind in ("full", "sliding", "chunked"):
             return LayerSpec(window, moe, "attention", ffn=block_ffn)
+        if kind == "cross":
+            return LayerSpec(None, moe, "cross_attention", ffn=block_ffn)
         if kind == "moe_only":
             return LayerSpec(None, True, "none")
         if kind == "mlp_only":
@@ -796,6 +932,26 @@ class _Reader:
                     "layer_types",
                     f"has {spec.mixer} layers, which the {self.family.name} family does not model",
                 )
+
+    def _shared_blocks(
+        self, layers: tuple[LayerSpec, ...]
+    ) -> tuple[tuple[LayerSpec, ...], SharedBlocksSpec]:
+        """Zamba 2 (Zamba2Model.get_layers): the hybrid layers run shared transformer blocks in
+        turn; the first `num_mem_blocks` of them hold the blocks' weights, the rest reuse them."""
+        v = self.v
+        count = v.require("num_mem_blocks")
+        hybrid = [i for i, s in enumerate(layers) if s.mixer == "hybrid"]
+        out = list(layers)
+        for k, i in enumerate(hybrid[:count]):
+            out[i] = replace(layers[i], shared_block=k)
+        spec = SharedBlocksSpec(
+            count=min(count, len(hybrid)),
+            uses=len(hybrid),
+            adapter_rank=v.require("adapter_rank"),
+            attention_adapters=bool(v.get("use_shared_attention_adapter")),
+            mlp_adapters=v.get("use_shared_block_lora") is not False,
+        )
+        return tuple(out), spec
 
     def _gemma_layers(
         self, layers: tuple[LayerSpec, ...], attention: AttentionSpec, moe: MoESpec | None
@@ -1043,6 +1199,9 @@ class _Reader:
                 **common,
             )
         kv_heads = v.require("num_key_value_heads")
+        if t["attention_experts"]:  # JetMoeConfig: num_attention_heads = KV heads x top-k
+            heads = kv_heads * v.require("experts_per_token")
+            common["attention_experts"] = v.require("num_experts")
         if heads % kv_heads:
             raise v.fail(
                 "num_key_value_heads",
@@ -1054,6 +1213,8 @@ class _Reader:
                 f"({heads}) does not divide hidden_size ({hidden}) and there is no head_dim",
             )
         head_dim = v.require("head_dim")
+        if t["shared_blocks"] and not v.present("head_dim"):
+            head_dim = 2 * hidden // heads  # Zamba2Config.attention_head_dim: over the 2h input
         return AttentionSpec(
             num_heads=heads,
             num_kv_heads=kv_heads,
@@ -1162,6 +1323,7 @@ class _Reader:
             shared_gated=t["shared_mlp"] == "gated",
             router_score_bias=bool(t["router_score_bias"]),
             latent_size=latent,
+            output_bias=bool(t["moe_output_bias"]),
         )
         return spec, flags
 
@@ -1239,6 +1401,13 @@ class _Reader:
                 **common,
             )
         heads, head_dim = v.require("mamba_n_heads"), v.require("mamba_head_dim")
+        if self.t["shared_blocks"]:  # Zamba 2: d_inner = expand x h; Zyphra's config gives
+            d_inner = v.require("mamba_expand") * hidden  # mamba_headdim, transformers' heads
+            if not v.present("mamba_n_heads") and v.present("mamba_head_dim"):
+                heads = max(1, d_inner // head_dim)
+            head_dim = d_inner // heads
+            if head_dim * heads != d_inner:
+                raise v.fail("mamba_n_heads", f"({heads}) must divide the {d_inner} Mamba channels")
         groups = v.require("mamba_n_groups")
         if heads % groups:
             raise v.fail("mamba_n_groups", f"({groups}) must divide the {heads} Mamba heads")
@@ -1278,6 +1447,7 @@ class _Reader:
             v.require("linear_value_head_dim"),
             v.require("linear_conv_kernel_dim"),
             per_channel_decay=kind == "kda",
+            full_rank_gate=kind == "kda" and bool(v.get("use_full_rank_gate")),
         )
 
     def _short_conv(self) -> ShortConvSpec:

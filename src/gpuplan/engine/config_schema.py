@@ -145,6 +145,13 @@ FIELDS: dict[str, Rule] = {
     "num_nextn_predict_layers": _LAYER0,
     # state-space and linear-attention mixers
     "mamba_d_state": _WIDTH,
+    "num_mem_blocks": Rule("int", 1, MAX_LAYERS),
+    "type_vocab_size": Rule("int", 0, 1 << 20),
+    "use_full_rank_gate": _BOOL,
+    "cross_attention_layers": Rule("int_list", 0, MAX_LAYERS, MAX_LAYERS),
+    "adapter_rank": Rule("int", 0, MAX_WIDTH),
+    "use_shared_attention_adapter": _BOOL,
+    "use_shared_block_lora": _BOOL,
     "mamba_d_conv": _SMALL,
     "mamba_expand": _SMALL,
     "mamba_d_inner": _WIDTH,
@@ -227,6 +234,8 @@ FIELDS: dict[str, Rule] = {
     "vision_pos_rows": _SMALL,
     "vision_pos_cols": _SMALL,
     "vision_projection_dim": _WIDTH,
+    "vision_heads": _HEADS,
+    "vision_kv_heads": _HEADS,
     "vision_scale_factor": _SMALL,
 }
 

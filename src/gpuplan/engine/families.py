@@ -65,6 +65,7 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
         "mimo_v2",
         "listed",
         "kimi_linear",
+        "cross_listed",
     ),
     "layer_kinds": dict,
     "moe_layers": (
@@ -83,6 +84,13 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "router_bias": bool,
     "expert_bias": bool,
     "router_score_bias": bool,
+    "moe_output_bias": bool,
+    "attention_experts": bool,
+    "shared_blocks": bool,
+    "token_types": int,
+    "head_transform": bool,
+    "pooler": bool,
+    "extra_vocab_rows": int,
     "indexer": bool,
     "mamba": ("", "mamba1", "mamba2"),
     "mamba_norm": bool,
@@ -107,6 +115,7 @@ LAYER_KINDS = (
     "moe_only",
     "mlp_only",
     "hybrid",
+    "cross",
 )
 
 _RECORD_KEYS = {

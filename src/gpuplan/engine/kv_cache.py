@@ -112,11 +112,40 @@ def kv_cache_bytes_per_token(arch: Architecture, kv: Precision, layout: str = "e
 def kv_cache_bytes_per_sequence(
     arch: Architecture, kv: Precision, context: int, layout: str = "engine"
 ) -> int:
-    """Bytes of KV cache for one sequence of `context` tokens, sliding layers capped at their window."""
+    """Bytes of KV cache for one sequence of `context` tokens, sliding layers capped at their
+    window; an encoder-decoder's request adds its cross-attention K and V and encoder output."""
     return sum(
         per_token * _tokens(window, context)
         for per_token, _, window in _layer_terms(arch, kv, layout, 1, 1, 0)
-    )
+    ) + encoder_bytes_per_sequence(arch, kv, context)
+
+
+def encoder_bytes_per_sequence(
+    arch: Architecture, kv: Precision, context: int, tp: int = 1, pp: int = 1, stage: int = 0
+) -> int:
+    """An encoder-decoder request's fixed caches on one GPU (0 for a decoder-only model): the
+    cross-attention K and V of every encoder token in each of its stage's decoder layers (vLLM
+    v1's CrossAttentionSpec: heads ÷ tp per rank, like self-attention), and the encoder output,
+    encoder tokens × d_model in the model dtype, on the first stage (vLLM's encoder cache).
+    The encoder length is the model's fixed one (Whisper) or the request's `context`."""
+    enc = arch.encoder
+    if enc is None:
+        return 0
+    tokens = enc.encoder_tokens or context
+    layers = len(stage_layers(arch.num_layers, pp)[stage]) if pp > 1 else arch.num_layers
+    cross = cross_kv_bytes(arch, kv, tokens) * layers / arch.num_layers
+    output = tokens * enc.width * (4 if arch.torch_dtype == "float32" else 2) if stage == 0 else 0
+    return round(cross * kv_fraction_per_rank(arch, tp)) + output
+
+
+def cross_kv_bytes(arch: Architecture, kv: Precision, encoder_tokens: int) -> int:
+    """Cross-attention K and V of `encoder_tokens` encoder tokens over all decoder layers, all
+    heads (what transformers' EncoderDecoderCache.cross_attention_cache holds)."""
+    enc = arch.encoder
+    if enc is None:
+        return 0
+    per_token = kv.bytes_for(2 * enc.cross_heads * enc.cross_head_dim)
+    return arch.num_layers * per_token * encoder_tokens
 
 
 def kv_cache_bytes_per_sequence_per_gpu(
@@ -127,7 +156,7 @@ def kv_cache_bytes_per_sequence_per_gpu(
     for per_token, share, window in _layer_terms(arch, kv, "engine", tp, pp, stage):
         if per_token:
             total += per_token * _tokens(window, context) * share
-    return round(total)
+    return round(total) + encoder_bytes_per_sequence(arch, kv, context, tp, pp, stage)
 
 
 @lru_cache(maxsize=4096)

@@ -14,7 +14,7 @@ from collections import Counter
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture, AttentionSpec, LayerSpec
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import record, replace
 
 # Linear weights that quantisation methods pack and tensor parallelism splits.
 LINEAR_KINDS = ("attention", "mixer", "mlp", "experts", "shared_experts")
@@ -76,6 +76,8 @@ def attention_params(
             c["router"] += h * a.indexer_heads  # weights_proj: per-head weights of the index score
             c["norm"] += 2 * a.indexer_head_dim
         return c
+    if a.attention_experts:
+        return _attention_experts_params(h, a)
     q_out = a.num_heads * a.head_dim * (2 if a.output_gate else 1)
     kv_out = a.num_kv_heads * (a.head_dim * kv + a.v_head_dim * (kv and v))
     c["attention"] += h * (q_out + kv_out) + a.num_heads * a.v_head_dim * h
@@ -96,19 +98,63 @@ def attention_params(
     return c
 
 
+def _attention_experts_params(h: int, a: AttentionSpec) -> Counter[str]:
+    """JetMoE's mixture of attention heads (Shen et al. 2024, JetMoE §2.2; JetMoeAttention,
+    JetMoeMoA): one kv_proj h × 2·n_kv·d; E experts each of a q projection h × n_kv·d and an
+    o projection n_kv·d × h; a router h × E (no bias); one output bias h."""
+    width = a.num_kv_heads * a.head_dim
+    c: Counter[str] = Counter()
+    c["attention"] += h * 2 * width + a.attention_experts * 2 * h * width
+    c["router"] += h * a.attention_experts
+    c["bias"] += h
+    return c
+
+
 def mixer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
     """Parameters of a layer's token mixer: attention, a state-space or linear-attention mixer,
     a short convolution, or (Falcon-H1) attention and Mamba-2 side by side."""
     c: Counter[str] = Counter()
-    if layer.has_attention:
+    if layer.has_attention and arch.shared_blocks is not None:  # Zamba 2's hybrid layer
+        c["mixer"] += arch.hidden_size * arch.hidden_size  # its own linear after the block
+        if layer.shared_block >= 0:
+            c.update(shared_block_params(arch, layer.shared_block))
+    elif layer.has_attention:
         spec = arch.attention_of(layer)
         c.update(attention_params(arch, spec, kv=not layer.kv_shared, v=not layer.v_from_k))
+    elif layer.mixer == "cross_attention":  # MllamaTextCrossAttention: q, k, v, o, q/k norms
+        spec = arch.attention_of(layer)  # per head; the decoder layer's two tanh gates
+        c.update(attention_params(arch, replace(spec, qk_norm=True, qk_norm_scope="head")))
+        c["norm"] += 2
     if layer.mixer in ("mamba", "hybrid"):
         c.update(mamba_params(arch))
     elif layer.mixer in ("gated_delta", "lightning"):
         c.update(linear_attention_params(arch))
     elif layer.mixer == "short_conv":
         c.update(short_conv_params(arch))
+    return c
+
+
+def shared_block_params(arch: Architecture, block: int) -> Counter[str]:
+    """One of Zamba 2's shared transformer blocks (Glorioso et al. 2024, Zamba2 §2;
+    Zamba2AttentionDecoderLayer): q, k, v over the concatenated 2h input, o back to h, an RMSNorm
+    of 2h and one of h, a gated MLP (gate_up h × 2i, down i × h); and the adapters of every
+    hybrid layer i that runs it (i % blocks == block): h × r + r × 2i on the MLP, and
+    3 × (2h × r + r × 2h) on q, k, v when attention adapters are on (Zamba2MLP, Zamba2Attention)."""
+    sb, a, mlp = arch.shared_blocks, arch.attention, arch.mlp
+    assert sb is not None and mlp is not None
+    h, wide, i, r = arch.hidden_size, 2 * arch.hidden_size, mlp.intermediate_size, sb.adapter_rank
+    c: Counter[str] = Counter()
+    q, kv = a.num_heads * a.head_dim, a.num_kv_heads * a.head_dim
+    c["attention"] += wide * (q + 2 * kv) + q * h
+    c["norm"] += wide + h
+    c["mlp"] += 3 * h * i
+    if mlp.bias:
+        c["bias"] += 2 * i + h
+    uses = len(range(block, sb.uses, sb.count))
+    if sb.mlp_adapters:
+        c["mlp"] += uses * (h * r + r * 2 * i)
+    if sb.attention_adapters:
+        c["attention"] += uses * 3 * (wide * r + r * wide)
     return c
 
 
@@ -154,7 +200,9 @@ def linear_attention_params(arch: Architecture) -> Counter[str]:
     q, k, v, dt_bias and A_log per value head, a gated RMSNorm of d_v, out_proj n_v·d_v × h.
     Kimi Delta Attention (Kimi Linear tech report; KimiLinearDeltaAttention): q, k, v, b and o
     projections, the forget gate f_b·f_a and output gate g_b·g_a through head_dim d, dt_bias per
-    channel and A_log per head, a causal conv1d over q, k, v, a gated RMSNorm of d.
+    channel and A_log per head, a causal conv1d over q, k, v, a gated RMSNorm of d; Kimi-K3's
+    full-rank output gate (use_full_rank_gate: a g_proj of h × heads·d, as vLLM's Kimi-K3 KDA
+    builds it; transformers 5.24 has no Kimi-K3) replaces g_a / g_b.
     Lightning attention (Qin et al. 2024; MiniMaxLightningAttention): qkv_proj h × 3·H·d,
     out_proj, output_gate h × H·d, an RMSNorm over H·d.
     """
@@ -171,7 +219,9 @@ def linear_attention_params(arch: Architecture) -> Counter[str]:
     value = la.num_v_heads * la.v_head_dim
     if la.per_channel_decay:  # KimiLinearDeltaAttention: q, k, v, b, o; f_a/f_b and g_a/g_b
         d = la.k_head_dim  # through head_dim; dt_bias per channel, A_log per head
-        c["mixer"] += h * (2 * key + value) + h * la.num_v_heads + value * h + 2 * (h + value) * d
+        c["mixer"] += h * (2 * key + value) + h * la.num_v_heads + value * h + (h + value) * d
+        # output gate: g_a h x d and g_b d x value, or Kimi-K3's full-rank g_proj h x value
+        c["mixer"] += h * value if la.full_rank_gate else (h + value) * d
         c["ssm"] += la.conv_dim * la.conv_kernel + value + la.num_v_heads
         c["norm"] += la.v_head_dim
         return c
@@ -253,6 +303,8 @@ def moe_params(arch: Architecture) -> Counter[str]:
         c["shared_experts"] += (3 if m.shared_gated else 2) * h * m.shared_intermediate_size
     if m.shared_expert_gate:
         c["router"] += h
+    if m.output_bias:
+        c["bias"] += h
     return c
 
 
@@ -301,6 +353,38 @@ def layer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
     return c
 
 
+def _encoder_decoder_counts(arch: Architecture) -> ParamCounts:
+    """An encoder-decoder (engine/encoder_decoder.py): its record's parts as they are; the
+    decoder layers share the decoder stack evenly, the encoder and embeddings sit with the
+    first stage, the final norm and an untied head with the last."""
+    enc = arch.encoder
+    assert enc is not None
+    by_kind: Counter[str] = Counter()
+    for part, n in enc.parts:
+        by_kind[part.split(".", 1)[1]] += n
+    per_layer = (enc.stack("decoder") // arch.num_layers,) * arch.num_layers
+    total = sum(by_kind.values())
+    return ParamCounts(
+        by_kind={k: v for k, v in by_kind.items() if v},
+        per_layer=per_layer,
+        total=total,
+        active=total,
+        embedding=enc.stack("embed") + enc.stack("encoder"),
+        lm_head=enc.stack("head"),
+    )
+
+
+def _idle_attention_experts(arch: Architecture) -> int:
+    """JetMoE: the attention experts a token's top-k does not route to (q and o, 2·h·n_kv·d
+    each), over every attention layer."""
+    a = arch.attention
+    if not a.attention_experts:
+        return 0
+    top_k = a.num_heads // a.num_kv_heads
+    one = 2 * arch.hidden_size * a.num_kv_heads * a.head_dim
+    return arch.num_attention_layers * (a.attention_experts - top_k) * one
+
+
 @record
 class ParamCounts:
     """Parameter counts of a whole model: by kind, per layer, total and active."""
@@ -328,6 +412,8 @@ def count_params(arch: Architecture) -> ParamCounts:
     what one token touches, counting embeddings and LM head (the convention of the Mixtral
     and DeepSeek-V3 reports, which give 12.9 B / 37 B active).
     """
+    if arch.encoder is not None:
+        return _encoder_decoder_counts(arch)
     by_kind: Counter[str] = Counter()
     per_kind: dict[LayerSpec, tuple[Counter[str], int]] = {}
     for spec, n in arch.layer_groups():
@@ -338,18 +424,30 @@ def count_params(arch: Architecture) -> ParamCounts:
     per_layer = tuple(per_kind[spec][1] for spec in arch.layers)
     h = arch.hidden_size
     e = arch.embedding_dim or h
-    embedding = arch.vocab_size * e + arch.learned_positions * h
-    by_kind["embedding"] += arch.vocab_size * e
+    rows = arch.vocab_size + arch.extra_vocab_rows
+    embedding = rows * e + arch.learned_positions * h
+    by_kind["embedding"] += rows * e
     by_kind["positions"] += arch.learned_positions * h
     if arch.embedding_norm:
         by_kind["norm"] += arch.norm_elements
         embedding += arch.norm_elements
+    if arch.token_types:  # BertEmbeddings.token_type_embeddings
+        by_kind["embedding"] += arch.token_types * h
+        embedding += arch.token_types * h
     if arch.per_layer_input:  # Gemma 3n/4: embed_tokens_per_layer, per_layer_model_projection
         width = arch.num_layers * arch.per_layer_input
         by_kind["embedding"] += arch.per_layer_vocab * width + width * h
         by_kind["norm"] += arch.per_layer_input
         embedding += arch.per_layer_vocab * width + width * h + arch.per_layer_input
     head = 0
+    for dense in (arch.head_transform, arch.pooler):  # BertPredictionHeadTransform (dense +
+        if dense:  # LayerNorm), BertPooler (dense): h x h with a bias, on the last stage
+            by_kind["mlp"] += h * h
+            by_kind["bias"] += h
+            head += h * h + h
+    if arch.head_transform:
+        by_kind["norm"] += arch.norm_elements
+        head += arch.norm_elements
     if arch.altup_inputs > 1:  # Gemma 3n: altup projections in, unembed projections out
         extra = (arch.altup_inputs - 1) * h * h
         by_kind["embedding"] += extra
@@ -377,6 +475,7 @@ def count_params(arch: Architecture) -> ParamCounts:
         idle = arch.moe.num_experts - arch.moe.experts_per_token
         moe_layers = sum(n for spec, n in arch.layer_groups() if spec.moe and spec.ffn)
         inactive = moe_layers * idle * expert_params(arch)
+    inactive += _idle_attention_experts(arch)
     return ParamCounts(
         by_kind={k: v for k, v in by_kind.items() if v},
         per_layer=per_layer,

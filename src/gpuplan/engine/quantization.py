@@ -225,9 +225,47 @@ def quantization_from_config(qc: Any, name: str = "model") -> QuantizationSpec |
         return _modelopt(qc, skip, name)
     if method == "torchao":
         return _torchao(qc, skip, name)
+    if not method and str(qc.get("quantization", "")).lower() == "mix_quant":
+        return _paddle_mix_quant(qc, name)
+    keys = ", ".join(sorted(str(k)[:40] for k in qc)[:12])
+    if not method:
+        raise GpuplanError(
+            f"{name}: quantization_config has no quant_method (its keys: {keys}); gpuplan"
+            f" cannot tell how the weights are stored (it reads {', '.join(METHODS)})"
+        )
     raise GpuplanError(
-        f"{name}: quantization method {method or '(none)'!r} is not supported"
-        f" ({', '.join(METHODS)})"
+        f"{name}: quantization method {method[:40]!r} is not supported"
+        f" ({', '.join(METHODS)}); its quantization_config keys: {keys}"
+    )
+
+
+# Paddle (FastDeploy) mix_quant weight types whose stored layout gpuplan reads: fp8 e4m3 with
+# one scale per tensor, or one per 128 x 128 block (FastDeploy's block_wise_fp8 quant config)
+_PADDLE_FP8 = {"tensor_wise_fp8": None, "block_wise_fp8": [128, 128]}
+
+
+def _paddle_mix_quant(qc: Mapping[str, Any], name: str) -> QuantizationSpec | None:
+    """PaddlePaddle's `mix_quant` block (ERNIE 4.5 checkpoints for FastDeploy): a weight type for
+    the dense layers (`dense_quant_type`) and one for the experts (`moe_quant_type`). Without
+    `is_quantized` the checkpoint stores its weights unquantised (FastDeploy quantises them as it
+    loads): read as stored, None. Stored fp8 of one type for both is read as fp8; any other
+    stored type is refused, naming the keys and their values."""
+    if not qc.get("is_quantized"):
+        return None
+    dense, moe = qc.get("dense_quant_type"), qc.get("moe_quant_type")
+    if dense == moe and isinstance(dense, str) and dense in _PADDLE_FP8:
+        block = _PADDLE_FP8[dense]
+        layout = fp8_layout(block, f"Paddle mix_quant {dense}: fp8 e4m3 weights")
+        return QuantizationSpec("fp8", layout.id, f"Paddle mix_quant {dense}", layout)
+    listed = ", ".join(
+        f"{k}={str(qc.get(k))[:24]!r}"
+        for k in ("dense_quant_type", "moe_quant_type", "kv_cache_quant_type")
+        if k in qc
+    )
+    raise GpuplanError(
+        f"{name}: quantization_config is Paddle's mix_quant with stored weights ({listed},"
+        " is_quantized) gpuplan does not read (it reads tensor_wise_fp8 or block_wise_fp8 for"
+        " both); cannot size this checkpoint"
     )
 
 

@@ -231,6 +231,11 @@ class TrainingBill(Bill):
 def validate_training(setup: TrainingSetup) -> None:
     """Reject impossible setups with a one-line reason."""
     a = setup.arch
+    if a.encoder is not None:  # engine/encoder_decoder.py sizes serving only
+        raise GpuplanError(
+            f"{a.name}: training an encoder-decoder ({a.model_type}) is not modelled yet (the"
+            " encoder's activations and the cross-attention's); gpuplan sizes serving it"
+        )
     _validate_layout(setup.layout, a)
     if setup.grad_accum < 0:
         raise GpuplanError(f"grad-accum must be at least 1, got {setup.grad_accum}")

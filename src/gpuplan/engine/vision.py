@@ -13,6 +13,7 @@ from `vision_config` as transformers builds these modules:
 * Qwen2-VL: conv3d patch embedding (c·t·p²·e), LayerNorm blocks with fused qkv and an fc1/fc2 MLP
   of mlp_ratio·e, the patch merger (LayerNorm, two linears over s²·e);
 * Qwen2.5-VL: RMSNorm blocks with a gated MLP (biases) of intermediate_size, RMSNorm merger;
+  EXAONE 4.5's tower is the same with grouped-query attention (num_key_value_heads);
 * Qwen3-VL: patch embedding with bias, a learned position table, LayerNorm blocks (fc1/fc2), the
   merger and one DeepStack merger per `deepstack_visual_indexes` entry.
 
@@ -48,6 +49,8 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "vision_pos_rows": ("init_pos_emb_height",),
     "vision_pos_cols": ("init_pos_emb_width",),
     "vision_projection_dim": ("projection_dim",),
+    "vision_heads": ("num_heads", "num_attention_heads"),
+    "vision_kv_heads": ("num_key_value_heads",),
 }
 # the wrapper's own keys a projector reads (outside vision_config)
 _OUTER_KEYS = {
@@ -80,6 +83,9 @@ _QWEN_VL = {
     "qwen3_5_vision": "qwen3_vl",
     "qwen3_5_moe": "qwen3_vl",
     "qwen3_5_moe_vision": "qwen3_vl",
+    # EXAONE 4.5: Qwen2.5-VL's tower with grouped-query attention in its blocks
+    "exaone4_5": "qwen2_5_vl",
+    "exaone4_5_vision": "qwen2_5_vl",
 }
 
 
@@ -104,6 +110,8 @@ _LLAVA = frozenset({"llava", "llava_next", "llava_next_video", "llava_onevision"
 _PROJECTORS = _LLAVA | {"gemma3", "mistral3", "kimi_vl", "paligemma", "idefics3", "smolvlm"}
 # other encoders a checkpoint may carry; none is counted, each is named in a note
 _OTHER_TOWERS = (
+    "encoder_config",  # Granite Speech's conformer encoder (with its projector_config)
+    "projector_config",
     "audio_config",
     "speech_config",
     "audio_encoder_config",
@@ -112,15 +120,47 @@ _OTHER_TOWERS = (
 )
 
 
+# a wrapper's sub-configs that add no weights beside its language model and vision tower
+_WRAPPER_NEUTRAL = frozenset(
+    {
+        "text_config",
+        "vision_config",
+        "quantization_config",
+        "rope_config",
+        "generation_config",
+        "compression_config",
+    }
+)
+
+
 def multimodal_params(
     config: Mapping[str, Any], name: str = "model"
 ) -> tuple[int, tuple[str, ...]]:
     """Encoder + projector parameters of a multimodal config.json, and a note for each tower or
     projector it does not count exactly (0 and no note for a text-only config)."""
+    if any(isinstance(config.get(k), Mapping) for k in ("vision_config", "audio_config")):
+        from gpuplan.engine.towers import tower_count  # a wrapper: the tower table first
+
+        counted = tower_count(config, name)
+        if counted is not None:
+            note = (
+                f"{counted.tower} {counted.kind} tower: one {counted.token_unit} adds"
+                f" {counted.tokens:,} tokens to a request"
+            )
+            return counted.params, (note,)
+    others = [k for k in _OTHER_TOWERS if isinstance(config.get(k), Mapping)]
+    if isinstance(config.get("text_config"), Mapping):  # a wrapper: any other sub-model too
+        others += [
+            k
+            for k, v in config.items()
+            if k.endswith("_config")
+            and isinstance(v, Mapping)
+            and k not in _OTHER_TOWERS
+            and k not in _WRAPPER_NEUTRAL
+        ]
     notes = [
         f"{key} tower ({_kind(config[key])}) not counted: its weights are missing from this bill"
-        for key in _OTHER_TOWERS
-        if isinstance(config.get(key), Mapping)
+        for key in others
     ]
     params = vision_encoder_params(config, name, notes)
     return params, tuple(notes)
@@ -154,6 +194,11 @@ def vision_encoder_params(
         return 0
     v = ConfigView(raw, f"{name}: vision_config", _KEYS, _DEFAULTS)
     text = _text_hidden(config, v)
+    if qwen and outer and outer not in _QWEN_VL:
+        notes.append(
+            f"the {outer} wrapper's own projector beside its {qwen} tower is not counted"
+            " (the tower itself is counted exactly)"
+        )
     if qwen == "qwen2_vl":
         return _qwen2_vl(v)
     if qwen == "qwen2_5_vl":
@@ -283,10 +328,23 @@ def _qwen2_5_vl(v: ConfigView, th: int) -> int:
         * v.get("vision_patch_size") ** 2
         * h
     )
-    block = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 3 * h * i + 2 * i + h
+    qkv = h + 2 * _vision_kv_width(v, h)
+    block = 2 * h + (h * qkv + qkv) + (h * h + h) + 3 * h * i + 2 * i + h
     n += v.get("vision_layers") * block
     merged = h * v.get("vision_merge_size") ** 2
     return n + h + merged * merged + merged + merged * out + out
+
+
+def _vision_kv_width(v: ConfigView, h: int) -> int:
+    """Width of the tower's k (and v) projection: h, or with grouped-query attention
+    (Exaone4_5_VisionAttention: num_key_value_heads of h / num_heads) that many heads' worth."""
+    kv = v.get("vision_kv_heads")
+    if not kv:
+        return h
+    heads = v.require("vision_heads")
+    if heads % kv or h % heads:
+        raise v.fail("vision_kv_heads", f"({kv}) must divide num_heads ({heads}), which divide h")
+    return kv * (h // heads)
 
 
 def _qwen3_vl(v: ConfigView, th: int) -> int:

@@ -1,0 +1,91 @@
+"""Encoder-decoder models (T5, BART, mBART, NLLB/M2M100, Whisper) from a table of records.
+
+catalog/data/encoder_decoders.toml holds one record per family: its parameters as named integer
+expressions per stack and kind (engine/towers.py evaluates them), and the decoder attention's
+shape for the caches. `encoder_decoder_architecture` turns a config into an `Architecture`
+whose layers are the decoder's (self-attention, cross-attention and FFN each) and whose
+`encoder` field carries the rest, so the serving bill prices it like any model:
+
+* weights: every part of the record (engine/params.py uses them as they are);
+* per request, as vLLM's encoder-decoder runner allocates it (vllm/v1 `CrossAttentionSpec`,
+  the encoder cache): self-attention K and V per generated or prompt token per decoder layer
+  (the ordinary KV cache); cross-attention K and V of every encoder token per decoder layer,
+  written once when the encoder runs; the encoder's output (encoder tokens × d_model) kept once
+  per request until the cross-attention K and V are computed from it.
+
+The encoder length is the record's fixed one (Whisper: 1500 audio frames) or the request's
+prompt, which gpuplan bills at the whole context (an upper bound, said in a note).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
+
+from gpuplan.engine.frozen import record
+from gpuplan.engine.towers import evaluate, field_values
+from gpuplan.errors import GpuplanError
+
+STACKS = ("embed", "encoder", "decoder", "head")
+
+
+@record
+class EncoderSpec:
+    """What an encoder-decoder adds to its decoder stack: every parameter by stack and kind, and
+    the shapes of its per-request caches."""
+
+    parts: tuple[tuple[str, int], ...]  # ("<stack>.<kind>", parameters): hashable
+    width: int  # d_model: the encoder output's width
+    encoder_tokens: int  # fixed encoder length (Whisper), 0: the prompt's
+    cross_heads: int
+    cross_head_dim: int
+    family: str = ""
+
+    def stack(self, name: str) -> int:
+        return sum(n for part, n in self.parts if part.startswith(name + "."))
+
+
+@cache
+def _table() -> dict[str, dict[str, Any]]:
+    from gpuplan.catalog.compiled import load_data
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, rec in load_data("encoder_decoders.toml").items():
+        for model_type in rec.get("model_types", (name,)):
+            out[model_type] = {**rec, "name": name}
+    return out
+
+
+def is_encoder_decoder(model_type: str) -> bool:
+    return model_type in _table()
+
+
+def encoder_decoder_types() -> tuple[str, ...]:
+    return tuple(sorted(_table()))
+
+
+def encoder_spec(config: Mapping[str, Any], name: str) -> tuple[EncoderSpec, dict[str, int]]:
+    """The record's parts and cache shapes for this config, and its field values."""
+    rec = _table()[str(config.get("model_type"))]
+    where = f"encoder_decoders.toml [{rec['name']}]"
+    values = field_values(rec["fields"], rec.get("defaults", {}), config, name, f"{rec['name']}")
+    parts = {part: evaluate(expr, values, name, where) for part, expr in rec["params"].items()}
+    bad = [p for p in parts if p.split(".")[0] not in STACKS or parts[p] < 0]
+    if bad:
+        raise GpuplanError(f"{name}: {where} part {bad[0]!r} is not a stack's or is negative")
+    shape = {key: evaluate(expr, values, name, where) for key, expr in rec["cache"].items()}
+    for key in ("decoder_layers", "heads", "head_dim", "width"):
+        if shape[key] < 1:
+            raise GpuplanError(f"{name}: the decoder's {key} must be at least 1")
+    if parts.get("decoder.attention", 0) % shape["decoder_layers"]:
+        raise GpuplanError(f"{name}: {where} decoder parts are not alike per layer")
+    spec = EncoderSpec(
+        parts=tuple(parts.items()),
+        width=shape["width"],
+        encoder_tokens=shape["encoder_tokens"],
+        cross_heads=shape["heads"],
+        cross_head_dim=shape["head_dim"],
+        family=rec["name"],
+    )
+    return spec, shape

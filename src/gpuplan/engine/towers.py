@@ -1,0 +1,257 @@
+"""Encoder towers of multimodal checkpoints (vision, audio) counted from a table of records.
+
+catalog/data/towers.toml holds one record per wrapper model type (see the comments at its top):
+the config fields a tower reads (dotted paths into the wrapper's config.json, with transformers'
+defaults), and its parameters as named integer expressions over those fields, one per module
+group (embeddings, layers, merger, projector, ...), written from the modelling file the record
+cites. A record may also give the tokens one image (or one second of audio) adds to a request.
+
+    count = tower_count(config, name)     # None when no record reads this wrapper
+    count.params, count.parts, count.tokens
+
+Expressions use integers, + - * // ( ) **, min/max/len and the record's field names; booleans
+count as 0 / 1. Nothing is evaluated but that arithmetic (an `ast` walk, no `eval`).
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import Any
+
+from gpuplan.engine.frozen import record
+from gpuplan.errors import GpuplanError
+
+_RECORD_KEYS = {
+    "wrappers",
+    "source",
+    "kind",
+    "fields",
+    "defaults",
+    "params",
+    "tokens",
+    "token_unit",
+}
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Pow: operator.pow,
+}
+_CALLS: dict[str, Callable[..., Any]] = {"min": min, "max": max, "len": len}
+
+
+class TowerTableError(Exception):
+    """A malformed record in towers.toml (a packaging bug, caught by the tests)."""
+
+
+@record
+class Tower:
+    """One record: where its fields live, their defaults, and its parameter expressions."""
+
+    name: str
+    wrappers: tuple[str, ...]
+    source: str
+    kind: str  # "vision" | "audio" | "vision+audio"
+    fields: Mapping[str, Any]  # name -> config path, list of paths, or {path, prefix}
+    defaults: Mapping[str, Any]
+    params: Mapping[str, str]
+    tokens: str = ""
+    token_unit: str = "image"
+
+
+@record
+class TowerCount:
+    """A tower's parameters by module group, and the tokens one input adds to a request."""
+
+    tower: str
+    kind: str
+    parts: Mapping[str, int]
+    tokens: int
+    token_unit: str
+    source: str
+
+    @property
+    def params(self) -> int:
+        return sum(self.parts.values())
+
+
+def tower_count(config: Mapping[str, Any], name: str = "model") -> TowerCount | None:
+    """The tower record for this wrapper's `model_type`, evaluated on its config (None if the
+    table has no record for it)."""
+    tower = _by_wrapper().get(str(config.get("model_type") or ""))
+    if tower is None:
+        return None
+    values = _values(tower, config, name)
+    parts = {part: _evaluate(expr, values, tower, name) for part, expr in tower.params.items()}
+    bad = [part for part, n in parts.items() if n < 0]
+    if bad:
+        raise GpuplanError(f"{name}: the {tower.name} tower's {bad[0]} comes out negative")
+    tokens = _evaluate(tower.tokens, values, tower, name) if tower.tokens else 0
+    return TowerCount(tower.name, tower.kind, parts, tokens, tower.token_unit, tower.source)
+
+
+def _values(tower: Tower, config: Mapping[str, Any], name: str) -> dict[str, Any]:
+    return field_values(tower.fields, tower.defaults, config, name, f"the {tower.name} tower")
+
+
+def field_values(
+    fields: Mapping[str, Any],
+    defaults: Mapping[str, Any],
+    config: Mapping[str, Any],
+    name: str,
+    reader: str,
+) -> dict[str, Any]:
+    """Each field's value: the first of its config paths present, else its default. A field
+    given as {path, prefix} is 1 when that string value starts with prefix, else 0; one given
+    as {path, in} is 1 when the value is one of the list, else 0."""
+    out: dict[str, Any] = {}
+    for field, spec in fields.items():
+        prefix = spec.get("prefix") if isinstance(spec, Mapping) else None
+        among = spec.get("in") if isinstance(spec, Mapping) else None
+        paths = _paths(spec)
+        value: Any = None
+        for path in paths:
+            value = _lookup(config, path)
+            if value is not None:
+                break
+        if prefix is not None:
+            out[field] = int(isinstance(value, str) and value.startswith(prefix))
+            continue
+        if among is not None:
+            out[field] = int(value in among)
+            continue
+        if value is None:
+            if field not in defaults:
+                raise GpuplanError(
+                    f"{name}: config.json has no {paths[0]!r}, which {reader} needs;"
+                    " cannot size this model"
+                )
+            value = defaults[field]
+        out[field] = _checked(value, paths[0], name)
+    return out
+
+
+def _paths(spec: Any) -> tuple[str, ...]:
+    if isinstance(spec, Mapping):
+        spec = spec["path"]
+    return tuple(spec) if isinstance(spec, list | tuple) else (spec,)
+
+
+def _lookup(config: Mapping[str, Any], path: str) -> Any:
+    node: Any = config
+    for part in path.split("."):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node
+
+
+def _checked(value: Any, key: str, name: str) -> Any:
+    """An integer (booleans as 0/1) or a list of them, bounded; anything else fails naming it."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int) and 0 <= value < 1 << 40:
+        return value
+    if isinstance(value, float) and value.is_integer() and 0 <= value < 1 << 40:
+        return int(value)
+    if isinstance(value, list | tuple) and len(value) <= 4096:
+        return [_checked(v, key, name) for v in value]
+    raise GpuplanError(
+        f"{name}: config field {key!r} must be a whole number (or a list of them), got"
+        f" {str(value)[:40]!r}"
+    )
+
+
+def _evaluate(expr: str, values: Mapping[str, Any], tower: Tower, name: str) -> int:
+    return evaluate(expr, values, name, f"towers.toml [{tower.name}]")
+
+
+def evaluate(expr: str, values: Mapping[str, Any], name: str, where: str) -> int:
+    """One integer expression of a record over its field values."""
+    try:
+        result = _walk(_parsed(expr), values)
+    except ZeroDivisionError:
+        raise GpuplanError(f"{name}: {where} divides by zero ({expr})") from None
+    except TypeError:  # a list where a number belongs, or the reverse
+        raise GpuplanError(
+            f"{name}: a config field {where} reads has the wrong shape for {expr!r}"
+        ) from None
+    if not isinstance(result, int):
+        raise TowerTableError(f"{where}: {expr!r} is not a whole number")
+    return result
+
+
+@cache
+def _parsed(expr: str) -> ast.expr:
+    return ast.parse(expr, mode="eval").body
+
+
+def _walk(node: ast.expr, values: Mapping[str, Any]) -> Any:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in values:
+            raise TowerTableError(f"towers.toml: {node.id!r} is not a field of its record")
+        return values[node.id]
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        return _BINARY[type(node.op)](_walk(node.left, values), _walk(node.right, values))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_walk(node.operand, values)
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        seq, index = _walk(node.value, values), node.slice.value
+        if (
+            not isinstance(seq, list)
+            or not isinstance(index, int)
+            or not -len(seq) <= index < len(seq)
+        ):
+            raise TypeError(index)  # evaluate() names the config and the expression
+        return seq[index]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CALLS:
+        return _CALLS[node.func.id](*(_walk(a, values) for a in node.args))
+    raise TowerTableError(f"towers.toml: {ast.unparse(node)!r} is not tower arithmetic")
+
+
+@cache
+def _table() -> dict[str, Tower]:
+    from gpuplan.catalog.compiled import load_data
+
+    raw = load_data("towers.toml")
+    out: dict[str, Tower] = {}
+    for tower_name, rec in raw.items():
+        unknown = set(rec) - _RECORD_KEYS
+        if unknown or not rec.get("source") or not rec.get("params"):
+            raise TowerTableError(
+                f"towers.toml [{tower_name}]: unknown {sorted(unknown)} or no source/params"
+            )
+        out[tower_name] = Tower(
+            name=tower_name,
+            wrappers=tuple(rec.get("wrappers", (tower_name,))),
+            source=rec["source"],
+            kind=rec.get("kind", "vision"),
+            fields=dict(rec["fields"]),
+            defaults=dict(rec.get("defaults", {})),
+            params=dict(rec["params"]),
+            tokens=rec.get("tokens", ""),
+            token_unit=rec.get("token_unit", "image"),
+        )
+    return out
+
+
+@cache
+def _by_wrapper() -> dict[str, Tower]:
+    out: dict[str, Tower] = {}
+    for tower in _table().values():
+        for wrapper in tower.wrappers:
+            if wrapper in out:
+                raise TowerTableError(f"towers.toml: {wrapper!r} is read by two records")
+            out[wrapper] = tower
+    return out
+
+
+def all_towers() -> dict[str, Tower]:
+    """Every record by name (tests check each parses and names only its own fields)."""
+    return dict(_table())
