@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from gpuplan.datafiles import load_data
 from gpuplan.engine.frozen import record
 from gpuplan.engine.towers import evaluate, field_values
 from gpuplan.errors import GpuplanError
@@ -48,8 +49,6 @@ class EncoderSpec:
 
 @cache
 def _table() -> dict[str, dict[str, Any]]:
-    from gpuplan.catalog.compiled import load_data
-
     out: dict[str, dict[str, Any]] = {}
     for name, rec in load_data("encoder_decoders.toml").items():
         for model_type in rec.get("model_types", (name,)):

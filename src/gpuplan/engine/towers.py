@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
+from gpuplan.datafiles import load_data
 from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
 
@@ -217,8 +218,6 @@ def _walk(node: ast.expr, values: Mapping[str, Any]) -> Any:
 
 @cache
 def _table() -> dict[str, Tower]:
-    from gpuplan.catalog.compiled import load_data
-
     raw = load_data("towers.toml")
     out: dict[str, Tower] = {}
     for tower_name, rec in raw.items():
