@@ -76,12 +76,13 @@ def moe_activation_bytes(s: RankShape, m: float) -> float:
     its intermediate written and read back through the activation (3·I values, I = this rank's
     share of the expert's intermediate size), and its h-wide output written by the down GEMM and
     read again by the weighted sum (2·h 16-bit values) — vLLM fused_moe / SGLang: moe_align,
-    fused_moe_kernel for w13 and w2, silu_and_mul, moe_sum."""
+    fused_moe_kernel for w13 and w2, silu_and_mul, moe_sum. Under expert parallelism a rank
+    holds E/ep whole experts and moves only the M·k/ep rows routed to them (at the full I)."""
     if not s.moe_layers or m <= 0:
         return 0.0
     inter = s.expert_params / (3 * s.hidden)
     per_row = s.hidden * (s.expert_input_bytes + 2 * ACT_BYTES) + 3 * inter * ACT_BYTES
-    return m * s.top_k * per_row * s.moe_layers
+    return m * s.top_k / s.expert_ranks * per_row * s.moe_layers
 
 
 def _experts(s: RankShape, m: float, bw: float) -> tuple[float, float]:
@@ -89,7 +90,7 @@ def _experts(s: RankShape, m: float, bw: float) -> tuple[float, float]:
         return 0.0, 0.0
     touched = touched_experts(s.num_experts, s.top_k, m)
     per_expert = m * s.top_k / touched
-    rows = touched * _tile(per_expert, s.kernels.grouped_tile_m)
+    rows = touched / s.expert_ranks * _tile(per_expert, s.kernels.grouped_tile_m)
     flops = 2 * s.expert_params * rows * s.moe_layers
     tc, tm = _roof(flops, s.expert_flops, s.experts_bytes * touched / s.num_experts, bw)
     return tc, tm + moe_activation_bytes(s, m) / bw
