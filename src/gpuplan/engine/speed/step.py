@@ -85,14 +85,38 @@ def moe_activation_bytes(s: RankShape, m: float) -> float:
     return m * s.top_k / s.expert_ranks * per_row * s.moe_layers
 
 
+def busiest_rank_experts(num_experts: int, k: int, tokens: float, ranks: int) -> float:
+    """Expected touched experts on the busiest of `ranks` expert-parallel ranks holding E/ranks
+    experts each: every expert is touched with p = 1 − (1 − k/E)^T (uniform routing, experts taken
+    as independent), a rank's count is Binomial(E/ranks, p), and the step waits for the largest
+    of the `ranks` counts: E[max] = Σ_t≥1 (1 − F(t − 1)^ranks). With one rank (or experts split
+    by tensor parallelism, every rank reading a slice of each touched expert) it is the mean."""
+    if tokens <= 0 or num_experts <= 0:
+        return 0.0
+    mean = touched_experts(num_experts, k, tokens)
+    local = num_experts // ranks
+    if ranks <= 1 or local < 1:
+        return mean / max(1, ranks)
+    p = min(1.0, mean / num_experts)
+    cdf, out = 0.0, 0.0
+    for t in range(local):
+        cdf += math.comb(local, t) * p**t * (1 - p) ** (local - t)
+        out += 1.0 - min(1.0, cdf) ** ranks
+    return out
+
+
 def _experts(s: RankShape, m: float, bw: float) -> tuple[float, float]:
+    """Routed experts of one step on the busiest rank (under expert parallelism the ranks meet
+    at the combine, so the rank with the most touched experts sets the time)."""
     if not s.moe_layers or m <= 0:
         return 0.0, 0.0
     touched = touched_experts(s.num_experts, s.top_k, m)
     per_expert = m * s.top_k / touched
-    rows = touched / s.expert_ranks * _tile(per_expert, s.kernels.grouped_tile_m)
+    busiest = busiest_rank_experts(s.num_experts, s.top_k, m, s.expert_ranks)
+    rows = busiest * _tile(per_expert, s.kernels.grouped_tile_m)
     flops = 2 * s.expert_params * rows * s.moe_layers
-    tc, tm = _roof(flops, s.expert_flops, s.experts_bytes * touched / s.num_experts, bw)
+    nbytes = s.experts_bytes * busiest * s.expert_ranks / s.num_experts
+    tc, tm = _roof(flops, s.expert_flops, nbytes, bw)
     return tc, tm + moe_activation_bytes(s, m) / bw
 
 
