@@ -10,7 +10,9 @@ A step carries `decode` sequences (one token each, at their contexts) and prefil
     routed        touched experts T = E·(1 − (1 − k/E)^M) (uniform routing); bytes T/E of the
     experts       experts' weights; FLOPs 2·N_expert·T·⌈M·k/T⌉_tile (tokens per expert padded to
                   the grouped GEMM's block, DeepGEMM / Triton fused_moe); plus the M·k routed
-                  rows' activation traffic (gather, intermediate, output and weighted sum)
+                  rows' activation traffic (gather, intermediate, output and weighted sum);
+                  under expert parallelism a rank holds E/ep whole experts, moves M·k/ep rows,
+                  and the step waits for the rank with the most touched experts
     attention     prefill: 4·H·(d_qk + d_v)/2 per query token and key (PaLM App. B), causal
                   chunks of q tokens after c cached keys see c + q/2 keys, at the FlashAttention
                   efficiency of length q (FA2/FA3 tables); decode: KV bytes of every context
