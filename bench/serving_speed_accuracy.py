@@ -137,6 +137,7 @@ def _case(row: dict) -> Case:
             engine_version=row.get("engine_version"),
             cuda_graphs=row.get("cuda_graphs", True),
             max_num_batched_tokens=row.get("max_num_batched_tokens"),
+            expert_parallel=bool(row.get("ep", False)),
         )
         serving_speed(setup)  # refusals surface here
     except GpuplanError as e:

@@ -23,6 +23,7 @@ class SpeedSetup:
     engine_version: str | None = None
     cuda_graphs: bool = True
     max_num_batched_tokens: int | None = None
+    expert_parallel: bool = False  # routed experts whole on each rank (EP = tp), not split tp ways
     knobs: SpeedKnobs = field(default_factory=default_knobs)
 
 
@@ -47,7 +48,7 @@ def shape_of(setup: SpeedSetup) -> RankShape:
     s = setup.serving
     check_interconnect(s)
     ctx = setup.load.prompt + max(1, setup.load.output // 2)
-    return rank_shape(s.arch, s.weights, s.kv, s.gpu, s.tp, s.pp, ctx)
+    return rank_shape(s.arch, s.weights, s.kv, s.gpu, s.tp, s.pp, ctx, setup.expert_parallel)
 
 
 def kv_capacity(setup: SpeedSetup) -> int:

@@ -41,7 +41,7 @@ class RankShape:
     lm_bytes: float
     num_experts: int
     top_k: int
-    expert_params: float  # one routed expert's parameters on this rank (÷ tp)
+    expert_params: float  # one routed expert's parameters on this rank (÷ tp; whole under EP)
     experts_bytes: float  # all routed experts of the stage on this rank
     heads: int  # query heads on this rank
     attn_qk_dim: int
@@ -60,6 +60,7 @@ class RankShape:
     tp: int
     pp: int
     kernels: KernelFigures
+    expert_ranks: int = 1  # ranks the experts are spread over whole (EP; 1: each split by tp)
 
 
 def gemm_path(p: Precision, k: KernelFigures, gpu: GpuSpec) -> str:
@@ -135,8 +136,13 @@ def rank_shape(
     tp: int,
     pp: int,
     context: int,
+    expert_parallel: bool = False,
 ) -> RankShape:
-    """The shapes of the heaviest stage of `arch` split tp × pp, KV bytes per token at `context`."""
+    """The shapes of the heaviest stage of `arch` split tp × pp, KV bytes per token at `context`;
+    `expert_parallel`: the routed experts are spread whole over the tp ranks (vLLM
+    --enable-expert-parallel, SGLang --ep, TensorRT-LLM ep_size = tp) instead of each being split
+    tp ways (same bytes per rank; each rank computes E/tp whole experts on the rows routed to
+    them rather than every expert's 1/tp slice on all rows)."""
     if not gpu.memory_bandwidth_bytes_per_s:
         raise GpuplanError(
             f"{gpu.name} has no memory bandwidth (memory_bandwidth_bytes_per_s); cannot time it"
@@ -171,6 +177,7 @@ def rank_shape(
     kv_tok = kv_cache_bytes_per_sequence_per_gpu(arch, kv, kv_ctx, tp, pp, w.stage) / kv_ctx
     dense_path = gemm_path(fmt.for_kind("attention"), k, gpu)
     exp_path = gemm_path(exp_fmt, k, gpu)
+    ep = tp if expert_parallel and n_exp >= tp > 1 else 1
     return RankShape(
         layers=n_layers,
         moe_layers=moe_layers,
@@ -181,7 +188,7 @@ def rank_shape(
         lm_bytes=float(lm_bytes),
         num_experts=n_exp,
         top_k=top_k,
-        expert_params=e_params / tp,
+        expert_params=e_params / (1 if ep > 1 else tp),
         experts_bytes=float(experts_bytes),
         heads=max(1, a.num_heads // tp),
         attn_qk_dim=a.head_dim,
@@ -200,4 +207,5 @@ def rank_shape(
         tp=tp,
         pp=pp,
         kernels=k,
+        expert_ranks=ep,
     )

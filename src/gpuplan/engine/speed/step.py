@@ -10,7 +10,9 @@ A step carries `decode` sequences (one token each, at their contexts) and prefil
     routed        touched experts T = E·(1 − (1 − k/E)^M) (uniform routing); bytes T/E of the
     experts       experts' weights; FLOPs 2·N_expert·T·⌈M·k/T⌉_tile (tokens per expert padded to
                   the grouped GEMM's block, DeepGEMM / Triton fused_moe); plus the M·k routed
-                  rows' activation traffic (gather, intermediate, output and weighted sum)
+                  rows' activation traffic (gather, intermediate, output and weighted sum);
+                  under expert parallelism a rank holds E/ep whole experts, moves M·k/ep rows,
+                  and the step waits for the rank with the most touched experts
     attention     prefill: 4·H·(d_qk + d_v)/2 per query token and key (PaLM App. B), causal
                   chunks of q tokens after c cached keys see c + q/2 keys, at the FlashAttention
                   efficiency of length q (FA2/FA3 tables); decode: KV bytes of every context
@@ -76,22 +78,47 @@ def moe_activation_bytes(s: RankShape, m: float) -> float:
     its intermediate written and read back through the activation (3·I values, I = this rank's
     share of the expert's intermediate size), and its h-wide output written by the down GEMM and
     read again by the weighted sum (2·h 16-bit values) — vLLM fused_moe / SGLang: moe_align,
-    fused_moe_kernel for w13 and w2, silu_and_mul, moe_sum."""
+    fused_moe_kernel for w13 and w2, silu_and_mul, moe_sum. Under expert parallelism a rank
+    holds E/ep whole experts and moves only the M·k/ep rows routed to them (at the full I)."""
     if not s.moe_layers or m <= 0:
         return 0.0
     inter = s.expert_params / (3 * s.hidden)
     per_row = s.hidden * (s.expert_input_bytes + 2 * ACT_BYTES) + 3 * inter * ACT_BYTES
-    return m * s.top_k * per_row * s.moe_layers
+    return m * s.top_k / s.expert_ranks * per_row * s.moe_layers
+
+
+def busiest_rank_experts(num_experts: int, k: int, tokens: float, ranks: int) -> float:
+    """Expected touched experts on the busiest of `ranks` expert-parallel ranks holding E/ranks
+    experts each: every expert is touched with p = 1 − (1 − k/E)^T (uniform routing, experts taken
+    as independent), a rank's count is Binomial(E/ranks, p), and the step waits for the largest
+    of the `ranks` counts: E[max] = Σ_t≥1 (1 − F(t − 1)^ranks). With one rank (or experts split
+    by tensor parallelism, every rank reading a slice of each touched expert) it is the mean."""
+    if tokens <= 0 or num_experts <= 0:
+        return 0.0
+    mean = touched_experts(num_experts, k, tokens)
+    local = num_experts // ranks
+    if ranks <= 1 or local < 1:
+        return mean / max(1, ranks)
+    p = min(1.0, mean / num_experts)
+    cdf, out = 0.0, 0.0
+    for t in range(local):
+        cdf += math.comb(local, t) * p**t * (1 - p) ** (local - t)
+        out += 1.0 - min(1.0, cdf) ** ranks
+    return out
 
 
 def _experts(s: RankShape, m: float, bw: float) -> tuple[float, float]:
+    """Routed experts of one step on the busiest rank (under expert parallelism the ranks meet
+    at the combine, so the rank with the most touched experts sets the time)."""
     if not s.moe_layers or m <= 0:
         return 0.0, 0.0
     touched = touched_experts(s.num_experts, s.top_k, m)
     per_expert = m * s.top_k / touched
-    rows = touched * _tile(per_expert, s.kernels.grouped_tile_m)
+    busiest = busiest_rank_experts(s.num_experts, s.top_k, m, s.expert_ranks)
+    rows = busiest * _tile(per_expert, s.kernels.grouped_tile_m)
     flops = 2 * s.expert_params * rows * s.moe_layers
-    tc, tm = _roof(flops, s.expert_flops, s.experts_bytes * touched / s.num_experts, bw)
+    nbytes = s.experts_bytes * busiest * s.expert_ranks / s.num_experts
+    tc, tm = _roof(flops, s.expert_flops, nbytes, bw)
     return tc, tm + moe_activation_bytes(s, m) / bw
 
 
