@@ -140,7 +140,15 @@ class ServingPerf:
 
 def _speed_setup(setup: PerfSetup, concurrency: int) -> SpeedSetup:
     load = Load("static", setup.prompt_tokens, setup.output_tokens, concurrency)
-    return SpeedSetup(setup.serving, load, setup.engine, None, setup.cuda_graphs, knobs=setup.knobs)
+    return SpeedSetup(
+        setup.serving,
+        load,
+        setup.engine,
+        None,
+        setup.cuda_graphs,
+        knobs=setup.knobs,
+        expert_parallel=setup.expert_parallel,
+    )
 
 
 def prefill_seconds(setup: PerfSetup, tokens: int) -> float:
