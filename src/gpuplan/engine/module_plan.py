@@ -206,11 +206,12 @@ def _ffn_linears(arch: Architecture, layer: LayerSpec, n: Mapping[str, Any]) -> 
 def layer_linears(arch: Architecture, layer: LayerSpec) -> tuple[Linear, ...]:
     """Every linear module of one decoder layer, named as its checkpoint names it. What
     engine/params.py counts in a linear kind but no named projection holds (Gemma 3n's per-layer
-    and LAuReL projections, Nemotron 3's latent projections) is one module named by its kind,
-    so the modules always add up to `layer_params`."""
+    and LAuReL projections, Nemotron 3's latent projections, Zamba 2's shared transformer blocks,
+    whose attention one hybrid layer per block carries) is one module named by its kind, so the
+    modules always add up to `layer_params`."""
     n = module_names(arch.model_type)
     out: list[Linear] = []
-    if layer.has_attention:
+    if layer.has_attention and arch.shared_blocks is None:
         out += _attention_linears(arch, arch.attention_of(layer), layer, n)
     out += _mixer_linears(arch, layer, n)
     if layer.ffn:
