@@ -222,3 +222,55 @@ def test_unsloth_offloaded_checkpointing():
     ).kwargs
     assert kw["checkpointing"] == "full" and kw["offload_activations"] is True
     assert kw["lora_base"] == "nf4-dq" and kw["seq"] == 2048
+
+
+QLORA = {
+    "bf16": True,
+    "gradient_checkpointing": True,
+    "r": 16,
+    "load_in_4bit": True,
+}
+
+
+@pytest.mark.parametrize(
+    ("extra", "prepared"),
+    [
+        ({}, True),  # one GPU, 4-bit weights loaded on it: TRL prepares the model
+        ({"load_in_4bit": False, "load_in_8bit": True}, True),  # LLM.int8 as well
+        ({"fsdp": "full_shard auto_wrap"}, False),  # sharded QLoRA: TRL's is_sharded_qlora
+        ({"deepspeed": {"zero_optimization": {"stage": 3}}}, False),
+        ({"load_in_4bit": False}, False),  # a 16-bit base is not k-bit prepared
+    ],
+)
+def test_kbit_preparation_where_trl_runs_it(extra, prepared):
+    """TRL's SFTTrainer calls peft's prepare_model_for_kbit_training for a 4/8-bit base unless
+    the QLoRA is sharded (FSDP / ZeRO-3 load the quantised weights on the CPU or meta device);
+    its fp32 norms make the residual stream fp32."""
+    kw = read(json.dumps({**QLORA, **extra})).kwargs
+    assert kw.get("framework_overrides", {}).get("kbit_fp32_residual", False) is prepared
+
+
+def test_unsloth_prepares_its_own_model():
+    kw = read("max_seq_length: 2048\nload_in_4bit: true\nr: 16\nuse_gradient_checkpointing: true\n")
+    assert "framework_overrides" not in kw.kwargs
+
+
+def test_kbit_preparation_doubles_the_checkpointed_inputs():
+    """With full checkpointing each decoder layer keeps its input: an fp32 residual stream adds
+    one more 2-byte copy of it per layer (2·T·h·L bytes over the same run with a bf16 stream;
+    the fms-acceleration CSV rows differ by exactly this, hf_trainer.toml)."""
+    common = {
+        "gpus": 1,
+        "seq": 1024,
+        "micro_batch": 2,
+        "checkpointing": "full",
+        "qlora": True,
+        "framework": "hf-trainer",
+    }
+    plain = gpuplan.train("llama-3.1-8b", "h100", **common)
+    prepared = gpuplan.train(
+        "llama-3.1-8b", "h100", **common, framework_overrides={"kbit_fp32_residual": True}
+    )
+    arch = plain.bill.setup.arch
+    extra = 2 * 1024 * 2 * arch.hidden_size * arch.num_layers
+    assert prepared.activations_bytes - plain.activations_bytes == extra

@@ -1,6 +1,6 @@
 """Reference test: gpuplan's activation and optimizer-state bytes against real PyTorch training.
 
-Activations: tiny Llama-, Qwen3-MoE- and GPT-2-style models are built from configs written here
+Activations: tiny Llama-, Qwen3-MoE-, GPT-2- and GPTBigCode-style (santacoder) models are built from configs written here
 (hidden 128, 2 layers, vocab 1000) in float32 and bfloat16 on the CPU, with the SDPA kernel
 (flash-style: no s² scores) and the eager one, with and without gradient checkpointing. One
 forward + loss runs under `torch.autograd.graph.saved_tensors_hooks`; the bytes of the unique
@@ -24,6 +24,8 @@ transformers = pytest.importorskip("transformers")
 from transformers import (  # noqa: E402
     GPT2Config,
     GPT2LMHeadModel,
+    GPTBigCodeConfig,
+    GPTBigCodeForCausalLM,
     LlamaConfig,
     LlamaForCausalLM,
     Qwen3MoeConfig,
@@ -87,7 +89,30 @@ def _gpt2() -> tuple[object, type]:
     return cfg, GPT2LMHeadModel
 
 
-FAMILIES = {"llama": _llama, "qwen3_moe": _qwen3_moe, "gpt2": _gpt2}
+def _gpt_bigcode() -> tuple[object, type]:
+    """santacoder's family: multi-query attention from one fused c_attn, learned positions."""
+    cfg = GPTBigCodeConfig(
+        n_embd=128,
+        n_layer=2,
+        n_head=4,
+        n_positions=1024,
+        vocab_size=VOCAB,
+        multi_query=True,
+        bos_token_id=0,
+        eos_token_id=0,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
+    return cfg, GPTBigCodeForCausalLM
+
+
+FAMILIES = {
+    "llama": _llama,
+    "qwen3_moe": _qwen3_moe,
+    "gpt2": _gpt2,
+    "gpt_bigcode": _gpt_bigcode,
+}
 
 
 def measure_saved_bytes(model: torch.nn.Module, batch: int, seq: int) -> int:

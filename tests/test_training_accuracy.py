@@ -3,11 +3,12 @@
 bench/training_accuracy.py prints every case; this test holds today's result as the bar, overall
 and per framework (issue 21's goal is ≥ 80 cases, median ≤ 5 %, ≥ 90 % within 10 %):
 
-- all: 95 sourced cases, median |error| 4.7 %, 72 within 10 % (76 %: short of the goal);
+- all: 95 sourced cases, median |error| 3.9 %, 78 within 10 % (82 %: short of the goal);
 - megatron 14 (2.4 %, 14), torchtitan 19 (4.2 %, 18), torchtune 9 (4.8 %, 8);
-- hf-trainer 53 (5.6 %, 32 within 10 %): HF Trainer + PEFT + TRL runs from fms-acceleration's
-  benchmark, held at its own, weaker figures — the QLoRA rows that load through TRL's
-  prepare_model_for_kbit_training, the 2-GPU FSDP LoRA/QLoRA rows and santacoder miss most.
+- hf-trainer 53 (4.5 %, 38 within 10 %): HF Trainer + PEFT + TRL runs from fms-acceleration's
+  benchmark, held at its own, weaker figures — the 2-GPU FSDP LoRA/QLoRA rows of Mistral and
+  Llama-2-70B and santacoder miss most (the one-GPU QLoRA rows that load through TRL's
+  prepare_model_for_kbit_training are modelled: an fp32 residual stream).
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from collections import Counter, defaultdict
 from training_cases import FIGURES, evaluate, load_cases, median_abs_error
 
 MIN_CASES = 95
-MEDIAN_BAR = 0.047
-WITHIN_10 = 72
+MEDIAN_BAR = 0.040
+WITHIN_10 = 78
 # framework: (cases, median |error| bar, cases within 10 %): today's figures, medians rounded up
 # to the next 0.1 %
 FRAMEWORK_BARS = {
-    "hf-trainer": (53, 0.057, 32),
+    "hf-trainer": (53, 0.045, 38),
     "megatron": (14, 0.025, 14),
     "torchtitan": (19, 0.042, 18),
     "torchtune": (9, 0.048, 8),

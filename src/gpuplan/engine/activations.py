@@ -82,6 +82,7 @@ class ActivationSpec:
     dropout: bool = False  # hidden dropout on: its boolean masks are saved
     sp_gathered: bool = False  # sequence parallelism that saves the all-gathered linear input
     gqa_expanded: bool = False  # k and v copied out to every query head before attention
+    residual_bytes: int = 0  # bytes per residual-stream element (0: act_bytes; 4: fp32 stream)
 
     @property
     def tokens(self) -> int:
@@ -386,8 +387,19 @@ def _attention_mixer(arch: Architecture, layer: LayerSpec) -> None:
 
 
 def layer_input_bytes(arch: Architecture, spec: ActivationSpec) -> int:
-    """A layer's input: what a checkpoint keeps (a·T·h, ÷ tp with sequence parallelism)."""
-    return spec.act_bytes * _edge_tokens(spec) * arch.hidden_size
+    """A layer's input: what a checkpoint keeps (a·T·h, ÷ tp with sequence parallelism), in
+    the residual stream's own dtype when that differs from the compute dtype. An fp32 stream:
+    peft's prepare_model_for_kbit_training (peft/utils/other.py) and TRL's
+    peft_module_casting_to_bf16 (trl/trainer/utils.py) leave the norms of a 4/8-bit base in
+    fp32, so a norm returns fp32 (weight · x); bitsandbytes' Linear4bit casts its output back to
+    its input's dtype (bitsandbytes/nn/modules.py), so the MLP's down projection returns fp32
+    and the residual add promotes the stream: every decoder layer's input after the first is
+    fp32 (tests/test_kbit_residual.py), and the final norm's saved input with it. Billed as L
+    fp32 inputs: fms-acceleration's one-GPU QLoRA rows with and without this preparation differ
+    by exactly 2·T·h·L bytes (tests/data/training_measurements/hf_trainer.toml).
+    """
+    width = spec.residual_bytes or spec.act_bytes
+    return width * _edge_tokens(spec) * arch.hidden_size
 
 
 def _edge_tokens(spec: ActivationSpec) -> int:

@@ -347,6 +347,17 @@ def _activation_spec(setup: TrainingSetup) -> ActivationSpec:
         lora.rank if lora else 0,
         lora_modules_per_layer(setup.arch, lora) if lora else 0,
         fw,
+        kbit_prepared(setup),
+    )
+
+
+def kbit_prepared(setup: TrainingSetup) -> bool:
+    """peft's prepare_model_for_kbit_training ran on a quantised (8- or 4-bit) LoRA base: the
+    framework says it does (TRL's SFTTrainer, unless the QLoRA is sharded) and the base is
+    below 16 bits a parameter."""
+    base = setup.base
+    return bool(
+        setup.framework.kbit_fp32_residual and setup.lora and base and bpp(base.precision) < 2
     )
 
 
@@ -364,6 +375,7 @@ def _spec(
     lora_rank: int,
     lora_modules: int,
     fw: FrameworkProfile,
+    kbit: bool = False,
 ) -> ActivationSpec:
     """`_activation_spec` by what it depends on (validated once: a frozen spec is returned)."""
     spec = ActivationSpec(
@@ -382,6 +394,7 @@ def _spec(
         dropout=fw.dropout > 0,
         sp_gathered=fw.sp_saves_gathered and sp and tp > 1,
         gqa_expanded=fw.gqa_expanded_kv,
+        residual_bytes=4 if kbit else 0,
     )
     validate_activations(spec)
     return spec

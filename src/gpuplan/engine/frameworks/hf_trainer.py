@@ -86,6 +86,7 @@ def read(text: str) -> TrainOverrides:
         kwargs["lora_base"] = "bf16" if _load_dtype(doc) in BF16 else "fp32"
     if boolean("offload_activations", doc.get("offload_activations", False)):
         kwargs["offload_activations"] = True
+    _kbit_prepared(doc, kwargs, notes)
     _notes(doc, notes)
     model = doc.get("model_name_or_path") or doc.get("base_model_name_or_path")
     return TrainOverrides("hf-trainer", str(model) if model else None, kwargs, tuple(notes))
@@ -162,6 +163,7 @@ def _unsloth(doc: dict[str, Any]) -> dict[str, Any]:
         out["gradient_checkpointing"] = mode == "true"
     if out.get("load_in_4bit") and "use_bnb_nested_quant" not in out:
         out["use_bnb_nested_quant"] = True  # Unsloth's bnb-4bit checkpoints: double quant
+    out["_unsloth"] = True  # its own k-bit preparation (_kbit_prepared)
     return out
 
 
@@ -386,6 +388,23 @@ def _base(doc: dict[str, Any]) -> str:
     if kind == "fp4":
         return "fp4"
     return "nf4-dq" if nested else "nf4"
+
+
+def _kbit_prepared(doc: dict[str, Any], kwargs: dict[str, Any], notes: list[str]) -> None:
+    """QLoRA / 8-bit LoRA on a base whose quantised weights load on the GPU: TRL's SFTTrainer
+    (trl/trainer/sft_trainer.py) and axolotl run peft's prepare_model_for_kbit_training, whose
+    fp32 norms make the residual stream fp32 (profile kbit_fp32_residual). Skipped for sharded
+    QLoRA (FSDP or DeepSpeed ZeRO-3 load the 4-bit weights on the CPU/meta device: TRL's
+    is_sharded_qlora) and by Unsloth, which prepares the model itself."""
+    if kwargs.get("lora_base") not in ("int8", "nf4", "nf4-dq", "fp4") or doc.get("_unsloth"):
+        return
+    if kwargs.get("fsdp") or kwargs.get("zero") == 3:
+        return
+    kwargs.setdefault("framework_overrides", {})["kbit_fp32_residual"] = True
+    notes.append(
+        "quantised base on the GPU: peft's prepare_model_for_kbit_training keeps the norms in"
+        " fp32, so each layer's input (what gradient checkpointing keeps) is fp32"
+    )
 
 
 def _notes(doc: dict[str, Any], notes: list[str]) -> None:

@@ -97,6 +97,9 @@ class FrameworkProfile:
     sequence_parallel: bool = False  # tensor parallelism always shards norms/dropout by sequence
     sp_saves_gathered: bool = False  # DTensor SP: linears save their all-gathered input
     gqa_expanded_kv: bool = False  # k, v repeated to every query head before attention
+    kbit_fp32_residual: bool = False  # peft prepare_model_for_kbit_training on a quantised
+    # base (TRL's SFTTrainer unless the QLoRA is sharded): fp32 norms make the residual stream,
+    # and each checkpointed layer input, fp32 (engine/activations.py layer_input_bytes)
     workspace_bytes: int = 0  # GEMM workspaces taken from the caching allocator (cuBLAS, TE)
     defer_embedding_wgrad: int = -1  # Megatron --defer-embedding-wgrad-compute: micro-batches
     # whose LM-head input and output gradient are kept for the deferred weight gradient (-1: off,
