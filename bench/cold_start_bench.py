@@ -18,12 +18,13 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
-import resource
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serve_bench import _child_env, _timed  # noqa: E402  (one timing helper for both benches)
 
 ROOT = Path(__file__).resolve().parents[1]
 GPUPLAN = [sys.executable, "-c", "from gpuplan.cli.main import run; run()"]
@@ -40,29 +41,12 @@ COMMANDS = {
 TARGET = 5.0  # × python -c pass (issue 23)
 
 
-def _env() -> dict[str, str]:
-    """The children import this checkout's gpuplan."""
-    path = os.environ.get("PYTHONPATH")
-    src = str(ROOT / "src")
-    return {**os.environ, "PYTHONPATH": src + (os.pathsep + path if path else "")}
-
-
-def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall, CPU) seconds of one run of `cmd`."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True, env=env)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
 def measure(runs: int) -> dict[str, dict[str, list[float]]]:
     """Per command: wall, CPU and their pairwise ratios to the baseline run just before it."""
     import gpuplan
 
     compileall.compile_dir(str(Path(gpuplan.__file__).parent), quiet=1)
-    env = _env()
+    env = _child_env()
     for args in COMMANDS.values():  # warm the caches; check each command answers
         done = subprocess.run([*GPUPLAN, *args], capture_output=True, env=env)
         if done.returncode != 0 or not done.stdout:
@@ -86,7 +70,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args()
-    base = [_timed(BASELINE, _env()) for _ in range(args.runs)]
+    base = [_timed(BASELINE, _child_env()) for _ in range(args.runs)]
     results = measure(args.runs)
     med = statistics.median
     print(

@@ -185,7 +185,7 @@ def test_admission_stops_at_the_kv_cache():
     prompt's blocks; SGLang also reserves new_token_ratio of the output): with room for two
     prompts, the others queue, whatever max_num_seqs says."""
     from gpuplan.engine.speed.policy import engine_policy
-    from gpuplan.engine.speed.schedule import simulate
+    from gpuplan.engine.speed.run import simulate
 
     setup = SpeedSetup(_setup(), Load("concurrency", 4000, 50, 8, num_prompts=8))
     shape, knobs = shape_of(setup), default_knobs()

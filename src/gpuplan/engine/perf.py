@@ -19,12 +19,14 @@ leave-one-source-out errors by bench/serving_speed_accuracy.py --fit."""
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from gpuplan.engine.frozen import field, record, replace
 from gpuplan.engine.serving import ServingSetup
 from gpuplan.engine.speed.kernels import SpeedKnobs, default_knobs, kernel_figures
 from gpuplan.engine.speed.schedule import Load
 from gpuplan.engine.speed.serving import SpeedSetup, serving_speed, shape_of
+from gpuplan.engine.speed.shape import RankShape
 from gpuplan.engine.speed.step import stage_step, touched_experts
 from gpuplan.errors import GpuplanError
 
@@ -82,7 +84,6 @@ class ServingPerf:
     decode_overhead_s: float
     weights_read_bytes: int  # per GPU per step
     kv_read_bytes: int  # per GPU per step
-    compute_bound_batch: int  # B*: decode turns compute-bound at this many sequences
     tokens_per_s: float  # output tokens/s of all replicas
     tokens_per_s_per_user: float
     tokens_per_s_per_gpu: float
@@ -92,6 +93,12 @@ class ServingPerf:
     @property
     def gpus(self) -> int:
         return self.setup.serving.gpus * self.setup.replicas
+
+    @property
+    def compute_bound_batch(self) -> int:
+        """B*: decode turns compute-bound at this many sequences (found when asked: a planner's
+        search weighs hundreds of candidates and shows a few)."""
+        return compute_bound_batch(self.setup)
 
     def to_dict(self) -> dict[str, object]:
         keys = (
@@ -153,19 +160,27 @@ def _speed_setup(setup: PerfSetup, concurrency: int) -> SpeedSetup:
 
 def prefill_seconds(setup: PerfSetup, tokens: int) -> float:
     """One prompt of `tokens` tokens through every stage, alone (no CUDA graphs)."""
-    sh = shape_of(_speed_setup(setup, 1))
-    st = stage_step(sh, setup.knobs, 0, 0.0, tokens, tokens * tokens / 2, tokens, 1, False)
-    return sh.pp * st.total + setup.knobs.step_ms * 1e-3
+    return _prefill(shape_of(_speed_setup(setup, 1)), setup.knobs, tokens)
+
+
+@lru_cache(maxsize=4096)
+def _prefill(sh: RankShape, knobs: SpeedKnobs, tokens: int) -> float:
+    st = stage_step(sh, knobs, 0, 0.0, tokens, tokens * tokens / 2, tokens, 1, False)
+    return sh.pp * st.total + knobs.step_ms * 1e-3
 
 
 def compute_bound_batch(setup: PerfSetup) -> int:
     """B*: the smallest batch whose decode step is compute- rather than memory-bound (doubling
-    search, then bisection)."""
+    search, then bisection); it depends on the layout's shape and the request lengths only, so a
+    planner's candidates at other concurrencies share it."""
     sh = shape_of(_speed_setup(setup, 1))
-    ctx = setup.prompt_tokens + setup.output_tokens / 2
+    return _ridge(sh, setup.knobs, setup.prompt_tokens + setup.output_tokens / 2)
 
+
+@lru_cache(maxsize=4096)
+def _ridge(sh: RankShape, knobs: SpeedKnobs, ctx: float) -> int:
     def compute(b: int) -> bool:
-        st = stage_step(sh, setup.knobs, b, b * ctx)
+        st = stage_step(sh, knobs, b, b * ctx)
         return st.compute > st.memory
 
     hi = 1
@@ -244,7 +259,6 @@ def serving_perf(setup: PerfSetup) -> ServingPerf:
         decode_overhead_s=pp * st.overhead,
         weights_read_bytes=weights,
         kv_read_bytes=kv,
-        compute_bound_batch=compute_bound_batch(setup),
         tokens_per_s=total,
         tokens_per_s_per_user=1.0 / sim.tpot.mean if sim.tpot.mean > 0 else 0.0,
         tokens_per_s_per_gpu=total / (s.gpus * setup.replicas),

@@ -8,7 +8,8 @@ from gpuplan.engine.frozen import field, record, replace
 from gpuplan.engine.serving import ServingSetup, serving_bill
 from gpuplan.engine.speed.kernels import SpeedKnobs, default_knobs, source_titles
 from gpuplan.engine.speed.policy import Policy, engine_policy
-from gpuplan.engine.speed.schedule import Load, SimResult, simulate
+from gpuplan.engine.speed.run import simulate
+from gpuplan.engine.speed.schedule import Load, SimResult
 from gpuplan.engine.speed.shape import RankShape, rank_shape
 from gpuplan.errors import GpuplanError
 
