@@ -41,6 +41,7 @@ class KernelFigures:
     link_bus: float
     link_latency_us: float
     sources: tuple[str, ...]
+    gemm_fp4: float = 0.0  # share of the fp4 peak; 0: as gemm_fp8 (kernels.toml)
 
 
 @record

@@ -92,7 +92,7 @@ def path_flops(path: str, k: KernelFigures, gpu: GpuSpec) -> float:
         return fp8 * k.gemm_fp8
     if path == "fp4":
         fp4 = getattr(gpu, "fp4_dense_tflops", None)
-        return (fp4 * 1e12 if fp4 else 2 * fp8) * k.gemm_fp8
+        return (fp4 * 1e12 if fp4 else 2 * fp8) * (k.gemm_fp4 or k.gemm_fp8)
     if path == "w4a16":
         return bf16 * k.gemm_w4a16
     return bf16 * k.gemm_bf16
