@@ -101,7 +101,7 @@ def test_random_gguf(tail: bytes, magic: bytes) -> None:
         parse_gguf(io.BytesIO(magic + tail), "m.gguf")
     except GpuplanError as err:
         _one_line(err)
-        if magic != b"GGUF":
+        if (magic + tail)[:4] != b"GGUF":  # "GGU" + a tail starting with "F" is GGUF's magic
             assert "not a GGUF file" in str(err)
 
 
