@@ -153,8 +153,8 @@ def test_unknown_precision_points_to_a_command_that_exists(capsys):
 
 @pytest.mark.parametrize("kind", ["model", "gpu", "precision", "recipe", "framework"])
 def test_every_did_you_mean_points_to_a_command(kind):
-    from gpuplan.catalog.lookup import did_you_mean
     from gpuplan.cli.group import COMMANDS
+    from gpuplan.lookup import did_you_mean
 
     message = str(did_you_mean(kind, "zzz", ["aaa"]))
     assert re.search(r"see `gpuplan (\w+)`", message).group(1) in COMMANDS

@@ -98,9 +98,9 @@ REFERENCE_TYPES = [
 ]
 
 
-@pytest.mark.reference
-@pytest.mark.parametrize("model_type", REFERENCE_TYPES)
-def test_tower_and_projector_match_transformers(model_type: str) -> None:
+def _meta_wrapper(model_type: str) -> tuple[Any, Any]:
+    """A wrapper's default config and the model transformers builds from it on the meta device
+    (image-text-to-text, else speech seq2seq, else seq2seq)."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     with warnings.catch_warnings():
@@ -117,6 +117,13 @@ def test_tower_and_projector_match_transformers(model_type: str) -> None:
                 break
             except ValueError:
                 continue
+    return config, model
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("model_type", REFERENCE_TYPES)
+def test_tower_and_projector_match_transformers(model_type: str) -> None:
+    config, model = _meta_wrapper(model_type)
     text_parts = ("language_model", "text_model")
     expected = sum(
         p.numel()
@@ -141,22 +148,7 @@ _TOWER_WRAPPERS = sorted({w for t in all_towers().values() for w in t.wrappers})
 def _built_tower(model_type: str) -> tuple[dict[str, Any], int]:
     """A wrapper's default config and the parameters transformers builds outside its language
     model (tower, projector), on the meta device."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        config = transformers.AutoConfig.for_model(model_type)
-        for builder in (
-            transformers.AutoModelForImageTextToText,
-            transformers.AutoModelForSpeechSeq2Seq,
-            transformers.AutoModelForSeq2SeqLM,
-        ):
-            try:
-                with torch.device("meta"):
-                    model = builder.from_config(config)
-                break
-            except ValueError:
-                continue
+    config, model = _meta_wrapper(model_type)
     outside = sum(
         p.numel()
         for n, p in model.named_parameters()

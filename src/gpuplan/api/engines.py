@@ -304,8 +304,8 @@ def catalog_model_of_log(name: str) -> str:
     """The catalog model a log names, matched by catalog name, HF id or the last part of a
     path ("/models/Qwen3-8B" → qwen3-8b). Never a file: a path named inside a log is not
     opened; a model outside the catalog needs --model."""
-    from gpuplan.catalog.lookup import normalise
     from gpuplan.catalog.models import list_models
+    from gpuplan.lookup import normalise
 
     tail = name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
     wanted = {normalise(name), normalise(tail)}

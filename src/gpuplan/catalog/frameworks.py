@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from functools import cache
 
-from gpuplan.catalog.compiled import load_data  # parsed once, cached (cold start)
-from gpuplan.catalog.lookup import did_you_mean, normalise
+from gpuplan.datafiles import load_data  # parsed once, cached (cold start)
 from gpuplan.engine.frameworks.profile import FrameworkProfile, validate_profile
 from gpuplan.engine.frozen import fields
+from gpuplan.lookup import did_you_mean, normalise
 
 _FIELDS = {f.name for f in fields(FrameworkProfile)} - {"sources"}
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from gpuplan.catalog.compiled import load_data
-from gpuplan.catalog.lookup import did_you_mean, normalise
+from gpuplan.datafiles import load_data
 from gpuplan.engine.gpu import GpuSpec
+from gpuplan.lookup import did_you_mean, normalise
 
 _SPEC_FIELDS = (
     "marketed_bytes",

@@ -12,8 +12,6 @@ import os
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
-from gpuplan.catalog.compiled import load_data
-from gpuplan.catalog.lookup import did_you_mean, normalise
 from gpuplan.catalog.sources import (
     MAX_CONFIG_BYTES,
     ModelSource,
@@ -23,9 +21,11 @@ from gpuplan.catalog.sources import (
     parse_config_text,
     read_config_file,
 )
+from gpuplan.datafiles import load_data
 from gpuplan.engine.architecture import Architecture, architecture_from_config
 from gpuplan.engine.frozen import record, replace
 from gpuplan.errors import GpuplanError
+from gpuplan.lookup import did_you_mean, normalise
 
 if TYPE_CHECKING:  # pathlib is imported only when a model is not in the catalog (cold start)
     from pathlib import Path

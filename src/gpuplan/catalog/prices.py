@@ -12,7 +12,7 @@ from gpuplan.errors import GpuplanError
 @cache
 def price_table() -> dict[str, dict[str, Any]]:
     """GPU id → its price row (usd_per_gpu_hour, source, as_read, source_url)."""
-    from gpuplan.catalog.compiled import load_data
+    from gpuplan.datafiles import load_data
 
     data = load_data("prices.toml")
     sources = data.get("sources", {})

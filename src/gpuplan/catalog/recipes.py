@@ -5,11 +5,11 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from gpuplan.catalog.compiled import load_data  # parsed once, cached (cold start)
-from gpuplan.catalog.lookup import did_you_mean, normalise
 from gpuplan.catalog.precisions import get_precision
+from gpuplan.datafiles import load_data  # parsed once, cached (cold start)
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.recipes import OptimizerState, TrainingRecipe
+from gpuplan.lookup import did_you_mean, normalise
 
 
 def _format(row: dict[str, Any], recipe: str) -> Precision:

@@ -47,9 +47,9 @@ def hub_allowed() -> bool:
 def catalog_model(name: str) -> str:
     """The catalog id for `name`; with `--hub`, a well-formed repo id (org/name: no path, no
     `..`) as given; else a GpuplanError. Never touches the filesystem."""
-    from gpuplan.catalog.lookup import did_you_mean, normalise
     from gpuplan.catalog.models import _table
     from gpuplan.catalog.sources.hf_cache import looks_like_repo_id
+    from gpuplan.lookup import did_you_mean, normalise
 
     names = _table()[1]
     key = names.get(normalise(name))

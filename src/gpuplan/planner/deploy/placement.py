@@ -15,7 +15,7 @@ import re
 from functools import cache
 from typing import Any
 
-from gpuplan.catalog.compiled import load_data
+from gpuplan.datafiles import load_data
 from gpuplan.engine.frozen import record
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.errors import GpuplanError
