@@ -30,14 +30,16 @@ from gpuplan.engine.bill import Bill, LineItem
 from gpuplan.engine.frozen import field, record
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.precision import Precision
+from gpuplan.engine.profiles.common import GIB, engine_kv_precision, engine_weight_format, gib
 from gpuplan.engine.profiles.flags import FlagTable, ParsedFlags
 from gpuplan.engine.weights import WeightFormat
 from gpuplan.errors import GpuplanError
+from gpuplan.safe_read import load_yaml
 
 if TYPE_CHECKING:
     from gpuplan.engine.checkpoint import Checkpoint
 
-GIB = 2**30
+__all__ = ["GIB", "gib"]  # re-exported for the adapters (defined in common.py)
 
 # The knobs every engine has, each spelled its own way (an adapter's `knobs` maps them).
 KNOBS = (
@@ -238,8 +240,6 @@ class EngineAdapter:
     ) -> WeightFormat:
         """The weights as the engine loads them, from its dtype / quantization arguments;
         `stored` (the checkpoint's headers) gives exact bytes when nothing converts them."""
-        from gpuplan.engine.profiles.common import engine_weight_format
-
         return engine_weight_format(
             arch,
             args.get(self.knob("dtype") or ""),
@@ -248,8 +248,6 @@ class EngineAdapter:
         )
 
     def kv_precision(self, weights: WeightFormat, args: Mapping[str, Any]) -> Precision:
-        from gpuplan.engine.profiles.common import engine_kv_precision
-
         return engine_kv_precision(weights, args.get(self.knob("kv_cache_dtype") or ""))
 
     def launch(
@@ -331,8 +329,6 @@ MAX_CONFIG_CHARS = 1_000_000
 
 def read_yaml_mapping(text: str) -> dict[str, Any]:
     """A YAML config file's top-level mapping (bounded; a one-line error otherwise)."""
-    from gpuplan.safe_read import load_yaml
-
     if len(text) > MAX_CONFIG_CHARS:
         raise GpuplanError(f"config file is larger than {MAX_CONFIG_CHARS:,} characters")
     data = load_yaml(text, "config file")
@@ -436,11 +432,6 @@ def validate_launch(launch: EngineLaunch) -> None:
         raise GpuplanError(
             f"pipeline parallel size {launch.pp} exceeds the {launch.arch.num_layers} layers"
         )
-
-
-def gib(n: float) -> int:
-    """n GiB as whole bytes."""
-    return round(n * GIB)
 
 
 def budget_item(
