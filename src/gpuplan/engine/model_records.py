@@ -49,6 +49,7 @@ class AttentionSpec:
     sinks: bool = False  # one learned sink logit per head (gpt-oss)
     output_gate: bool = False  # q_proj also emits a sigmoid gate on the output (Qwen3-Next)
     head_gate: bool = False  # a g_proj of one sigmoid gate per head on the output (LFM3, Laguna)
+    gate_bias: bool = False  # the output gate has one bias per head (BeamAttention.gate_bias)
     # Multi-head latent attention (DeepSeek V2/V3); kv_lora_rank is None for ordinary attention.
     q_lora_rank: int | None = None
     kv_lora_rank: int | None = None
@@ -102,6 +103,7 @@ class MoESpec:
     router_score_bias: bool = False  # a learned per-expert routing bias parameter (ERNIE 4.5)
     latent_size: int = 0  # experts work in a latent width with projections in and out (Nemotron 3)
     output_bias: bool = False  # one bias on the block's output (JetMoeMoE.bias)
+    output_norm: bool = False  # an RMSNorm on the block's output (AXK1MoE.post_mlp_layernorm)
 
 
 @record

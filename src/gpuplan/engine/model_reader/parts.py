@@ -47,6 +47,7 @@ def attention(v: ConfigView, t: Traits, hidden: int) -> AttentionSpec | None:
         "sinks": bool(t["sinks"]),
         "output_gate": bool(t["output_gate"]),
         "head_gate": bool(t["head_gate"]),
+        "gate_bias": bool(t["output_gate_bias"]),
     }
     if t["attention"] == "mla" or v.get("kv_lora_rank") is not None:
         return _mla(v, t, heads, common)
@@ -207,6 +208,7 @@ def _moe_spec(v: ConfigView, t: Traits, experts: int, top_k: int) -> MoESpec:
         router_score_bias=bool(t["router_score_bias"]),
         latent_size=v.get("moe_latent_size") or 0,
         output_bias=bool(t["moe_output_bias"]),
+        output_norm=bool(t["moe_output_norm"]),
     )
 
 
