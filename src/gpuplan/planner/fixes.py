@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gpuplan.catalog import list_gpus
 from gpuplan.engine.frozen import asdict, field, record
 from gpuplan.errors import GpuplanError
 
@@ -141,8 +142,6 @@ def _memory_basis(kwargs: dict[str, Any], gpu: Any) -> str | None:
 def _bigger_gpus(kwargs: dict[str, Any], gpu: Any) -> Iterator[dict[str, Any]]:
     """The changes that select each catalog GPU of the same vendor with more memory than `gpu`,
     smallest first, measured on the same basis as the current GPU."""
-    from gpuplan.catalog import list_gpus
-
     basis = _memory_basis(kwargs, gpu)
 
     def memory(g: Any) -> int:
