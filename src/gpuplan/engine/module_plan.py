@@ -75,7 +75,8 @@ def _names_table() -> dict[str, dict[str, Any]]:
 def module_names(model_type: str) -> Mapping[str, Any]:
     """The module names of `model_type`'s checkpoints (Llama's when the family has no record)."""
     table = _names_table()
-    return table.get(model_type, table[""])
+    names: Mapping[str, Any] = table.get(model_type, table[""])
+    return names
 
 
 class Linear(NamedTuple):

@@ -46,7 +46,6 @@ COUNT_RULE = "any count within one server; beyond it, whole servers of {node} GP
 class TrainingCandidate:
     bill: TrainingBill
     time: TrainingTime
-    bills_tried: int
     count_rule: str = ""  # how GPU counts were chosen (COUNT_RULE)
     batch_note: str = ""  # the global batch and where it came from
 
@@ -87,7 +86,7 @@ class _Probe:
             return str(err)
         if self.goal.days is not None and t.days > self.goal.days:
             return f"{t.days:,.1f} days > {self.goal.days:g} days"
-        return TrainingCandidate(best, t, search.bills)
+        return TrainingCandidate(best, t)
 
     def meets(self, n: int) -> bool:
         return not isinstance(self.at(n), str)
