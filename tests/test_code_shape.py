@@ -41,8 +41,8 @@ LAZY_OK = frozenset(
         "mcp",
         "requests",
         "httpx",
-        # standard-library modules of a millisecond or more that a catalog-model serving answer
-        # never needs (python -X importtime, after the `serve --json` path is loaded)
+        # standard-library modules of half a millisecond or more that a catalog-model serving
+        # answer never needs (python -X importtime, after the `serve --json` path is loaded)
         "dataclasses",  # imports inspect, ast, dis, tokenize: engine/frozen.py's reason to be
         "tomllib",  # a data file's parser: only on a compiled-cache miss (datafiles.py)
         "fractions",  # with decimal: exact per-parameter bits, not needed to look a model up
@@ -50,6 +50,7 @@ LAZY_OK = frozenset(
         "difflib",  # the "did you mean" of an unknown name: the error path
         "concurrent",  # a thread pool for many safetensors headers
         "html",  # a notebook's HTML view of a plan
+        "copy",  # frozen.asdict of a value that is not a record, container or scalar
     }
 )
 

@@ -31,8 +31,6 @@ class PlanOption:
         return self.candidate.gpus
 
     def to_dict(self, units: str = "GB", engine: str | None = None) -> dict[str, Any]:
-        from gpuplan.planner.export import launch_command
-
         c = self.candidate
         s = self.plan.bill.setup
         out: dict[str, Any] = {
@@ -59,7 +57,9 @@ class PlanOption:
             "usd_per_hour": c.usd_per_hour,
             "usd_per_million_tokens": c.usd_per_million_tokens,
         }
-        if engine:
+        if engine:  # the engine adapters load only for a launch line (cold start of `plan`)
+            from gpuplan.planner.export import launch_command
+
             out["launch"] = launch_command(
                 self.plan.bill, self.plan.hf_id or self.plan.model_id, engine
             )

@@ -40,7 +40,6 @@ over every field on each lookup.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from operator import attrgetter
 from typing import Any, ClassVar, TypeVar, dataclass_transform, get_origin, overload
@@ -164,6 +163,8 @@ def asdict(obj: Any) -> Any:
         return type(obj)((asdict(k), asdict(v)) for k, v in obj.items())
     if obj is None or isinstance(obj, (str, int, float, bool)):
         return obj
+    import copy  # any other value (rare): not loaded on a serving answer's path
+
     return copy.deepcopy(obj)
 
 
