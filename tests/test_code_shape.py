@@ -59,15 +59,10 @@ KNOWN_LONG_FUNCTIONS: set[str] = {
     "cli/serve.py:serve_command",
     "api/planning.py:plan",
     "api/training.py:train",
-    "engine/architecture.py:_Reader.build",
-    "engine/architecture.py:_Reader._schedule_rule",
-    "engine/params.py:count_params",
     "engine/speed/dynamic.py:run_dynamic",
     "engine/speed/shape.py:rank_shape",
 }
-KNOWN_LONG_CLASSES: set[str] = {
-    "engine/architecture.py:_Reader",
-}
+KNOWN_LONG_CLASSES: set[str] = set()
 # "path:function: module" for each import inside a function that the rules above forbid
 KNOWN_FUNCTION_IMPORTS: set[str] = {
     # the API (helper "records")
@@ -134,32 +129,11 @@ KNOWN_FUNCTION_IMPORTS: set[str] = {
     # API resolves a catalog name without catalog/sources/find.py
     "catalog/models.py:resolve_source: gpuplan.catalog.sources.find",
     # the model reader (helper "reader")
-    "engine/architecture.py:_encoder_decoder: gpuplan.engine.encoder_decoder",
-    "engine/architecture.py:_quantization: gpuplan.engine.quantization",
-    "engine/architecture.py:architecture_from_config: gpuplan.engine.encoder_decoder",
     # the training frameworks (helper "training")
     "engine/frameworks/hf_trainer.py:_sharding: gpuplan.engine.frameworks",
     # the engine profiles (helper "logs")
-    "engine/profiles/__init__.py:EngineAdapter.kv_precision: gpuplan.engine.profiles.common",
-    "engine/profiles/__init__.py:EngineAdapter.weight_format: gpuplan.engine.profiles.common",
     "engine/profiles/__init__.py:get_adapter: importlib",
-    "engine/profiles/__init__.py:read_yaml_mapping: gpuplan.safe_read",
     "engine/profiles/__init__.py:yaml_flag_tokens: json",
-    "engine/profiles/common.py:engine_kv_precision: gpuplan.engine.precision",
-    "engine/profiles/common.py:engine_weight_format: gpuplan.engine.module_plan",
-    "engine/profiles/common.py:engine_weight_format: gpuplan.engine.precision",
-    "engine/profiles/common.py:engine_weight_format: gpuplan.engine.quantization",
-    "engine/profiles/common.py:engine_weight_format: gpuplan.engine.weights",
-    "engine/profiles/llamacpp/__init__.py:LlamaCppAdapter.bill: gpuplan.engine.profiles.llamacpp.bill",
-    "engine/profiles/llamacpp/__init__.py:LlamaCppAdapter.cache_types: gpuplan.engine.precision",
-    "engine/profiles/llamacpp/__init__.py:LlamaCppAdapter.weight_format: gpuplan.engine.precision",
-    "engine/profiles/sglang/__init__.py:SglangAdapter.bill: gpuplan.engine.profiles.sglang.bill",
-    "engine/profiles/sglang/bill.py:context_bytes: gpuplan.engine.profiles.vllm.non_torch",
-    "engine/profiles/trtllm/__init__.py:TrtllmAdapter.bill: gpuplan.engine.profiles.trtllm.bill",
-    "engine/profiles/vllm/__init__.py:VllmAdapter.bill: gpuplan.engine.profiles.vllm.bill",
-    "engine/profiles/vllm/bill.py:_with_draft_layers: gpuplan.engine.frozen",
-    "engine/profiles/vllm/bill.py:_with_draft_layers: gpuplan.engine.profiles.common",
-    "engine/profiles/vllm/bill.py:v0_state_bytes: gpuplan.engine.state_cache",
     # the speed model (helper "speed")
     "engine/speed/run.py:simulate: gpuplan.engine.speed.dynamic",
 }
