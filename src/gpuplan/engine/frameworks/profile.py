@@ -19,6 +19,10 @@ DeepSpeed or the Hugging Face Trainer, because each decides differently:
                         every unit unsharded until backward (FSDP2 `reshard_after_forward=False`,
                         ZeRO-2-like); `unless_pp` is torchtitan's default (never with pipeline
                         parallelism, whose micro-batches would otherwise re-gather).
+  FSDP1 root            `fsdp_keeps_root`: FullyShardedDataParallel (FSDP1: accelerate's default
+                        fsdp_version, so the HF Trainer's) keeps its root unit — embedding, final
+                        norm, LM head — gathered from forward to the end of backward
+                        (engine/gathered.py).
   optimizer             `foreach` (torch.optim on CUDA by default) builds one temporary per
                         state tensor for the whole group (torch/optim/adam.py `_multi_tensor_adam`:
                         `torch._foreach_sqrt(exp_avg_sqs)`); `for-loop` one parameter's worth at a
@@ -77,6 +81,7 @@ class FrameworkProfile:
     reduce_fp32: bool = False
     reshard_after_forward: str = "always"
     gather_units: int = 2
+    fsdp_keeps_root: bool = False  # FSDP1: the root unit (embedding + head) stays gathered
     buckets: str = "deepspeed"
     reduce_bucket_elems: int = 500_000_000
     allgather_bucket_elems: int = 500_000_000
@@ -85,6 +90,7 @@ class FrameworkProfile:
     loss: str = "standard"
     tp_loss: str = ""  # the loss mode when tp > 1 ("": the same as `loss`)
     keep_logits: bool = False
+    loss_shift_copy: bool = False  # transformers 4.46-4.49 ForCausalLMLoss (engine/loss.py)
     recompute: str = "none"
     fused: str = "none"
     compile: bool = False
