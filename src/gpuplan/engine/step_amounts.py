@@ -108,6 +108,7 @@ def amounts(
         step_temp=held_part.step_temp,
         optimizer_in_backward=fw.optimizer_in_backward,
         last_stage=last,
+        kv_cache=_training_kv_cache(setup, spec, st, in_flight),
     )
     return amounts, saved.host
 
@@ -457,6 +458,27 @@ def _fsdp1_root(
     # an unquantised base has one dtype throughout: its average bytes are the root's
     width = bpp(param) if lora is None else (2.0 if lora.quantized else base_fraction)
     return {"root": st.embedding + st.lm_head, "root_bytes": width}
+
+
+def _training_kv_cache(
+    setup: TrainingSetup, spec: ActivationSpec, st: StageParams, in_flight: int
+) -> int:
+    """A KV cache built while training (profile train_kv_cache "qkv"): transformers 4.48's
+    GPTBigCodeModel keeps `use_cache` from the config under gradient checkpointing and each
+    attention returns `present = key_value`, a view of the fused c_attn output (q, k and v:
+    h + 2·kv_dim per token), kept whole in `presents` until the model's forward returns
+    (modeling_gpt_bigcode.py GPTBigCodeModel.forward / GPTBigCodeFlashAttention2.forward). In
+    the activation dtype, or fp32 where the norms feeding the projection are (peft's
+    prepare_model_for_kbit_training, or nn.LayerNorm under autocast before a bitsandbytes
+    layer, which casts its output back to its input's dtype: kbit_fp32_residual)."""
+    if setup.framework.train_kv_cache != "qkv" or not st.layers:
+        return 0
+    arch = setup.arch
+    att = arch.attention
+    width = att.num_heads * att.head_dim + att.num_kv_heads * (att.head_dim + att.v_head_dim)
+    a = 4 if setup.framework.kbit_fp32_residual and setup.lora is not None else spec.act_bytes
+    per_layer = -(-width // setup.layout.tp) * spec.tokens * a
+    return per_layer * len(st.layers) * in_flight
 
 
 def _deferred_wgrad(
