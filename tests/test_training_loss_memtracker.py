@@ -14,6 +14,10 @@ and over its backward, above what was alive before, must be within 5 % of `loss_
                                            nn.CrossEntropyLoss without upcast: `plain` + shift_copy
   transformers ≥ 4.50 ForCausalLMLoss      the labels padded and shifted instead, no logits
                                            copy: `standard`
+
+and the KV cache transformers 4.48's GPTBigCode builds while training (profile train_kv_cache
+"qkv"): each layer's `present` is a view of its fused c_attn output, which it keeps whole; the
+bill's `kv_cache` line against what MemTracker sees still alive after the layers ran.
 """
 
 from __future__ import annotations
@@ -112,3 +116,60 @@ def test_shift_copy_costs_one_more_copy():
         shifted = loss_memory(LossSpec(mode, shift_copy=True), BATCH * SEQ, VOCAB, HIDDEN, 2)
         assert shifted.forward - plain.forward == extra
         assert shifted.backward == plain.backward
+
+
+BIGCODE = {
+    "model_type": "gpt_bigcode",
+    "n_embd": 128,
+    "n_head": 4,
+    "n_inner": 512,
+    "n_layer": 3,
+    "n_positions": 1024,
+    "vocab_size": 1000,
+    "multi_query": True,
+}
+
+
+def _kept_presents(tokens: int) -> int:
+    """transformers 4.48 GPTBigCode's training forward with use_cache on, as its attention runs
+    it (written here): each layer's fused c_attn output split into the query and the multi-query
+    key_value, `present = key_value` appended to `presents` under checkpointing's no-grad
+    forward. The bytes still alive once every layer has run, above what was alive before."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    h, kv = BIGCODE["n_embd"], 2 * BIGCODE["n_embd"] // BIGCODE["n_head"]
+    torch.manual_seed(0)
+    tracker = MemTracker()
+    with tracker, torch.no_grad():
+        c_attn = [torch.randn(h + kv, h, dtype=torch.bfloat16) for _ in range(BIGCODE["n_layer"])]
+        hidden = torch.randn(1, tokens, h, dtype=torch.bfloat16)
+        base = _total(tracker, "current")
+        presents = []
+        for weight in c_attn:
+            _, key_value = torch.nn.functional.linear(hidden, weight).split((h, kv), dim=2)
+            presents.append(key_value)  # a view: the whole c_attn output stays
+        kept = _total(tracker, "current") - base
+    assert len(presents) == BIGCODE["n_layer"]
+    return kept
+
+
+def test_gpt_bigcode_training_kv_cache_matches_memtracker():
+    """The `kv_cache` line of a bill with train_kv_cache "qkv" is what the views keep alive."""
+    import gpuplan
+
+    tokens = 256
+    plan = gpuplan.train(
+        BIGCODE,
+        framework="hf-trainer",
+        gpu="h100",
+        gpus=1,
+        seq=tokens,
+        micro_batch=1,
+        recipe="adamw-pure-bf16",
+        checkpointing="full",
+        framework_overrides={"train_kv_cache": "qkv"},
+    )
+    loss = next(p for p in plan.bill.phases if p.name == "loss")
+    billed = sum(line.bytes for line in loss.lines if line.key == "kv_cache")
+    kept = _kept_presents(tokens)
+    assert abs(billed - kept) <= TOLERANCE * kept, (kept, billed)
