@@ -436,7 +436,8 @@ def _gathered(setup: TrainingSetup, st: StageParams, base_fraction: float) -> Ga
         weight_bytes=base_fraction if frozen else (1.0 if fw.fp8_all_gather else bpp(param)),
         grad_bytes=bpp(param),
         reduce_bytes=bpp(r.grads),
-        **_fsdp1_root(setup, st, param, base_fraction),
+        root=st.embedding + st.lm_head if fw.fsdp_keeps_root else 0,
+        root_bytes=_root_bytes(setup, param, base_fraction),
     )
     reshard = fw.reshard_after_forward == "always" or (
         fw.reshard_after_forward == "unless_pp" and lo.pp == 1
@@ -445,19 +446,15 @@ def _gathered(setup: TrainingSetup, st: StageParams, base_fraction: float) -> Ga
     return fsdp_gathered(units, reshard, keeps_head, lo.pp > 1, trainable=not frozen)
 
 
-def _fsdp1_root(
-    setup: TrainingSetup, st: StageParams, param: str, base_fraction: float
-) -> dict[str, float]:
-    """FSDP1's root unit (engine/gathered.py): the embedding and the LM head (the final norm is
-    noise), in the dtype they are stored in — a quantised LoRA base keeps them in bf16
-    (bitsandbytes quantises only the decoder's linear layers), any other base in its own dtype,
-    trained weights in the parameter dtype."""
-    if not setup.framework.fsdp_keeps_root:
-        return {}
+def _root_bytes(setup: TrainingSetup, param: Precision, base_fraction: float) -> float:
+    """Bytes per parameter of FSDP1's root unit (engine/gathered.py: the embedding and the LM
+    head; the final norm is noise), in the dtype they are stored in: a quantised LoRA base keeps
+    them in bf16 (bitsandbytes quantises only the decoder's linear layers), an unquantised one
+    has one dtype throughout (its average bytes), trained weights are in the parameter dtype."""
     lora = setup.lora
-    # an unquantised base has one dtype throughout: its average bytes are the root's
-    width = bpp(param) if lora is None else (2.0 if lora.quantized else base_fraction)
-    return {"root": st.embedding + st.lm_head, "root_bytes": width}
+    if lora is None:
+        return bpp(param)
+    return 2.0 if lora.quantized else base_fraction
 
 
 def _training_kv_cache(
