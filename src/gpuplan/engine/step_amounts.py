@@ -436,7 +436,7 @@ def _gathered(setup: TrainingSetup, st: StageParams, base_fraction: float) -> Ga
         weight_bytes=base_fraction if frozen else (1.0 if fw.fp8_all_gather else bpp(param)),
         grad_bytes=bpp(param),
         reduce_bytes=bpp(r.grads),
-        root=st.embedding + st.lm_head if fw.fsdp_keeps_root else 0,
+        root=st.embedding + st.lm_head if fw.fsdp_keeps_root and lo.fsdp else 0,
         root_bytes=_root_bytes(setup, param, base_fraction),
     )
     reshard = fw.reshard_after_forward == "always" or (

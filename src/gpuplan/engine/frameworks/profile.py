@@ -22,7 +22,7 @@ DeepSpeed or the Hugging Face Trainer, because each decides differently:
   FSDP1 root            `fsdp_keeps_root`: FullyShardedDataParallel (FSDP1: accelerate's default
                         fsdp_version, so the HF Trainer's) keeps its root unit — embedding, final
                         norm, LM head — gathered from forward to the end of backward
-                        (engine/gathered.py).
+                        (engine/gathered.py); FSDP layouts only (not DeepSpeed ZeRO-3).
   KV cache in training  `train_kv_cache`: "qkv" when the model's forward builds its KV cache while
                         training (use_cache left on: transformers 4.48 GPTBigCode does not turn it
                         off under gradient checkpointing) and each layer's cache is a view of its
