@@ -130,7 +130,6 @@ KNOWN_FUNCTION_IMPORTS: set[str] = {
     "catalog/models.py:resolve_source: gpuplan.catalog.sources.find",
     # the model reader (helper "reader")
     # the training frameworks (helper "training")
-    "engine/frameworks/hf_trainer.py:_sharding: gpuplan.engine.frameworks",
     # the engine profiles (helper "logs")
     "engine/profiles/__init__.py:get_adapter: importlib",
     "engine/profiles/__init__.py:yaml_flag_tokens: json",
