@@ -131,8 +131,6 @@ KNOWN_FUNCTION_IMPORTS: set[str] = {
     # the model reader (helper "reader")
     # the training frameworks (helper "training")
     # the engine profiles (helper "logs")
-    "engine/profiles/__init__.py:get_adapter: importlib",
-    "engine/profiles/__init__.py:yaml_flag_tokens: json",
     # the speed model (helper "speed")
     "engine/speed/run.py:simulate: gpuplan.engine.speed.dynamic",
 }
