@@ -16,9 +16,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from gpuplan.api.common import MAX_CAPACITY_FACTOR, MAX_GPUS, MAX_SEQUENCES, MAX_TOKENS
-from gpuplan.api.common import real_number, whole_number
-from gpuplan.engine.frozen import MISSING, field, fields, record
+from gpuplan.api.common import (
+    MAX_CAPACITY_FACTOR,
+    MAX_GPUS,
+    MAX_SEQUENCES,
+    MAX_TOKENS,
+    real_number,
+    whole_number,
+)
+from gpuplan.engine.frozen import field, fields, record
 from gpuplan.engine.serving import DEFAULT_HEADROOM
 from gpuplan.errors import GpuplanError
 from gpuplan.units import shown
