@@ -27,7 +27,6 @@ from gpuplan.api.common import (
 from gpuplan.engine.frozen import field, fields, record
 from gpuplan.engine.serving import DEFAULT_HEADROOM
 from gpuplan.errors import GpuplanError
-from gpuplan.units import shown
 
 # kind → the value's Python type (None also, where the default is None)
 KINDS: dict[str, Any] = {
@@ -61,6 +60,7 @@ class Knob:
     le: float | None = None
     cli: tuple[str, ...] = ()
     off: tuple[str, ...] = ()
+    label: str = ""  # its name in messages, where not the name with dashes
 
     @property
     def type(self) -> Any:
@@ -70,21 +70,39 @@ class Knob:
         return KINDS[self.kind]
 
     def check(self, value: Any) -> Any:
-        """`value` within this knob's closed set and bounds, or a one-line GpuplanError."""
+        """`value` within this knob's closed set and bounds, or a one-line GpuplanError (worded
+        as the API always worded it: tests/test_declarations.py)."""
         if value is None:
             return value
-        if self.choices and value not in self.choices:
-            options = ", ".join(self.choices)
-            raise GpuplanError(f"{self.name} must be one of {options}; got {shown(value)}")
-        if self.kind == "gpus" and value == "auto":
+        label = self.label or self.name.replace("_", "-")
+        if self.choices and _norm(value) not in {_norm(c) for c in self.choices}:
+            raise GpuplanError(f"{label} must be {_either(self.choices)}, got {value!r}")
+        if self.kind == "gpus" and isinstance(value, str):
+            if value != "auto":
+                raise GpuplanError(f"gpus must be a number or 'auto', got {value!r}")
             return value
-        label = self.name.replace("_", "-")
         if self.kind in ("count", "tokens", "gpus"):
-            whole_number(label, value, int(self.ge or 0), None if self.le is None else int(self.le))
-        elif self.kind == "number":
-            lowest = self.ge if self.ge is not None else (self.gt or 0) + 1e-9
-            real_number(label, value, self.le or float("inf"), lowest)
+            low, high = int(self.ge or 0), None if self.le is None else int(self.le)
+            few = high is not None and high - low < 4
+            if few and (isinstance(value, bool) or value not in range(low, high + 1)):
+                raise GpuplanError(
+                    f"{label} must be {_either(range(low, high + 1))}, got {value!r}"
+                )
+            whole_number(label, value, low, high)
+        elif self.kind == "number" and not (self.ge == 0 and value == 0):
+            real_number(label, value, self.le or float("inf"), self.ge or (self.gt or 0) + 1e-9)
         return value
+
+
+def _norm(value: Any) -> str:
+    """A closed set's value as the API reads it: case, surrounding blanks and - / _ aside."""
+    return str(value).strip().lower().replace("-", "_")
+
+
+def _either(values: Any) -> str:
+    """'a, b or c'."""
+    words = [str(v) for v in values]
+    return ", ".join(words[:-1]) + " or " + words[-1]
 
 
 def count(name: str, default: Any = None, le: float = MAX_GPUS, **kw: Any) -> Knob:
@@ -196,7 +214,7 @@ SERVE = (
     ),
     tokens(
         "context",
-        DEFAULT_CONTEXT,
+        None,  # serve_context: DEFAULT_CONTEXT, or with a speed request its prompt + output
         help="Tokens per sequence, e.g. 8192 or 32k; engines also take auto / -1 (the longest that"
         " fits). [default: 4096; engines: the model's]",
         cli=("--context", "--max-model-len"),
@@ -242,10 +260,26 @@ SPEED = (
     ),
     CALIBRATION,
 )
-SPEED_DEFAULTS = {
-    "prompt": 1024,
-    "output": 256,
-}  # serve --speed's request without --prompt/--output
+SPEED_DEFAULTS = {"prompt": 1024, "output": 256}  # serve --speed without --prompt / --output
+TIME = Knob(
+    "speed",
+    "flag",
+    False,
+    "Also time the layout as `vllm bench serve` would: TTFT, TPOT, ITL, throughput, where"
+    " the time goes and the sources (vLLM V1's default scheduler).",
+    cli=("--speed",),
+)
+
+
+def serve_context(context: int | None, prompt: int | None = None, output: int | None = None) -> int:
+    """A serving request's context: as given; else with a speed request (prompt and output
+    given) their sum; else DEFAULT_CONTEXT."""
+    if context is not None:
+        return context
+    if prompt is not None and output is not None:
+        return prompt + output
+    return DEFAULT_CONTEXT
+
 
 ServeRequest: Any = request_record("ServeRequest", SERVE, "The inputs of `gpuplan.api.serve`.")
 SpeedRequest: Any = request_record(
@@ -266,7 +300,12 @@ TRAIN = (
         cli=("--framework",),
     ),
     count(
-        "zero", ge=0, le=3, help="ZeRO stage 0-3 (DeepSpeed). [default: searched]", cli=("--zero",)
+        "zero",
+        ge=0,
+        le=3,
+        label="ZeRO stage",
+        help="ZeRO stage 0-3 (DeepSpeed). [default: searched]",
+        cli=("--zero",),
     ),
     Knob(
         "fsdp",
@@ -468,6 +507,7 @@ TRAIN = (
         gt=0,
         le=1,
         cli=("--mfu",),
+        label="MFU",
     ),
     Knob(
         "network_bandwidth",

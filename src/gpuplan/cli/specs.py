@@ -186,18 +186,12 @@ def read_rate(value: Any) -> float | None:
 
 # `gpuplan serve`'s own bill (no engine): what the fast path answers; --context stays None when
 # not given (serve_ask: 4096, or prompt + output with --speed)
-SPEED = Opt(
-    ("--speed",),
-    "speed",
-    bool,
-    help="Also time the layout as `vllm bench serve` would: TTFT, TPOT, ITL, throughput, where"
-    " the time goes and the sources (vLLM V1's default scheduler).",
-)
+SPEED = opt(requests.TIME)
 _SPEED = requests.by_name(requests.SPEED)
 SERVE_OWN_BILL = (
     *opts(
         requests.SERVE,
-        context=opt(requests.by_name(requests.SERVE)["context"], default=None, reader=None),
+        context=opt(requests.by_name(requests.SERVE)["context"], reader=None),
     ),
     UNITS,
     JSON,
@@ -346,11 +340,12 @@ def serve_ask(model: str, values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _serve_context(values: dict[str, Any]) -> int:
-    """--context; with --speed and no --context, the request's prompt + output."""
-    speed = speed_ask(values)
-    if speed is not None and values["context"] is None:
-        return int(speed["prompt"] + speed["output"])
-    return read_context(values["context"])
+    """--context (read as a token count); without it, with --speed the request's prompt +
+    output, else the lesson's 4096 (requests.serve_context)."""
+    speed = speed_ask(values) or {}
+    if values["context"] is not None:
+        return read_context(values["context"])
+    return int(requests.serve_context(None, speed.get("prompt"), speed.get("output")))
 
 
 SPEED_ONLY = (
