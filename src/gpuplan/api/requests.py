@@ -61,6 +61,10 @@ class Knob:
     cli: tuple[str, ...] = ()
     off: tuple[str, ...] = ()
     label: str = ""  # its name in messages, where not the name with dashes
+    also: tuple[str, ...] = ()  # values the API takes beyond the CLI's choices (offload none)
+    refusal: str = (
+        ""  # the message refusing a value outside the set ({value!r}, {either}, {listed})
+    )
 
     @property
     def type(self) -> Any:
@@ -75,8 +79,11 @@ class Knob:
         if value is None:
             return value
         label = self.label or self.name.replace("_", "-")
-        if self.choices and _norm(value) not in {_norm(c) for c in self.choices}:
-            raise GpuplanError(f"{label} must be {_either(self.choices)}, got {value!r}")
+        allowed = (*self.also, *self.choices)
+        if self.choices and _norm(value) not in {_norm(c) for c in allowed}:
+            template = self.refusal or "{label} must be {either}, got {value!r}"
+            words = {"label": label, "value": value, "listed": ", ".join(allowed)}
+            raise GpuplanError(template.format(either=_either(allowed), **words))
         if self.kind == "gpus" and isinstance(value, str):
             if value != "auto":
                 raise GpuplanError(f"gpus must be a number or 'auto', got {value!r}")
@@ -464,6 +471,7 @@ TRAIN = (
         "The frozen LoRA base's format (int8: bitsandbytes LLM.int8). [default: bf16;"
         " nf4-dq with --qlora]",
         choices=("bf16", "fp16", "fp32", "int8", "nf4", "nf4-dq", "fp4"),
+        refusal="unknown LoRA base {value!r}; use {listed}",
         cli=("--lora-base",),
     ),
     Knob(
@@ -479,6 +487,8 @@ TRAIN = (
         None,
         "CPU offload.",
         choices=("optimizer", "params"),
+        also=("none",),
+        refusal="unknown offload {value!r}; use {either}",
         cli=("--offload",),
     ),
     Knob(

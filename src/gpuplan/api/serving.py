@@ -161,7 +161,8 @@ def serve(
     gpus: a count, "auto" (fewest that fit), or None: one GPU if it fits, else "auto".
     tp/pp: an explicit layout (then gpus = tp × pp). dtype: weight format (default: the
     checkpoint's). kv_dtype: KV-cache format (default: the weights' 16-bit or fp8 dtype).
-    context (default 4096), users (1), headroom (0.9), gpu_memory, workspace, cuda_context.
+    context (default 4096), users (1), headroom (a fraction of the memory), gpu_memory,
+    workspace, cuda_context.
     revision: the branch, tag or commit of a Hugging Face model (cache or Hub).
     When the checkpoint's headers were read, the weights line is their exact stored bytes.
     """
