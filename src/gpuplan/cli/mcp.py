@@ -261,8 +261,8 @@ def plan_answer(model: str, **knobs: Any) -> dict[str, Any]:
 
 def plan_train_answer(model: str, **knobs: Any) -> dict[str, Any]:
     from gpuplan.api.plan_data import training_goal_data
-    from gpuplan.api.planning import plan_training_goal
     from gpuplan.api.requests import PlanRequest
+    from gpuplan.api.training_plans import plan_training_goal
 
     req = PlanRequest(**knobs)
     names = list(_bounded("gpus", list(req.gpus))) or ["h100"]

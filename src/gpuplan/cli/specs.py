@@ -296,7 +296,7 @@ def train_data(model: str, values: dict[str, Any]) -> dict[str, Any]:
     data = plan.to_dict(values["units"])
     data["fixes"] = []
     if not plan.fits:  # the three answers (fewer bytes, bigger GPU, more GPUs)
-        from gpuplan.api.planning import training_answers
+        from gpuplan.api.train_answers import training_answers
 
         data["fixes"] = training_answers(ask, plan)
     return data
@@ -386,7 +386,7 @@ def serve_data(
     data = generic.to_dict(units)
     data["fixes"] = []
     if not generic.fits:
-        from gpuplan.api.planning import serving_answers
+        from gpuplan.api.answers import serving_answers
 
         data["fixes"] = serving_answers(ask, generic)
     if speed is not None:
