@@ -36,7 +36,7 @@ _LAZY = {
     "TRAIN_SCHEMA_VERSION": "gpuplan.api.training",
     "TrainingPlan": "gpuplan.api.training",
     "train": "gpuplan.api.training",
-    "train_from": "gpuplan.api.training",
+    "train_from": "gpuplan.api.framework_configs",
 }
 
 if TYPE_CHECKING:
@@ -54,12 +54,13 @@ if TYPE_CHECKING:
         engine_serve,
         serve_launch,
     )
+    from gpuplan.api.framework_configs import train_from
     from gpuplan.api.inspection import INSPECT_SCHEMA_VERSION, ModelReport, inspect
     from gpuplan.api.plan_data import PLAN_TRAIN_SCHEMA_VERSION
     from gpuplan.api.planning import DEFAULT_PLAN_GPUS, PlanOption, plan
     from gpuplan.api.serving import SCHEMA_VERSION, ServingPlan, serve
     from gpuplan.api.serving_speed import serve_speed
-    from gpuplan.api.training import TRAIN_SCHEMA_VERSION, TrainingPlan, train, train_from
+    from gpuplan.api.training import TRAIN_SCHEMA_VERSION, TrainingPlan, train
     from gpuplan.api.training_plans import TrainOption, plan_training
 
 

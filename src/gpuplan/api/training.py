@@ -18,16 +18,17 @@ from gpuplan.api.common import (
     usable_memory,
 )
 from gpuplan.api.requests import TrainRequest
-from gpuplan.catalog import get_precision, load_architecture
+from gpuplan.catalog import get_precision
+from gpuplan.catalog.frameworks import get_framework
+from gpuplan.catalog.recipes import get_recipe
 from gpuplan.engine.activations import parse_recompute
 from gpuplan.engine.allocator import predicts
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.cost import DEFAULT_NETWORK_BYTES_PER_S
-from gpuplan.engine.frameworks.overrides import TrainOverrides
 from gpuplan.engine.frameworks.profile import FrameworkProfile, validate_profile
 from gpuplan.engine.frozen import field, fields, record, replace
 from gpuplan.engine.gpu import GpuSpec
-from gpuplan.engine.lora import LoraSpec, default_targets
+from gpuplan.engine.lora import SAVED, LoraSpec, default_targets
 from gpuplan.engine.loss import parse_loss
 from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.serving import (
@@ -35,7 +36,7 @@ from gpuplan.engine.serving import (
 )
 from gpuplan.engine.sharding import Layout, fsdp_layout
 from gpuplan.engine.training import TrainingBill, TrainingSetup, training_bill
-from gpuplan.engine.weights import WeightFormat
+from gpuplan.engine.weights import WeightFormat, as_stored
 from gpuplan.errors import GpuplanError
 from gpuplan.planner.training import TrainAttempt
 from gpuplan.planner.training import fewest_gpus as fewest_train_gpus
@@ -361,8 +362,6 @@ def _recipe(
 ) -> TrainingRecipe:
     """The recipe given; else the optimizer alias (also over the default adamw-bf16); else
     the framework's own."""
-    from gpuplan.catalog.recipes import get_recipe
-
     if optimizer is not None and recipe in (None, "adamw-bf16"):
         recipe = optimizer
     if recipe is None:
@@ -501,8 +500,6 @@ def _with_headers(bill: TrainingBill, ref: Any) -> TrainingBill:
     """When the checkpoint's headers were read, the weights line's architecture math is set
     beside the stored bytes the same GPU would hold (its tp/pp placement, ÷ the ZeRO-3/FSDP
     shards), for a full fine-tune in the checkpoint's own 16-bit dtype."""
-    from gpuplan.engine.weights import as_stored
-
     stored = ref.stored
     setup = bill.setup
     weights = setup.recipe.weights
@@ -534,8 +531,6 @@ def resolve_framework(
     compile, compile_loss, grads (set_to_none | persistent), reshard_after_forward (bool),
     optimizer_in_backward, fp8, fp8_all_gather, dropout, optimizer_kernel (fused | foreach |
     for-loop), and `overrides`, any profile field by name."""
-    from gpuplan.catalog.frameworks import get_framework
-
     if isinstance(framework, FrameworkProfile):
         profile = framework
     else:
@@ -664,8 +659,6 @@ def _lora(
 
 def _saved_modules(names: tuple[str, ...] | list[str] | str | None) -> tuple[str, ...]:
     """PEFT modules_to_save, by the names gpuplan models (the embedding and the LM head)."""
-    from gpuplan.engine.lora import SAVED
-
     if isinstance(names, str):
         names = [t.strip() for t in names.split(",") if t.strip()]
     aliases = {"embed_tokens": "embed_tokens", "wte": "embed_tokens", "lm_head": "lm_head"}
@@ -680,112 +673,3 @@ def _saved_modules(names: tuple[str, ...] | list[str] | str | None) -> tuple[str
 
 def _dedupe(targets: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(targets))
-
-
-READERS = ("torchtitan", "torchtune", "megatron", "deepspeed", "hf-trainer")
-HF_KEYS = (
-    "per_device_train_batch_size",
-    "model_name_or_path",
-    "target_modules",
-    "lora_r",
-    "peft_type",
-    "gradient_checkpointing",
-    "sequence_len",  # axolotl
-    "lora_target_linear",
-)
-
-
-def detect_format(text: str, name: str = "") -> str:
-    """Which framework a config is for: by its file name, else by what it contains."""
-    lower = name.lower()
-    stripped = text.lstrip()
-    if lower.endswith(".toml") or "[parallelism]" in text or "[activation_checkpoint]" in text:
-        return "torchtitan"
-    if "MODEL_ARGS" in text or "--num-layers" in text or "pretrain_gpt" in text:
-        return "megatron"
-    if lower.endswith(".json") or stripped.startswith("{"):
-        ds_keys = "zero_optimization" in text or "train_micro_batch_size_per_gpu" in text
-        if ds_keys and "per_device_train_batch_size" not in text:  # else inline in HF args
-            return "deepspeed"
-        return "hf-trainer"
-    if "_component_" not in text and any(key in text for key in HF_KEYS):
-        return "hf-trainer"  # TrainingArguments / TRL / PEFT as YAML or flags
-    if lower.endswith((".yaml", ".yml")) or "_component_" in text:
-        return "torchtune"
-    raise GpuplanError(
-        f"cannot tell which framework this config is for; give --format ({', '.join(READERS)})"
-    )
-
-
-def read_framework_config(
-    text: str,
-    format: str | None = None,
-    *,
-    name: str = "",
-    gpus: int | None = None,
-    overrides: list[str] | None = None,
-) -> TrainOverrides:
-    """Read one framework config (its text) into gpuplan's terms (engine/frameworks)."""
-    from gpuplan.engine.frameworks import deepspeed, hf_trainer, megatron, torchtitan, torchtune
-
-    fmt = (format or detect_format(text, name)).lower().replace("_", "-")
-    if fmt == "torchtitan":
-        return torchtitan.read(text, gpus, lambda model: load_architecture(model).num_layers)
-    if fmt == "torchtune":
-        return torchtune.read(text, overrides)
-    if fmt in ("megatron", "megatron-lm"):
-        return megatron.read(text)
-    if fmt == "deepspeed":
-        return deepspeed.read(text, gpus)
-    if fmt in ("hf-trainer", "hf", "trainer"):
-        return hf_trainer.read(text)
-    raise GpuplanError(f"unknown config format {format!r}; use {', '.join(READERS)}")
-
-
-def train_from(
-    config: str,
-    model: str | dict[str, Any] | Architecture | None = None,
-    *,
-    format: str | None = None,
-    overrides: list[str] | None = None,
-    **kwargs: Any,
-) -> TrainingPlan:
-    """Size training as a framework config describes it. `config` is a path to the config
-    (torchtitan TOML, torchtune YAML, Megatron-LM flags or model_config.yaml, DeepSpeed or
-    TrainingArguments JSON) or its text; `model` is needed when the config does not name one;
-    `overrides` are torchtune's key=value; other keyword arguments (gpus, gpu, ...) go to
-    train() and win over the config's."""
-    text, name = _config_text(config)
-    gpus = kwargs.get("gpus")
-    read = read_framework_config(
-        text, format, name=name, gpus=gpus if isinstance(gpus, int) else None, overrides=overrides
-    )
-    chosen = model if model is not None else read.model
-    if chosen is None:
-        raise GpuplanError(f"this {read.framework} config names no model: give MODEL")
-    given = {k: v for k, v in kwargs.items() if v is not None}
-    plan = train(chosen, **{**read.train_kwargs(), **given})
-    return replace(plan, config_notes=read.notes)
-
-
-def _config_text(config: str) -> tuple[str, str]:
-    """(text, file name) of `config`: the file it names, or the config itself when it is text
-    (several lines, a JSON/TOML opening, or command-line flags)."""
-    import os
-    from pathlib import Path
-
-    from gpuplan.safe_read import MAX_TEXT_BYTES, clean_name, read_text
-
-    if len(config) > MAX_TEXT_BYTES:
-        raise GpuplanError(f"the config is larger than {MAX_TEXT_BYTES // 2**20} MiB")
-    stripped = config.strip()
-    if "\n" in stripped or stripped[:1] in ("{", "[", "-") or " --" in stripped:
-        return config, ""
-    path = Path(stripped)
-    try:
-        found = os.path.lexists(path)
-    except (OSError, ValueError):
-        found = False
-    if not found:
-        raise GpuplanError(f"no such config file: {clean_name(stripped, 200)}")
-    return read_text(path, MAX_TEXT_BYTES, clean_name(stripped, 200)), path.name
