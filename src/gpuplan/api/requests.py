@@ -70,7 +70,7 @@ class Knob:
     def type(self) -> Any:
         """The value's type (its closed set as a Literal), without None."""
         if self.choices:
-            return Literal[self.choices]  # type: ignore[valid-type]
+            return Literal[self.choices]
         return KINDS[self.kind]
 
     def check(self, value: Any) -> Any:
@@ -89,12 +89,12 @@ class Knob:
                 raise GpuplanError(f"gpus must be a number or 'auto', got {value!r}")
             return value
         if self.kind in ("count", "tokens", "gpus"):
-            low, high = int(self.ge or 0), None if self.le is None else int(self.le)
-            few = high is not None and high - low < 4
-            if few and (isinstance(value, bool) or value not in range(low, high + 1)):
-                raise GpuplanError(
-                    f"{label} must be {_either(range(low, high + 1))}, got {value!r}"
-                )
+            low = int(self.ge or 0)
+            high = None if self.le is None else int(self.le)
+            few = high is not None and high - low < 4  # a few values: named as a closed set
+            if few and (isinstance(value, bool) or value not in range(low, (high or 0) + 1)):
+                values = _either(range(low, (high or 0) + 1))
+                raise GpuplanError(f"{label} must be {values}, got {value!r}")
             whole_number(label, value, low, high)
         elif self.kind == "number" and not (self.ge == 0 and value == 0):
             real_number(label, value, self.le or float("inf"), self.ge or (self.gt or 0) + 1e-9)

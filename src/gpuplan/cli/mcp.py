@@ -151,7 +151,7 @@ def add_tool(server: Any, name: str, doc: str, run: Any, required: tuple[str, ..
     params = [inspect.Parameter("model", inspect.Parameter.KEYWORD_ONLY, annotation=str)]
     for knob in tool_knobs(name):
         default = inspect.Parameter.empty if knob.name in required else knob.default
-        kind = Annotated[annotation(knob, bounded=False), Field(description=knob.help or None)]
+        kind: Any = Annotated[annotation(knob, bounded=False), Field(description=knob.help or None)]
         params.append(
             inspect.Parameter(
                 knob.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind

@@ -45,7 +45,7 @@ def annotation(knob: Knob, bounded: bool = True) -> Any:
     (`bounded=False`: the type alone, for the MCP tools, whose values the request record checks);
     optional where its default is None."""
     if knob.choices:
-        kind: Any = Literal[knob.choices]  # type: ignore[valid-type]
+        kind: Any = Literal[knob.choices]
     elif knob.kind in ("count", "tokens", "gpus"):
         kind = Annotated[int, Field(ge=knob.ge, le=knob.le, strict=True)] if bounded else int
         if knob.kind == "gpus":
