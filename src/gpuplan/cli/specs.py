@@ -115,20 +115,19 @@ def read_units(text: str) -> str:
     raise BadValue(f"{text!r} is not one of 'GB', 'GiB'", "--units")
 
 
-def opt(knob: Knob, *, default: Any = MISSING, reader: Any = MISSING, **cli: Any) -> Opt:
+def opt(knob: Knob, *, reader: Any = MISSING, **cli: Any) -> Opt:
     """The CLI option of a request's knob (gpuplan.api.requests): its spellings, destination
     (the knob's name), closed set, default and help. A token count is read as text
-    (`read_count`, bounded by the knob); `default` / `reader` replace the generated ones where
-    the command resolves the value itself (serve's --context with --speed)."""
+    (`read_count`, bounded by the knob); `reader` replaces the generated reader (None: the
+    command reads the text itself, as serve's --context, which engines also take as auto)."""
     if reader is MISSING:
         reader = (
             count_reader(knob.cli[0], int(knob.le or MAX_TOKENS)) if knob.kind == "tokens" else None
         )
     kind = cli.pop("kind", str if knob.kind == "tokens" else _CLI_KIND.get(knob.kind, str))
-    if default is MISSING:
-        default = knob.default
-        if kind is str and reader is not None and default is not None:
-            default = str(default)  # read by its reader, as a value typed
+    default = knob.default
+    if kind is str and reader is not None and default is not None:
+        default = str(default)  # read by its reader, as a value typed
     return Opt(
         knob.cli,
         knob.name,
