@@ -13,7 +13,6 @@ from gpuplan.catalog.prices import gpu_price, parse_prices
 from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.serving import DEFAULT_HEADROOM
 from gpuplan.errors import GpuplanError
-from gpuplan.planner.training_goals import TrainingGoal, train_to_goal
 from gpuplan.planner.training_export import (
     TRAIN_ENGINES,
     engine_allows,
@@ -21,6 +20,7 @@ from gpuplan.planner.training_export import (
     fsdp_strategy,
     training_export,
 )
+from gpuplan.planner.training_goals import TrainingGoal, train_to_goal
 from gpuplan.planner.training_search import default_global_batch_tokens, rank_training_layouts
 
 
