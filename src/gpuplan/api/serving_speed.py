@@ -147,7 +147,6 @@ def layout_speed(
 def _knobs(calibration: str | None) -> tuple[SpeedKnobs, str]:
     if calibration is None:
         return default_knobs(), FITTED_SOURCE
-
     return load_calibration(calibration), f"calibration file {calibration}"
 
 
@@ -165,7 +164,6 @@ def serve_speed(
 ) -> dict[str, Any]:
     """`gpuplan.serve` at context prompt + output for `users`, then the speed of its layout
     (`layout`: serve's tp, pp, gpus, dtype, kv_dtype, gpu_memory, revision ...)."""
-
     plan = serve(model, gpu, context=prompt + output, users=users, **layout)
     refuse_unfit(plan.fits, plan.bill.setup)
     return layout_speed(
