@@ -55,10 +55,7 @@ LAZY_OK = frozenset(
 )
 
 # Today's violators, "path:function" (path under src/gpuplan). Only ever delete from these.
-KNOWN_LONG_FUNCTIONS: set[str] = {
-    "engine/speed/dynamic.py:run_dynamic",
-    "engine/speed/shape.py:rank_shape",
-}
+KNOWN_LONG_FUNCTIONS: set[str] = set()
 KNOWN_LONG_CLASSES: set[str] = set()
 # "path:function: module" for each import inside a function that the rules above forbid
 KNOWN_FUNCTION_IMPORTS: set[str] = {
@@ -73,7 +70,6 @@ KNOWN_FUNCTION_IMPORTS: set[str] = {
     # the training frameworks (helper "training")
     # the engine profiles (helper "logs")
     # the speed model (helper "speed")
-    "engine/speed/run.py:simulate: gpuplan.engine.speed.dynamic",
 }
 
 
