@@ -72,6 +72,8 @@ CUDA_CONTEXT = gib(0.35)  # CUDA context + cuBLAS handles per device (allowance,
 PAD_256_BUILD = 7000  # PR #17046 (Nov 2025): n_ctx padded to 256 in llama-context.cpp
 FA_AUTO_BUILD = 6300  # about when -fa auto (on where supported) became the default
 OLD_PADDING = (256, 32)  # llama_kv_cache::get_padding before PR #17046: with / without FA
+FIT_BUILD = 7000  # about when -c 0 (the training context) and --fit became the defaults
+OLD_DEFAULT_CTX = 4096  # common/common.h n_ctx before that
 
 
 # --------------------------------------------------------------------------------------
@@ -348,6 +350,22 @@ def _pad(n: int, to: int = CTX_PAD) -> int:
     return -(-n // to) * to
 
 
+def requested_context(o: LlamaCppOptions, train_ctx: int) -> int:
+    """-c as given; unset, the training context (newer builds, -c 0) or common.h's 4,096
+    (builds before ~b7000)."""
+    if o.ctx_size:
+        return o.ctx_size
+    return OLD_DEFAULT_CTX if o.build is not None and o.build < FIT_BUILD else train_ctx
+
+
+def gpu_layers(o: LlamaCppOptions, n_layer: int) -> int:
+    """-ngl as given; unset, every layer (newer builds: all, then --fit) or none (builds before
+    ~b7000: llama_model_default_params' n_gpu_layers = 0)."""
+    if o.n_gpu_layers is not None:
+        return o.n_gpu_layers
+    return 0 if o.build is not None and o.build < FIT_BUILD else n_layer + 1
+
+
 def context_cells(o: LlamaCppOptions, requested: int) -> int:
     """The KV cells llama.cpp allocates for a requested context (this module's docstring):
     from ~b7000 padded to 256 (per sequence when the cache is not unified), before that to
@@ -517,10 +535,11 @@ def fit(
     train_ctx = arch.max_position_embeddings or 4096
     memory = launch.gpu.memory_bytes
     notes: list[str] = []
-    ctx_set = o.ctx_size > 0
-    ngl_set = o.n_gpu_layers is not None
-    n_ctx = context_cells(o, o.ctx_size if ctx_set else train_ctx)
-    ngl = o.n_gpu_layers if ngl_set else n_layer + 1
+    old = o.build is not None and o.build < FIT_BUILD  # no --fit: what is given is kept
+    ctx_set = o.ctx_size > 0 or old
+    ngl_set = o.n_gpu_layers is not None or old
+    n_ctx = context_cells(o, requested_context(o, train_ctx))
+    ngl = gpu_layers(o, n_layer)
     assert ngl is not None
     p = place(launch, o, kv_types, n_ctx, ngl)
     if _gpu_fits(p, memory, FIT_MARGIN):
