@@ -416,7 +416,11 @@ def cpp_counts(results: list[LlamaCppResult]) -> dict[str, tuple[int, int]]:
     host_compute = [
         abs(e) <= 0.10 for r in results for k, e in r.compute_errors().items() if k == "host"
     ]
+    fails = [r.predicted_fail for r in results if r.failed]
+    alarms = [r.predicted_fail for r in results if not r.failed]
     return {
+        "failed_starts": (sum(fails), len(fails)),
+        "false_alarms": (sum(alarms), len(alarms)),
         "cells": (sum(cells), len(cells)),
         "kv": (sum(kv), len(kv)),
         "compute_gpu": (sum(gpu_compute), len(gpu_compute)),
@@ -433,6 +437,8 @@ def cpp_summary(results: list[LlamaCppResult]) -> list[str]:
         f"llama.cpp KV buffer on every device exact (0.01 MiB): {_frac(c['kv'])}",
         f"llama.cpp GPU compute buffer within 10 %: {_frac(c['compute_gpu'])}",
         f"llama.cpp host compute buffer within 10 %: {_frac(c['compute_host'])}",
+        f"llama.cpp failed starts predicted (KV + compute alone over the GPU): {_frac(c['failed_starts'])}",
+        f"llama.cpp false alarms (started, KV + compute alone over the GPU): {_frac(c['false_alarms'])}",
         "llama.cpp by GPU class (KV exact | GPU compute within 10 %):",
     ]
     for cls in GPU_CLASSES:

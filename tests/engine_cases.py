@@ -16,7 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.api import engine_serve
+from gpuplan.catalog import get_gpu
 from gpuplan.catalog.engine_logs import parse_log
+from gpuplan.catalog.llamacpp_logs import parse_llamacpp_log
+from gpuplan.engine.model_reader import architecture_from_config
+from gpuplan.engine.profiles.llamacpp import ADAPTER as LLAMACPP
+from gpuplan.engine.profiles.llamacpp.bill import (
+    context_cells,
+    gpu_layers,
+    kv_layout,
+    options_from_args,
+    requested_context,
+)
 from gpuplan.errors import GpuplanError
 
 DATA = Path(__file__).parent / "data"
@@ -267,8 +278,6 @@ def gpu_class(gpu_id: str) -> str:
     """Issue 20's GPU classes, from the catalog: AMD; SXM (NVLink through NVSwitch: HGX boards,
     NVL72); workstation/consumer (RTX cards); the rest PCIe datacenter (L4, L40S, A10G, T4,
     A100/H100 PCIe, ...)."""
-    from gpuplan.catalog import get_gpu
-
     g = get_gpu(gpu_id)
     if g.vendor == "amd":
         return "AMD"
@@ -350,6 +359,11 @@ class LlamaCppResult:
     kv_logged: dict[str, float]
     compute: dict[str, float]
     compute_logged: dict[str, float]
+    predicted_fail: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return str(self.record.get("outcome", "started")).startswith("failed")
 
     @property
     def kv_exact(self) -> bool:
@@ -384,38 +398,43 @@ def _by_device(table: dict[str, float]) -> dict[str, float]:
 def predict_llamacpp(record: dict[str, Any]) -> LlamaCppResult:
     """The adapter's KV cells, KV layout and compute buffers for the case's launch (its own
     arguments, its build's rules), without its GGUF file."""
-    from gpuplan.catalog.llamacpp_logs import parse_llamacpp_log
-    from gpuplan.engine.model_reader import architecture_from_config
-    from gpuplan.engine.profiles.llamacpp import ADAPTER
-    from gpuplan.engine.profiles.llamacpp.bill import (
-        context_cells,
-        gpu_layers,
-        kv_layout,
-        options_from_args,
-        requested_context,
-    )
-
     log = parse_llamacpp_log(record["verbatim_excerpt"])
-    config = (
-        config_for(record["model_id"], record["config"])
-        if record.get("config")
-        else config_from_log(log.meta)
-    )
+    if record.get("config"):
+        config = config_for(record["model_id"], record["config"])
+    else:
+        config = config_from_log(record.get("hparams") or log.meta)
     arch = architecture_from_config(config)
     args = dict(record["launch_args"])
     o = options_from_args(args, version=f"b{record['build']}" if record.get("build") else None)
     n_ctx = context_cells(o, requested_context(o, arch.max_position_embeddings or 4096))
     ngl = gpu_layers(o, arch.num_layers)
-    p = kv_layout(arch, o, ADAPTER.cache_types(args), n_ctx, ngl)
+    p = kv_layout(arch, o, LLAMACPP.cache_types(args), n_ctx, ngl)
     kv = {d.name: round(d.kv / MIB, 2) for d in p.devices if d.kv}
     compute = {d.name: round(d.compute / MIB, 2) for d in p.devices if d.compute}
+    logged = record["logged"]
     logged_cells = log.context.get("kv_size") or log.context.get("n_ctx")
+    if logged_cells is None and log.kv_total.get("cells"):  # "512 cells, …, 10/10 seqs"
+        logged_cells = log.kv_total["cells"][0] * log.kv_total["streams"]
+    kv_logged = _by_device(logged.get("kv_mib") or logged.get("failed_alloc_mib") or {})
     return LlamaCppResult(
         record,
         n_ctx,
         logged_cells,
         kv,
-        _by_device(log.kv_mib),
+        kv_logged,
         compute,
-        _by_device(log.compute_mib),
+        _by_device(logged.get("compute_mib") or {}),
+        _fails(record, p),
     )
+
+
+def _fails(record: dict[str, Any], p: Any) -> bool:
+    """Whether a GPU's KV cache and compute buffer alone exceed its memory (the weights are
+    not counted here: no GGUF file), with the memory the source states or the catalog's."""
+    mib = record.get("gpu_memory_mib")
+    if mib is None:
+        try:
+            mib = get_gpu(record["gpu"]).memory_bytes / MIB
+        except GpuplanError:
+            return False
+    return any((d.kv + d.compute) / MIB > mib for d in p.devices[:-1])

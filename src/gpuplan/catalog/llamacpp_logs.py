@@ -57,8 +57,8 @@ _CTX = re.compile(
 )
 _KV_SIZE = re.compile(r"kv_size = (\d+),.*type_k = '(\w+)', type_v = '(\w+)', n_layer = (\d+)")
 _KV_TOTAL = re.compile(
-    r"size = +" + _MIB + r" \( *(\d+) cells, +(\d+) layers, +(\d+)(?:/\d+)? seqs\), "
-    r"K \((\w+)\): +" + _MIB + r", V \((\w+)\): +" + _MIB
+    r"size = +" + _MIB + r" \( *(\d+) cells, +(\d+) layers, +(\d+)(?:/(\d+))? seqs\), +"
+    r"K \((\w+)\): +" + _MIB + r", +V \((\w+)\): +" + _MIB
 )
 _KV_SELF = re.compile(
     r"KV self size += +" + _MIB + r", K \((\w+)\): +" + _MIB + r", V \((\w+)\): +" + _MIB
@@ -69,6 +69,8 @@ _FILE_SIZE = re.compile(
 _BUILD = re.compile(r"(?:build|version)(?::| =) (\d{3,5}) \(")
 _GPU = re.compile(r"Device \d+: ([^,]{2,80}),")
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+_ROUNDED = re.compile(r"n_ctx is not divisible by n_seq_max - rounding down to (\d+)")
+_ALLOC_FAIL = re.compile(r"allocating (\d+(?:\.\d+)?) MiB on device (\d+): cudaMalloc failed")
 
 
 @record
@@ -85,6 +87,7 @@ class LlamaCppLog:
     model_mib: dict[str, float] = field(default_factory=dict)
     kv_total: dict[str, Any] = field(default_factory=dict)  # the summary line(s): size, K, V, cells
     offloaded: tuple[int, int] | None = None
+    failed_alloc_mib: dict[str, float] = field(default_factory=dict)  # CUDA<i>: MiB refused
 
     @property
     def kv_gpu_mib(self) -> float:
@@ -140,6 +143,9 @@ def _context(line: str, ctx: dict[str, Any]) -> None:
             ctx[key] = value in ("1", "enabled", "true")
         elif key == "kv_unified" and key not in ctx:
             ctx[key] = value == "true"
+    r = _ROUNDED.search(line)
+    if r and "n_ctx" not in ctx:
+        ctx["n_ctx"] = int(r.group(1))  # the cells of all streams after per-sequence padding
     k = _KV_SIZE.search(line)
     if k and "kv_size" not in ctx:
         ctx.update(kv_size=int(k.group(1)), type_k=k.group(2), type_v=k.group(3))
@@ -153,9 +159,10 @@ def _kv_summary(line: str, total: dict[str, Any]) -> None:
         total.setdefault("cells", []).append(int(m.group(2)))
         total.setdefault("layers", []).append(int(m.group(3)))
         total["seqs"] = int(m.group(4))
-        total["type_k"], total["type_v"] = m.group(5), m.group(7)
-        total["k_mib"] = total.get("k_mib", 0.0) + float(m.group(6))
-        total["v_mib"] = total.get("v_mib", 0.0) + float(m.group(8))
+        total["streams"] = int(m.group(5)) if m.group(5) else 1  # "10/1 seqs": one stream
+        total["type_k"], total["type_v"] = m.group(6), m.group(8)
+        total["k_mib"] = total.get("k_mib", 0.0) + float(m.group(7))
+        total["v_mib"] = total.get("v_mib", 0.0) + float(m.group(9))
         return
     s = _KV_SELF.search(line)
     if s and "size_mib" not in total:
@@ -185,6 +192,7 @@ def parse_llamacpp_log(text: str) -> LlamaCppLog:
     total: dict[str, Any] = {}
     buffers: dict[str, dict[str, float]] = {"model": {}, "KV": {}, "compute": {}}
     offloaded = None
+    failed: dict[str, float] = {}
     for line in _lines(text):
         if build is None and ("build" in line or "version" in line):
             b = _BUILD.search(line)
@@ -201,6 +209,10 @@ def parse_llamacpp_log(text: str) -> LlamaCppLog:
             _kv_summary(line, total)
             if "buffer size" in line:
                 _buffer(line, buffers)
+        if "cudaMalloc failed" in line:
+            f = _ALLOC_FAIL.search(line)
+            if f:
+                failed[f"CUDA{f.group(2)}"] = float(f.group(1))
         if "offloaded" in line:
             o = _OFFLOADED.search(line)
             offloaded = (int(o.group(1)), int(o.group(2))) if o else offloaded
@@ -214,4 +226,5 @@ def parse_llamacpp_log(text: str) -> LlamaCppLog:
         buffers["model"],
         total,
         offloaded,
+        failed,
     )

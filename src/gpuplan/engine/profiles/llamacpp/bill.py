@@ -34,10 +34,13 @@ buffers are the peak of the worst-case graph ggml-backend's scheduler reserves (
 a tensor's memory once its last consumer ran, so the buffer is the largest set of tensors alive
 at once, not their sum), one n_ubatch-token graph over all n_ctx cells, all f32
 (src/llama-context.cpp graph_reserve, ggml/src/ggml-alloc.c):
-    output device   n_ubatch × n_vocab logits + the n_ubatch × n_embd normed hidden state
+    output device   n_outputs × n_vocab logits + the n_ubatch × n_embd normed hidden state;
+                    n_outputs = n_ubatch in builds before ~b7000, the sequences after (the
+                    reserve graph keeps one output per sequence: logs of b10121)
     attention       without flash attention the n_head × n_ctx × n_ubatch scores (soft_max
                     runs in place) + the layer's q, k, v, output and residual rows; with it, the
-                    device's copy of the n_ctx × n_ubatch f32 mask is held as well
+                    device's copy of the n_kv × n_ubatch f32 mask is held as well, and a
+                    quantized cache is cast to f16 (one layer's K and V over all cells)
     feed-forward    the n_ubatch × n_ff up and gate rows + the residual rows
     host            the n_ubatch × n_embd input embeddings and the n_ctx × n_ubatch mask (graph
                     inputs live in the CPU's buffer), and the logits when the output layer is there
@@ -505,16 +508,26 @@ def _compute_buffers(
         else (arch.moe.expert_intermediate_size * arch.moe.experts_per_token if arch.moe else 4 * h)
     )
     kv_dim = a.num_kv_heads * a.head_dim
+    n_kv = n_ctx // _streams(o)  # the cells one sequence's stream attends over
     rows = ub * 4 * (a.num_heads * a.head_dim + 2 * kv_dim + 3 * h)  # q, k, v, out, residual
-    mask = n_ctx * ub * 4
-    attention = rows + (mask if o.fa else a.num_heads * n_ctx * ub * 4)
+    mask = n_kv * ub * 4
+    # a quantized cache is cast to f16 for flash attention, one layer's K and V at a time
+    cast = 2 * n_ctx * kv_dim * 2 if o.fa and o.cache_type_k not in ("f16", "bf16", "f32") else 0
+    attention = rows + (mask + cast if o.fa else a.num_heads * n_kv * ub * 4)
     ffn = ub * 4 * (2 * ff + 2 * h)
-    output = ub * 4 * (arch.vocab_size + h)
+    n_out = ub if o.build is not None and o.build < FIT_BUILD else min(ub, o.n_parallel)
+    output = 4 * (n_out * arch.vocab_size + ub * h)
     for dev in gpus:
         if dev.layers:
             peaks = [attention, ffn] + ([output] if arch.num_layers in dev.layers else [])
             dev.compute = max(peaks)
     host.compute = ub * h * 4 + mask + (output if arch.num_layers in host.layers else 0)
+
+
+def _streams(o: LlamaCppOptions) -> int:
+    """KV streams: one per sequence when the cache is not unified (builds from ~b7000)."""
+    new = o.build is None or o.build >= PAD_256_BUILD
+    return o.n_parallel if new and not o.kv_unified and o.n_parallel > 1 else 1
 
 
 def _gpu_fits(p: Placement, memory: int, margin: int) -> bool:
