@@ -556,7 +556,7 @@ def test_llamacpp_log_figures_are_read_back_exactly(case):
 def test_llamacpp_corpus_is_sourced():
     """Each case names its page (or the index id of a repository file shown without a path),
     its GPU, the build whose rules apply and how it was known, and the lines it was read from."""
-    assert len(CPP) >= 16
+    assert len(CPP) >= 17
     assert len({c["case_id"] for c in CPP}) == len(CPP)
     for c in CPP:
         assert c["engine"] == "llamacpp"
@@ -579,12 +579,12 @@ def test_llamacpp_predictions_meet_the_bars():
 
     results = [predict_llamacpp(c) for c in CPP]
     cells = [r.cells == r.cells_logged for r in results if r.cells_logged]
-    assert (sum(cells), len(cells)) == (13, 13)
-    assert sum(r.kv_exact for r in results) == len(results) == 16
+    assert (sum(cells), len(cells)) == (14, 14)
+    assert sum(r.kv_exact for r in results) == len(results) == 17
     gpu = [abs(e) <= 0.10 for r in results for k, e in r.compute_errors().items() if k != "host"]
     host = [abs(e) <= 0.10 for r in results for k, e in r.compute_errors().items() if k == "host"]
-    assert (sum(gpu), len(gpu)) == (16, 18)
-    assert (sum(host), len(host)) == (9, 10)
+    assert (sum(gpu), len(gpu)) == (17, 19)
+    assert (sum(host), len(host)) == (9, 11)
     assert [r.predicted_fail for r in results if r.failed] == [True, True]
     assert not any(r.predicted_fail for r in results if not r.failed)
 
