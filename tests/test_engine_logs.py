@@ -16,6 +16,7 @@ from gpuplan.engine.profiles.llamacpp.bill import (
     context_cells,
     layer_device,
     options_from_args,
+    requested_context,
     split_points,
 )
 from gpuplan.engine.profiles.vllm.kv_layout import kv_layout
@@ -605,6 +606,11 @@ def test_llamacpp_context_cells_follow_the_build():
     # -np 3 without --kv-unified: three streams of pad(10000 / 3, 256) = 3584 cells
     assert cells({"ctx_size": 10000, "n_parallel": 3}, "b7200") == 3 * 3584
     assert cells({"ctx_size": 10000, "n_parallel": 3, "kv_unified": True}, "b7200") == 10240
+    # -c unset: the training context, except common.h's 4,096 between ~b4400 and ~b7000
+    # (the b4010 CI log runs pythia at its 2048, the b5398 log Qwen3-0.6B at 4096 of 40960)
+    assert requested_context(options_from_args({}, version="b4010"), 2048) == 2048
+    assert requested_context(options_from_args({}, version="b5398"), 40960) == 4096
+    assert requested_context(options_from_args({}, version="b7200"), 40960) == 40960
 
 
 def test_llamacpp_layer_split_of_two_gpus():

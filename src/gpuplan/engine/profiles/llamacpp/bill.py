@@ -76,7 +76,8 @@ PAD_256_BUILD = 7000  # PR #17046 (Nov 2025): n_ctx padded to 256 in llama-conte
 FA_AUTO_BUILD = 6300  # about when -fa auto (on where supported) became the default
 OLD_PADDING = (256, 32)  # llama_kv_cache::get_padding before PR #17046: with / without FA
 FIT_BUILD = 7000  # about when -c 0 (the training context) and --fit became the defaults
-OLD_DEFAULT_CTX = 4096  # common/common.h n_ctx before that
+OLD_DEFAULT_CTX = 4096  # common/common.h n_ctx between ~b4400 and FIT_BUILD (0 before it)
+CTX_4096_BUILD = 4400  # about when common.h's default n_ctx went from 0 to 4096
 
 
 # --------------------------------------------------------------------------------------
@@ -354,11 +355,13 @@ def _pad(n: int, to: int = CTX_PAD) -> int:
 
 
 def requested_context(o: LlamaCppOptions, train_ctx: int) -> int:
-    """-c as given; unset, the training context (newer builds, -c 0) or common.h's 4,096
-    (builds before ~b7000)."""
+    """-c as given; unset, the training context (-c 0: builds before ~b4400 and from ~b7000)
+    or common.h's 4,096 (between; the b4010 and b5398 logs show one of each)."""
     if o.ctx_size:
         return o.ctx_size
-    return OLD_DEFAULT_CTX if o.build is not None and o.build < FIT_BUILD else train_ctx
+    if o.build is not None and CTX_4096_BUILD <= o.build < FIT_BUILD:
+        return OLD_DEFAULT_CTX
+    return train_ctx
 
 
 def gpu_layers(o: LlamaCppOptions, n_layer: int) -> int:
