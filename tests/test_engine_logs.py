@@ -12,6 +12,8 @@ import pytest
 from gpuplan.api import check_log, engine_serve
 from gpuplan.catalog.engine_logs import parse_log
 from gpuplan.catalog.llamacpp_logs import parse_llamacpp_log
+from gpuplan.engine.model_reader import architecture_from_config
+from gpuplan.engine.precision import get_precision
 from gpuplan.engine.profiles.llamacpp.bill import (
     context_cells,
     layer_device,
@@ -19,6 +21,7 @@ from gpuplan.engine.profiles.llamacpp.bill import (
     requested_context,
     split_points,
 )
+from gpuplan.engine.profiles.llamacpp.bill import kv_layout as cpp_kv_layout
 from gpuplan.engine.profiles.vllm.kv_layout import kv_layout
 from gpuplan.errors import GpuplanError
 
@@ -557,7 +560,7 @@ def test_llamacpp_log_figures_are_read_back_exactly(case):
 def test_llamacpp_corpus_is_sourced():
     """Each case names its page (or the index id of a repository file shown without a path),
     its GPU, the build whose rules apply and how it was known, and the lines it was read from."""
-    assert len(CPP) >= 17
+    assert len(CPP) >= 18
     assert len({c["case_id"] for c in CPP}) == len(CPP)
     for c in CPP:
         assert c["engine"] == "llamacpp"
@@ -580,12 +583,12 @@ def test_llamacpp_predictions_meet_the_bars():
 
     results = [predict_llamacpp(c) for c in CPP]
     cells = [r.cells == r.cells_logged for r in results if r.cells_logged]
-    assert (sum(cells), len(cells)) == (14, 14)
-    assert sum(r.kv_exact for r in results) == len(results) == 17
+    assert (sum(cells), len(cells)) == (15, 15)
+    assert sum(r.kv_exact for r in results) == len(results) == 18
     gpu = [abs(e) <= 0.10 for r in results for k, e in r.compute_errors().items() if k != "host"]
     host = [abs(e) <= 0.10 for r in results for k, e in r.compute_errors().items() if k == "host"]
-    assert (sum(gpu), len(gpu)) == (17, 19)
-    assert (sum(host), len(host)) == (9, 11)
+    assert (sum(gpu), len(gpu)) == (20, 23)
+    assert (sum(host), len(host)) == (10, 12)
     assert [r.predicted_fail for r in results if r.failed] == [True, True]
     assert not any(r.predicted_fail for r in results if not r.failed)
 
@@ -620,3 +623,21 @@ def test_llamacpp_layer_split_of_two_gpus():
     on0 = [il for il in range(32) if layer_device(il, 32, 33, splits) == 0]
     assert on0 == list(range(17))
     assert 2000 * 17 / 32 == 1062.5
+
+
+def test_llamacpp_row_split_keeps_each_layers_kv_on_its_device():
+    """--split-mode row splits the matrices by rows, but each layer's KV cache stays on the
+    layer's own device (b5605, llama.cpp#14075: 81 layers on 4 GPUs → 21, 20, 20, 19 KV
+    layers); builds before the backend-registry loader kept it on --main-gpu."""
+    cfg = config_for("meta-llama/Llama-3.1-70B")
+    arch = architecture_from_config(cfg)
+    f16 = get_precision("fp16", for_kv=True)
+    per_layer = 2048 * 2 * 8 * 128 * 2  # cells × (K, V) × KV heads × head dim × 2 bytes
+
+    def kv(version):
+        args = {"split_mode": "row", "gpus": 4, "ctx_size": 2048, "flash_attn": "on"}
+        o = options_from_args(args, version=version)
+        return [d.kv for d in cpp_kv_layout(arch, o, (f16, f16), 2048, 81).devices[:-1]]
+
+    assert kv("b5605") == [21 * per_layer, 20 * per_layer, 20 * per_layer, 19 * per_layer]
+    assert kv("b3500") == [80 * per_layer, 0, 0, 0]

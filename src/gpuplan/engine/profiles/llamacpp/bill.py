@@ -11,8 +11,11 @@ Rules, each from the llama.cpp source (read at the 2025-2026 b6xxx-b7xxx release
                     free memory); layer → first GPU whose split point exceeds
                     (il − i_gpu_start) / act_gpu_layers (the same function)
     --split-mode    layer: whole layers per GPU (above); row: every offloaded matrix split
-                    across GPUs by --tensor-split rows, KV cache and small tensors on --main-gpu;
-                    none: one GPU
+                    across GPUs by --tensor-split rows (the split buffer type heads each GPU's
+                    buffer list, src/llama-model.cpp make_gpu_buft_list), the layer's KV cache
+                    and small tensors on its own device as in layer mode (b5605's 4-GPU log,
+                    llama.cpp#14075); builds before the backend-registry loader (~b4000) kept
+                    them on --main-gpu; none: one GPU
     tied LM head    a GGUF without output.weight duplicates token_embd as the output tensor on
                     the output layer's device (TENSOR_DUPLICATED)
     context         n_ctx = --ctx-size or, at 0, the model's training context, padded: to 256
@@ -75,6 +78,7 @@ CUDA_CONTEXT = gib(0.35)  # CUDA context + cuBLAS handles per device (allowance,
 PAD_256_BUILD = 7000  # PR #17046 (Nov 2025): n_ctx padded to 256 in llama-context.cpp
 FA_AUTO_BUILD = 6300  # about when -fa auto (on where supported) became the default
 OLD_PADDING = (256, 32)  # llama_kv_cache::get_padding before PR #17046: with / without FA
+ROW_LAYER_DEVICE_BUILD = 4000  # about when row split left each layer on its own device
 FIT_BUILD = 7000  # about when -c 0 (the training context) and --fit became the defaults
 OLD_DEFAULT_CTX = 4096  # common/common.h n_ctx between ~b4400 and FIT_BUILD (0 before it)
 CTX_4096_BUILD = 4400  # about when common.h's default n_ctx went from 0 to 4096
@@ -460,8 +464,8 @@ def _put_layer(
     kv: int,
 ) -> None:
     """Layer `il` onto GPU `g` (None: the host). --split-mode row: each GPU takes its
-    --tensor-split share of the matrices and --main-gpu the layer; --no-kv-offload keeps its
-    KV in host RAM."""
+    --tensor-split share of the matrices, the layer's own device (--main-gpu in builds before
+    ~b4000) its KV cache; --no-kv-offload keeps its KV in host RAM."""
     if g is None:
         host.layers.append(il)
         host.weights += weights
@@ -471,7 +475,8 @@ def _put_layer(
         for gi, dev in enumerate(gpus):
             share = splits[gi] - (splits[gi - 1] if gi else 0.0)
             dev.weights += round(weights * share)
-        target = gpus[min(o.main_gpu, o.gpus - 1)]
+        old = o.build is not None and o.build < ROW_LAYER_DEVICE_BUILD
+        target = gpus[min(o.main_gpu, o.gpus - 1)] if old else gpus[g]
         target.layers.append(il)
     else:
         target = gpus[g]
@@ -487,9 +492,9 @@ def _placement_notes(o: LlamaCppOptions, has_output: bool) -> tuple[str, ...]:
     notes = []
     if o.split_mode == "row" and o.gpus > 1:
         notes.append(
-            "--split-mode row: matrices split across GPUs by --tensor-split; the KV cache and"
-            f" norms on GPU{min(o.main_gpu, o.gpus - 1)} (small tensors are counted in the row"
-            " split: an approximation)"
+            "--split-mode row: matrices split across GPUs by --tensor-split, each layer's KV"
+            " cache and norms on its own device (small tensors are counted in the row split:"
+            " an approximation)"
         )
     if not has_output:
         notes.append(
