@@ -60,8 +60,6 @@ KNOWN_LONG_CLASSES: set[str] = set()
 # "path:function: module" for each import inside a function that the rules above forbid
 KNOWN_FUNCTION_IMPORTS: set[str] = {
     # the API (helper "records")
-    "api/__init__.py:__getattr__: importlib",
-    "api/common.py:quantized_format: gpuplan.engine.module_plan",
     # the catalog: the one lazy boundary left — a catalog name must not load the readers (≈7 ms:
     # pathlib, fractions, the checkpoint model, the safetensors/GGUF/Hub readers); it goes when the
     # API resolves a catalog name without catalog/sources/find.py
