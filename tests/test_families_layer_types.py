@@ -32,6 +32,7 @@ TYPES = {
     "axk1": "DeepSeek-V3 MLA and MoE with an RMSNorm on the MoE block's output",
     "beam": "a per-channel output gate with one bias per head; sandwich norms; sliding layers",
     "minimax_m3_vl_text": "q/k norms, dense and sparse layers of different widths",
+    "zamba": "Zamba 2's shared block with Mamba-1 layers, one block, no adapters",
 }
 
 
@@ -57,9 +58,13 @@ def test_default_configs_are_exact(model_type: str) -> None:
 @pytest.mark.parametrize("model_type", sorted(TYPES))
 def test_caches_match_a_forward_pass(model_type: str) -> None:
     raw, _ = _default(model_type)
-    # per_layer_config names layers of the full depth: the tiny copy derives it again
-    # (Gemma4UnifiedTextConfig: global_head_dim on its full layers)
-    cfg = _tiny({k: v for k, v in raw.items() if v is not None and k != "per_layer_config"})
+    # what the config class derives from the full widths and depth, the tiny copy derives again
+    # (Gemma4UnifiedTextConfig's per_layer_config, ZambaConfig's attention widths and dt rank)
+    derived = ("per_layer_config", "attention_head_dim", "attention_hidden_size", "mamba_dt_rank")
+    cfg = _tiny({k: v for k, v in raw.items() if v is not None and k not in derived})
+    if model_type == "zamba":  # transformers ties the shared block only with two hybrid layers
+        cfg["layers_block_type"] = ["mamba", "mamba", "hybrid", "mamba", "hybrid"]
+        cfg["num_hidden_layers"] = 5
     arch = architecture_from_config(cfg, model_type)
     fp32 = get_precision("fp32", for_kv=True)
     kv, state = _measure(_run(cfg))
@@ -73,6 +78,14 @@ def test_axk1_derives_its_expert_layers_without_the_list() -> None:
     raw, _ = _default("axk1")
     bare = {k: v for k, v in raw.items() if k != "mlp_layer_types"}
     derived, listed = (architecture_from_config(c, "axk1") for c in (bare, raw))
+    assert derived.layers == listed.layers
+
+
+def test_zamba_derives_its_layers_without_the_list() -> None:
+    """ZambaConfig: without layers_block_type, the layers from attn_layer_period / offset."""
+    raw, _ = _default("zamba")
+    bare = {k: v for k, v in raw.items() if k != "layers_block_type"}
+    derived, listed = (architecture_from_config(c, "zamba") for c in (bare, raw))
     assert derived.layers == listed.layers
 
 

@@ -27,7 +27,7 @@ from gpuplan.engine.schedules import SCHEDULES
 from gpuplan.errors import GpuplanError
 
 # families whose blocks are a mixer only: no FFN beside it (Nemotron-H's M and * blocks, Mamba)
-_MIXER_ONLY_FAMILIES = frozenset({"nemotron_h", "mamba", "mamba2", "zamba2"})
+_MIXER_ONLY_FAMILIES = frozenset({"nemotron_h", "mamba", "mamba2", "zamba2", "zamba"})
 
 
 class Reader:
