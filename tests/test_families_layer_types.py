@@ -33,6 +33,7 @@ TYPES = {
     "beam": "a per-channel output gate with one bias per head; sandwich norms; sliding layers",
     "minimax_m3_vl_text": "q/k norms, dense and sparse layers of different widths",
     "zamba": "Zamba 2's shared block with Mamba-1 layers, one block, no adapters",
+    "bailing_hybrid": "KDA with full-rank forget and output gates beside MLA with a head gate",
 }
 
 
@@ -62,6 +63,8 @@ def test_caches_match_a_forward_pass(model_type: str) -> None:
     # (Gemma4UnifiedTextConfig's per_layer_config, ZambaConfig's attention widths and dt rank)
     derived = ("per_layer_config", "attention_head_dim", "attention_hidden_size", "mamba_dt_rank")
     cfg = _tiny({k: v for k, v in raw.items() if v is not None and k not in derived})
+    if "num_expert_group" in cfg:  # BailingHybridConfig's group routing: one group of experts
+        cfg["num_expert_group"] = cfg["topk_group"] = 1
     if model_type == "zamba":  # transformers ties the shared block only with two hybrid layers
         cfg["layers_block_type"] = ["mamba", "mamba", "hybrid", "mamba", "hybrid"]
         cfg["num_hidden_layers"] = 5
@@ -81,11 +84,17 @@ def test_axk1_derives_its_expert_layers_without_the_list() -> None:
     assert derived.layers == listed.layers
 
 
-def test_zamba_derives_its_layers_without_the_list() -> None:
-    """ZambaConfig: without layers_block_type, the layers from attn_layer_period / offset."""
-    raw, _ = _default("zamba")
-    bare = {k: v for k, v in raw.items() if k != "layers_block_type"}
-    derived, listed = (architecture_from_config(c, "zamba") for c in (bare, raw))
+@pytest.mark.parametrize(
+    ("model_type", "lists"),
+    [("zamba", ("layers_block_type",)), ("bailing_hybrid", ("layer_types", "mlp_layer_types"))],
+)
+def test_layers_derived_without_the_lists(model_type: str, lists: tuple[str, ...]) -> None:
+    """Without its per-layer lists, a config's layers follow the config class's own rule
+    (ZambaConfig: attn_layer_period / offset; BailingHybridConfig: layer_group_size and
+    first_k_dense_replace)."""
+    raw, _ = _default(model_type)
+    bare = {k: v for k, v in raw.items() if k not in lists}
+    derived, listed = (architecture_from_config(c, model_type) for c in (bare, raw))
     assert derived.layers == listed.layers
 
 

@@ -70,7 +70,7 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "mamba": ("", "mamba1", "mamba2"),
     "mamba_norm": bool,
     "mamba_bcdt_norms": bool,
-    "linear_attention": ("", "gated_delta", "lightning", "kda"),
+    "linear_attention": ("", "gated_delta", "lightning", "kda", "kda_full"),
     "short_conv": bool,
     "ffn_width": ("", "lfm2"),
     "per_layer_embeddings": bool,

@@ -149,6 +149,9 @@ class LinearAttentionSpec:
     # Kimi-K3's KDA: the output gate is one full-rank g_proj (h x heads·d) instead of the
     # low-rank g_a / g_b pair (linear_attn_config.use_full_rank_gate)
     full_rank_gate: bool = False
+    # Bailing hybrid's KDA (BailingHybridForgetGate): the forget gate is one full-rank f_proj
+    # (h x heads·d) instead of the low-rank f_a / f_b pair
+    full_rank_forget: bool = False
 
     @property
     def conv_dim(self) -> int:

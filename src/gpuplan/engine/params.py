@@ -75,6 +75,8 @@ def attention_params(
             c["attention"] += (a.q_lora_rank or h) * idx + h * a.indexer_head_dim
             c["router"] += h * a.indexer_heads  # weights_proj: per-head weights of the index score
             c["norm"] += 2 * a.indexer_head_dim
+        if a.head_gate:  # BailingHybridAttention.g_proj: one sigmoid gate per head
+            c["attention"] += h * a.num_heads
         return c
     if a.attention_experts:
         return _attention_experts_params(h, a)
@@ -204,7 +206,8 @@ def linear_attention_params(arch: Architecture) -> Counter[str]:
     projections, the forget gate f_b·f_a and output gate g_b·g_a through head_dim d, dt_bias per
     channel and A_log per head, a causal conv1d over q, k, v, a gated RMSNorm of d; Kimi-K3's
     full-rank output gate (use_full_rank_gate: a g_proj of h × heads·d, as vLLM's Kimi-K3 KDA
-    builds it; transformers 5.24 has no Kimi-K3) replaces g_a / g_b.
+    builds it; transformers 5.24 has no Kimi-K3) replaces g_a / g_b; Bailing hybrid's KDA
+    (BailingHybridDeltaAttention, BailingHybridForgetGate) has full-rank f_proj and g_proj.
     Lightning attention (Qin et al. 2024; MiniMaxLightningAttention): qkv_proj h × 3·H·d,
     out_proj, output_gate h × H·d, an RMSNorm over H·d.
     """
@@ -221,7 +224,9 @@ def linear_attention_params(arch: Architecture) -> Counter[str]:
     value = la.num_v_heads * la.v_head_dim
     if la.per_channel_decay:  # KimiLinearDeltaAttention: q, k, v, b, o; f_a/f_b and g_a/g_b
         d = la.k_head_dim  # through head_dim; dt_bias per channel, A_log per head
-        c["mixer"] += h * (2 * key + value) + h * la.num_v_heads + value * h + (h + value) * d
+        c["mixer"] += h * (2 * key + value) + h * la.num_v_heads + value * h
+        # forget gate: f_a h x d and f_b d x value, or Bailing's full-rank f_proj h x value
+        c["mixer"] += h * value if la.full_rank_forget else (h + value) * d
         # output gate: g_a h x d and g_b d x value, or Kimi-K3's full-rank g_proj h x value
         c["mixer"] += h * value if la.full_rank_gate else (h + value) * d
         c["ssm"] += la.conv_dim * la.conv_kernel + value + la.num_v_heads

@@ -136,9 +136,11 @@ def architecture_from_config(config: Mapping[str, Any], name: str = "model") -> 
 
 
 def _refuse_drafter(config: Mapping[str, Any], name: str) -> None:
-    """An assistant (drafter) checkpoint projects its target model's states in and out
-    (Gemma4UnifiedAssistantForCausalLM: pre_projection, post_projection over
+    """An assistant (drafter) checkpoint wrapping a text model projects its target model's
+    states in and out (Gemma4UnifiedAssistantForCausalLM: pre_projection, post_projection over
     backbone_hidden_size): not modelled, refused naming the key."""
+    if not isinstance(config.get("text_config"), Mapping):
+        return  # CSM's depth decoder reads backbone_hidden_size for its own input projection
     for key in _DRAFTER_KEYS:
         if config.get(key) not in (None, False, 0):
             raise GpuplanError(

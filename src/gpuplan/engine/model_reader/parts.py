@@ -299,8 +299,9 @@ def linear_attention(
         v.require("linear_key_head_dim"),
         v.require("linear_value_head_dim"),
         v.require("linear_conv_kernel_dim"),
-        per_channel_decay=kind == "kda",
-        full_rank_gate=kind == "kda" and bool(v.get("use_full_rank_gate")),
+        per_channel_decay=kind in ("kda", "kda_full"),
+        full_rank_gate=kind == "kda_full" or (kind == "kda" and bool(v.get("use_full_rank_gate"))),
+        full_rank_forget=kind == "kda_full",
     )
 
 
