@@ -29,6 +29,7 @@ pytestmark = pytest.mark.reference
 # model type -> what it adds to the families gpuplan already read
 TYPES = {
     "gemma4_unified_text": "Gemma 4 without per-layer embeddings; per_layer_config head_dim 512",
+    "gemma4_unified_assistant": "its drafter: every layer KV-shared, projections to the target",
     "axk1": "DeepSeek-V3 MLA and MoE with an RMSNorm on the MoE block's output",
     "beam": "a per-channel output gate with one bias per head; sandwich norms; sliding layers",
     "minimax_m3_vl_text": "q/k norms, dense and sparse layers of different widths",
@@ -56,7 +57,11 @@ def test_default_configs_are_exact(model_type: str) -> None:
     assert counts.active == _reference_active(model, model.config), model_type
 
 
-@pytest.mark.parametrize("model_type", sorted(TYPES))
+# a drafter keeps no cache of its own: every layer reads its target model's K and V
+_NO_OWN_CACHE = ("gemma4_unified_assistant",)
+
+
+@pytest.mark.parametrize("model_type", sorted(set(TYPES) - set(_NO_OWN_CACHE)))
 def test_caches_match_a_forward_pass(model_type: str) -> None:
     raw, _ = _default(model_type)
     # what the config class derives from the full widths and depth, the tiny copy derives again
@@ -88,6 +93,15 @@ def test_axk1_derives_its_expert_layers_without_the_list() -> None:
     ("model_type", "lists"),
     [("zamba", ("layers_block_type",)), ("bailing_hybrid", ("layer_types", "mlp_layer_types"))],
 )
+def test_a_drafter_caches_nothing_of_its_own() -> None:
+    """Gemma4UnifiedAssistantConfig makes every layer KV-shared (num_kv_shared_layers = layers)."""
+    raw, _ = _default("gemma4_unified_assistant")
+    arch = architecture_from_config(raw, "gemma4_unified_assistant")
+    assert all(layer.kv_shared for layer in arch.layers)
+    fp32 = get_precision("fp32", for_kv=True)
+    assert kv_cache_bytes_per_sequence(arch, fp32, 1000, "engine") == 0
+
+
 def test_layers_derived_without_the_lists(model_type: str, lists: tuple[str, ...]) -> None:
     """Without its per-layer lists, a config's layers follow the config class's own rule
     (ZambaConfig: attn_layer_period / offset; BailingHybridConfig: layer_group_size and
@@ -101,7 +115,7 @@ def test_layers_derived_without_the_lists(model_type: str, lists: tuple[str, ...
 @pytest.mark.parametrize(
     ("model_type", "change", "named"),
     [
-        ("gemma4_unified_assistant", {}, "backbone_hidden_size"),
+        ("gemma4_unified_assistant", {"use_ordered_embeddings": True}, "use_ordered_embeddings"),
         ("minimax_m3_vl_text", {"layer_types": "minimax_m3_sparse"}, "minimax_m3_sparse"),
         ("beam", {"layer_types": None}, "layer_types"),
     ],
@@ -113,7 +127,9 @@ def test_unmodelled_variants_are_refused_naming_the_key(
     for key, value in change.items():
         if value is None:
             raw.pop(key)
-        else:
+        elif isinstance(raw[key], list):
             raw[key] = [value] * len(raw[key])
+        else:
+            raw[key] = value
     with pytest.raises(GpuplanError, match=named):
         architecture_from_config(raw, model_type)

@@ -60,6 +60,7 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "router_score_bias": bool,
     "moe_output_bias": bool,
     "moe_output_norm": bool,
+    "drafter": bool,
     "attention_experts": bool,
     "shared_blocks": bool,
     "token_types": int,

@@ -281,6 +281,9 @@ class Architecture:
     head_transform: bool = False
     pooler: bool = False
     extra_vocab_rows: int = 0  # embedding rows beyond vocab_size (Mllama's 8 image tokens)
+    # an assistant (drafter) model's target width: pre_projection 2B x h in, post_projection
+    # h x B out (Gemma4UnifiedAssistantForCausalLM), 0 for a model of its own
+    drafter_width: int = 0
     # encoder-decoders (engine/encoder_decoder.py): the encoder, the embeddings, every weight by
     # part; `layers` are the decoder's, each with self- and cross-attention
     encoder: EncoderSpec | None = None

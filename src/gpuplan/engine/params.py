@@ -491,6 +491,12 @@ def _outer_params(arch: Architecture, by_kind: Counter[str]) -> tuple[int, int]:
         by_kind["lm_head"] += h * e
         embedding += e * h
         head += h * e
+    if arch.drafter_width:  # Gemma4UnifiedAssistantForCausalLM: pre_projection (2B -> h) in,
+        b = arch.drafter_width  # post_projection (h -> B) out
+        by_kind["embedding"] += 2 * b * h
+        by_kind["lm_head"] += h * b
+        embedding += 2 * b * h
+        head += h * b
     if arch.final_norm:
         by_kind["norm"] += arch.norm_elements
         head += arch.norm_elements
