@@ -35,6 +35,7 @@ TYPES = {
     "minimax_m3_vl_text": "q/k norms, dense and sparse layers of different widths",
     "zamba": "Zamba 2's shared block with Mamba-1 layers, one block, no adapters",
     "bailing_hybrid": "KDA with full-rank forget and output gates beside MLA with a head gate",
+    "dots3_note_text": "MLA of other shapes on sliding layers (per_layer_config), an indexer elsewhere",
 }
 
 
@@ -70,6 +71,16 @@ def test_caches_match_a_forward_pass(model_type: str) -> None:
     cfg = _tiny({k: v for k, v in raw.items() if v is not None and k not in derived})
     if "num_expert_group" in cfg:  # BailingHybridConfig's group routing: one group of experts
         cfg["num_expert_group"] = cfg["topk_group"] = 1
+    if model_type == "dots3_note_text":  # the sliding layers' own (tiny) MLA shapes
+        cfg["per_layer_config"] = {
+            str(i): {
+                "kv_lora_rank": 2 * cfg["kv_lora_rank"],
+                "qk_nope_head_dim": 8,
+                "head_dim": 8 + cfg["qk_rope_head_dim"],
+            }
+            for i, kind in enumerate(cfg["layer_types"])
+            if kind == "sliding_attention"
+        }
     if model_type == "zamba":  # transformers ties the shared block only with two hybrid layers
         cfg["layers_block_type"] = ["mamba", "mamba", "hybrid", "mamba", "hybrid"]
         cfg["num_hidden_layers"] = 5
@@ -89,10 +100,6 @@ def test_axk1_derives_its_expert_layers_without_the_list() -> None:
     assert derived.layers == listed.layers
 
 
-@pytest.mark.parametrize(
-    ("model_type", "lists"),
-    [("zamba", ("layers_block_type",)), ("bailing_hybrid", ("layer_types", "mlp_layer_types"))],
-)
 def test_a_drafter_caches_nothing_of_its_own() -> None:
     """Gemma4UnifiedAssistantConfig makes every layer KV-shared (num_kv_shared_layers = layers)."""
     raw, _ = _default("gemma4_unified_assistant")
@@ -102,6 +109,10 @@ def test_a_drafter_caches_nothing_of_its_own() -> None:
     assert kv_cache_bytes_per_sequence(arch, fp32, 1000, "engine") == 0
 
 
+@pytest.mark.parametrize(
+    ("model_type", "lists"),
+    [("zamba", ("layers_block_type",)), ("bailing_hybrid", ("layer_types", "mlp_layer_types"))],
+)
 def test_layers_derived_without_the_lists(model_type: str, lists: tuple[str, ...]) -> None:
     """Without its per-layer lists, a config's layers follow the config class's own rule
     (ZambaConfig: attn_layer_period / offset; BailingHybridConfig: layer_group_size and

@@ -61,6 +61,7 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "moe_output_bias": bool,
     "moe_output_norm": bool,
     "drafter": bool,
+    "k_rope_norm": bool,
     "attention_experts": bool,
     "shared_blocks": bool,
     "token_types": int,

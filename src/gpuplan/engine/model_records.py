@@ -50,6 +50,7 @@ class AttentionSpec:
     output_gate: bool = False  # q_proj also emits a sigmoid gate on the output (Qwen3-Next)
     head_gate: bool = False  # a g_proj of one sigmoid gate per head on the output (LFM3, Laguna)
     gate_bias: bool = False  # the output gate has one bias per head (BeamAttention.gate_bias)
+    k_rope_norm: bool = False  # MLA: an RMSNorm on the RoPE key part (Dots3NoteTextAttention)
     # Multi-head latent attention (DeepSeek V2/V3); kv_lora_rank is None for ordinary attention.
     q_lora_rank: int | None = None
     kv_lora_rank: int | None = None

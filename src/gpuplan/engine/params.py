@@ -77,6 +77,8 @@ def attention_params(
             c["norm"] += 2 * a.indexer_head_dim
         if a.head_gate:  # BailingHybridAttention.g_proj: one sigmoid gate per head
             c["attention"] += h * a.num_heads
+        if a.k_rope_norm:  # Dots3NoteTextAttention.k_rope_only_layernorm
+            c["norm"] += a.qk_rope_head_dim
         return c
     if a.attention_experts:
         return _attention_experts_params(h, a)

@@ -48,6 +48,7 @@ def attention(v: ConfigView, t: Traits, hidden: int) -> AttentionSpec | None:
         "output_gate": bool(t["output_gate"]),
         "head_gate": bool(t["head_gate"]),
         "gate_bias": bool(t["output_gate_bias"]),
+        "k_rope_norm": bool(t["k_rope_norm"]),
     }
     if t["attention"] == "mla" or v.get("kv_lora_rank") is not None:
         return _mla(v, t, heads, common)

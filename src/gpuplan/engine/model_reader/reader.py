@@ -90,6 +90,7 @@ class Reader:
             layers = variation.per_layer_config(v, layers, attention)
         if attention is not None and attention.indexer_heads:
             layers = variation.shared_indexer_layers(v, layers, attention)
+            layers = variation.sliding_without_indexer(layers, attention)
         if attention is not None and (t["swa_sinks"] or v.get("swa_num_key_value_heads")):
             layers = variation.sliding_attention(v, t, layers, attention)
         if attention is not None and v.get("num_attention_heads_per_layer") is not None:
