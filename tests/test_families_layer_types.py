@@ -36,6 +36,7 @@ TYPES = {
     "zamba": "Zamba 2's shared block with Mamba-1 layers, one block, no adapters",
     "bailing_hybrid": "KDA with full-rank forget and output gates beside MLA with a head gate",
     "dots3_note_text": "MLA of other shapes on sliding layers (per_layer_config), an indexer elsewhere",
+    "axk2": "MLA whose q_gate_proj emits q and an output gate; norms with a low-rank gate",
 }
 
 

@@ -62,6 +62,8 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "moe_output_norm": bool,
     "drafter": bool,
     "k_rope_norm": bool,
+    "q_gate_fused": bool,
+    "gated_norms": bool,
     "attention_experts": bool,
     "shared_blocks": bool,
     "token_types": int,

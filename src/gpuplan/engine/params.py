@@ -55,7 +55,11 @@ def attention_params(
     if a.is_mla:
         assert a.kv_lora_rank is not None
         q_dim = a.num_heads * a.head_dim
-        if a.q_lora_rank:
+        if a.q_lora_rank and a.q_gate_fused:  # AXK2Attention: q_a, then q_gate_proj reads
+            r = a.q_lora_rank  # [residual, normed] q_a (2r) into q and a v_head_dim gate per head
+            c["attention"] += h * r + 2 * r * (q_dim + a.num_heads * a.v_head_dim)
+            c["norm"] += r
+        elif a.q_lora_rank:
             c["attention"] += h * a.q_lora_rank + a.q_lora_rank * q_dim
             c["norm"] += a.q_lora_rank
             if a.qkv_bias:
@@ -359,6 +363,9 @@ def layer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
     c = mixer_params(arch, layer)
     c.update(ffn_params(arch, layer))
     c["norm"] += arch.norms_per_layer * arch.norm_elements
+    if arch.gated_norm_rank:  # AXK2GatedRMSNorm: fc1 h x r, fc2 r x h; input norm always,
+        gated = 1 + int(layer.moe)  # post-attention norm on MoE layers
+        c["norm"] += gated * 2 * arch.hidden_size * arch.gated_norm_rank
     if arch.per_layer_input or arch.altup_inputs or arch.laurel_rank:
         c.update(gemma_layer_extras(arch))
     return c

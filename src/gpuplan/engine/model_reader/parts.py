@@ -49,6 +49,7 @@ def attention(v: ConfigView, t: Traits, hidden: int) -> AttentionSpec | None:
         "head_gate": bool(t["head_gate"]),
         "gate_bias": bool(t["output_gate_bias"]),
         "k_rope_norm": bool(t["k_rope_norm"]),
+        "q_gate_fused": bool(t["q_gate_fused"]),
     }
     if t["attention"] == "mla" or v.get("kv_lora_rank") is not None:
         return _mla(v, t, heads, common)

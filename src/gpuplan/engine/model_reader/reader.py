@@ -161,6 +161,7 @@ class Reader:
             head_transform=bool(t["head_transform"]),
             pooler=bool(t["pooler"]),
             extra_vocab_rows=int(t["extra_vocab_rows"] or 0),
+            gated_norm_rank=v.require("gated_norm_rank") if t["gated_norms"] else 0,
             drafter_width=(v.get("backbone_hidden_size") or 0) if t["drafter"] else 0,
             attn_softcap=v.get("attn_logit_softcapping") or 0.0,
             final_softcap=v.get("final_logit_softcapping") or 0.0,
