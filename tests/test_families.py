@@ -685,7 +685,6 @@ REFUSED_UNKNOWN = {
     "longcat_flash": "kv_lora_rank",
     "recurrent_gemma": "block_types",
     "deepseek_v4": "hc_mult",  # hyper-connections (compressed sparse attention, hash MoE too)
-    "zamba": "layers_block_type",  # Zamba 1: one shared block over the concatenated input
 }
 
 
