@@ -682,7 +682,6 @@ def test_a_schedule_only_its_list_tells_is_refused_without_it(model_type: str, k
 REFUSED_UNKNOWN = {
     "doge": "keep_window_size",
     "roc_bert": "type_vocab_size",  # BERT with pronunciation and shape embeddings
-    "longcat_flash": "kv_lora_rank",
     "recurrent_gemma": "block_types",
     "deepseek_v4": "hc_mult",  # hyper-connections (compressed sparse attention, hash MoE too)
 }

@@ -37,7 +37,24 @@ TYPES = {
     "bailing_hybrid": "KDA with full-rank forget and output gates beside MLA with a head gate",
     "dots3_note_text": "MLA of other shapes on sliding layers (per_layer_config), an indexer elsewhere",
     "axk2": "MLA whose q_gate_proj emits q and an output gate; norms with a low-rank gate",
+    "longcat_flash": "two MLA sublayers and MLPs per block, a shortcut MoE with zero experts",
 }
+
+# LongcatFlashExperts allocates gate_up_proj for routed + zero experts, down_proj for the routed
+# ones only; checkpoints store the routed experts, so the phantom rows are taken off the reference
+_PHANTOM_ROWS = ("longcat_flash",)
+
+
+def _phantom_and_expert(model: object) -> tuple[int, int]:
+    """(parameters in gate_up_proj rows beyond down_proj's experts, one routed expert's size),
+    summed over layers / read from layer 0, from the modules' own shapes."""
+    phantom, expert = 0, 0
+    for layer in model.model.layers:  # type: ignore[attr-defined]
+        gate_up, down = layer.mlp.experts.gate_up_proj, layer.mlp.experts.down_proj
+        per_row = gate_up.numel() // gate_up.shape[0]
+        phantom += per_row * (gate_up.shape[0] - down.shape[0])
+        expert = per_row + down.numel() // down.shape[0]
+    return phantom, expert
 
 
 def _default(model_type: str) -> tuple[dict, object]:
@@ -55,7 +72,14 @@ def test_default_configs_are_exact(model_type: str) -> None:
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config)
     counts = count_params(architecture_from_config(raw, model_type))
-    assert counts.total == sum(p.numel() for p in model.parameters()), model_type
+    total = sum(p.numel() for p in model.parameters())
+    if model_type in _PHANTOM_ROWS:
+        phantom, expert = _phantom_and_expert(model)
+        idle = expert * (model.config.n_routed_experts - model.config.moe_topk)
+        assert counts.total == total - phantom, model_type
+        assert counts.active == total - phantom - idle * model.config.num_layers, model_type
+        return
+    assert counts.total == total, model_type
     assert counts.active == _reference_active(model, model.config), model_type
 
 
@@ -68,7 +92,9 @@ def test_caches_match_a_forward_pass(model_type: str) -> None:
     raw, _ = _default(model_type)
     # what the config class derives from the full widths and depth, the tiny copy derives again
     # (Gemma4UnifiedTextConfig's per_layer_config, ZambaConfig's attention widths and dt rank)
+    # (LongcatFlashConfig's qk_head_dim)
     derived = ("per_layer_config", "attention_head_dim", "attention_hidden_size", "mamba_dt_rank")
+    derived += ("qk_head_dim",)
     cfg = _tiny({k: v for k, v in raw.items() if v is not None and k not in derived})
     if "num_expert_group" in cfg:  # BailingHybridConfig's group routing: one group of experts
         cfg["num_expert_group"] = cfg["topk_group"] = 1
@@ -82,6 +108,8 @@ def test_caches_match_a_forward_pass(model_type: str) -> None:
             for i, kind in enumerate(cfg["layer_types"])
             if kind == "sliding_attention"
         }
+    if model_type == "longcat_flash":  # two blocks of two sublayers; zero experts beside routed
+        cfg.update(num_layers=2, n_routed_experts=4, zero_expert_num=2, moe_topk=2)
     if model_type == "zamba":  # transformers ties the shared block only with two hybrid layers
         cfg["layers_block_type"] = ["mamba", "mamba", "hybrid", "mamba", "hybrid"]
         cfg["num_hidden_layers"] = 5

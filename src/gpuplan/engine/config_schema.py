@@ -127,6 +127,8 @@ FIELDS: dict[str, Rule] = {
     "experts_per_token": Rule("int", 1, MAX_EXPERTS),
     "moe_intermediate_size": _WIDTH,
     "num_shared_experts": _EXPERTS0,
+    "zero_experts": _EXPERTS0,  # LongCat-Flash's zero-computation (identity) experts
+    "decoder_blocks": Rule("int", 1, MAX_LAYERS),  # LongCat-Flash: blocks of two sublayers
     "shared_expert_intermediate_size": _WIDTH0,
     "first_k_dense_replace": _LAYER0,
     "moe_layer_freq": _SMALL,

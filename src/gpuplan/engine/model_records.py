@@ -108,6 +108,7 @@ class MoESpec:
     latent_size: int = 0  # experts work in a latent width with projections in and out (Nemotron 3)
     output_bias: bool = False  # one bias on the block's output (JetMoeMoE.bias)
     output_norm: bool = False  # an RMSNorm on the block's output (AXK1MoE.post_mlp_layernorm)
+    zero_experts: int = 0  # identity experts the router also scores (LongCat-Flash); no weights
 
 
 @record

@@ -296,13 +296,15 @@ def moe_params(arch: Architecture) -> Counter[str]:
     Mixtral (Jiang et al. 2024, §2.1), DeepSeekMoE (Dai et al. 2024, shared + routed experts),
     Qwen-MoE, gpt-oss, Nemotron-H; mirrors the expert and router modules of those models in
     transformers. ERNIE 4.5 keeps a learned per-expert score bias; Nemotron 3 runs its experts in
-    a latent width with projections in and out.
+    a latent width with projections in and out; LongCat-Flash's router also scores its
+    weightless zero-computation experts (LongcatFlashTopkRouter.classifier).
     """
     c: Counter[str] = Counter()
     if arch.moe is None:
         return c
     m, h = arch.moe, arch.hidden_size
-    c["router"] += h * m.num_experts + (m.num_experts if m.router_bias else 0)
+    scored = m.num_experts + m.zero_experts  # LongcatFlashTopkRouter scores the zero experts too
+    c["router"] += h * scored + (scored if m.router_bias else 0)
     if m.router_score_bias:
         c["router"] += m.num_experts
     d, i = m.latent_size or h, m.expert_intermediate_size

@@ -108,6 +108,12 @@ class Reader:
                 " checkpoint are not counted (transformers does not build them; engines load them"
                 " only for speculative decoding)"
             )
+        if v.get("zero_experts"):
+            self.notes.append(
+                f"{v.get('zero_experts')} zero-computation (identity) experts hold no weights;"
+                " transformers' LongcatFlashExperts allocates gate_up_proj rows for them too,"
+                " which checkpoints do not store and are not counted"
+            )
         if any(spec.mixer == "cross_attention" for spec in layers):
             self.notes.append(
                 "cross-attention layers hold each request's image K and V (not per text token);"
