@@ -17,6 +17,7 @@ transformers = pytest.importorskip("transformers")
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
 from gpuplan.catalog import get_precision  # noqa: E402
+from gpuplan.engine.activations import ActivationSpec, stage_bytes  # noqa: E402
 from gpuplan.engine.architecture import architecture_from_config  # noqa: E402
 from gpuplan.engine.kv_cache import kv_cache_bytes_per_sequence  # noqa: E402
 from gpuplan.engine.params import count_params  # noqa: E402
@@ -38,6 +39,7 @@ TYPES = {
     "dots3_note_text": "MLA of other shapes on sliding layers (per_layer_config), an indexer elsewhere",
     "axk2": "MLA whose q_gate_proj emits q and an output gate; norms with a low-rank gate",
     "longcat_flash": "two MLA sublayers and MLPs per block, a shortcut MoE with zero experts",
+    "hy_v4": "MLA with sinks and a per-channel gate, GLM-5's shared indexers, hyper-connections",
 }
 
 # LongcatFlashExperts allocates gate_up_proj for routed + zero experts, down_proj for the routed
@@ -119,6 +121,17 @@ def test_caches_match_a_forward_pass(model_type: str) -> None:
     expected = kv_cache_bytes_per_sequence(arch, fp32, TOKENS, "engine") + _indexer_dtype(arch)
     assert kv == expected, model_type
     assert state == state_bytes_per_sequence(arch, fp32, layout="transformers"), model_type
+
+
+def test_hyper_connections_serve_but_training_refuses_naming_hc_mult() -> None:
+    """HYV4Model widens the residual stream to hc_mult copies: its parameters are counted
+    (test_default_configs_are_exact), its training activations are refused in one line."""
+    raw, _ = _default("hy_v4")
+    arch = architecture_from_config(raw, "hy_v4")
+    assert any("hyper-connections" in note for note in arch.notes)
+    spec = ActivationSpec(micro_batch=1, seq=16)
+    with pytest.raises(GpuplanError, match="hc_mult"):
+        stage_bytes(arch, spec, range(arch.num_layers), True, True)
 
 
 def test_axk1_derives_its_expert_layers_without_the_list() -> None:

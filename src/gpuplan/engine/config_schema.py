@@ -154,6 +154,7 @@ FIELDS: dict[str, Rule] = {
     "adapter_rank": Rule("int", 0, MAX_WIDTH),
     "backbone_hidden_size": _WIDTH0,
     "gated_norm_rank": _WIDTH,  # AXK2GatedRMSNorm's fc1 / fc2 rank  # a drafter's target model width (Gemma 4 assistant)
+    "hc_mult": Rule("int", 1, 64),  # hyper-connections: residual streams (HY V4)
     "use_shared_attention_adapter": _BOOL,
     "use_shared_block_lora": _BOOL,
     "mamba_d_conv": _SMALL,

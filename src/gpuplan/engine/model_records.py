@@ -292,6 +292,9 @@ class Architecture:
     # an assistant (drafter) model's target width: pre_projection 2B x h in, post_projection
     # h x B out (Gemma4UnifiedAssistantForCausalLM), 0 for a model of its own
     drafter_width: int = 0
+    # hyper-connections (Zhu et al. 2025): n residual streams; each block's pre/post mixing
+    # (HYV4HyperConnection) and the head's (HYV4HyperHead) parameters; 0 for one plain stream
+    hyper_streams: int = 0
     # encoder-decoders (engine/encoder_decoder.py): the encoder, the embeddings, every weight by
     # part; `layers` are the decoder's, each with self- and cross-attention
     encoder: EncoderSpec | None = None

@@ -83,6 +83,10 @@ def attention_params(
             c["attention"] += h * a.num_heads
         if a.k_rope_norm:  # Dots3NoteTextAttention.k_rope_only_layernorm
             c["norm"] += a.qk_rope_head_dim
+        if a.output_gate:  # HYV4Attention.gate_proj: a sigmoid gate per output channel
+            c["attention"] += h * a.num_heads * a.v_head_dim
+        if a.sinks:
+            c["sinks"] += a.num_heads
         return c
     if a.attention_experts:
         return _attention_experts_params(h, a)
@@ -370,7 +374,22 @@ def layer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
         c["norm"] += gated * 2 * arch.hidden_size * arch.gated_norm_rank
     if arch.per_layer_input or arch.altup_inputs or arch.laurel_rank:
         c.update(gemma_layer_extras(arch))
+    if arch.hyper_streams:  # one mixing module around attention, one around the FFN
+        c["router"] += 2 * hyper_block_params(arch.hyper_streams, arch.hidden_size)
     return c
+
+
+def hyper_block_params(n: int, h: int) -> int:
+    """One block's hyper-connection mixing (Zhu et al. 2025, "Hyper-Connections", dynamic
+    pre/post weights from the n x h streams; HYV4HyperConnection): fn (2n x n·h), base (2n),
+    scale (2)."""
+    return 2 * n * n * h + 2 * n + 2
+
+
+def hyper_head_params(n: int, h: int) -> int:
+    """The head's collapse of n streams into one (HYV4HyperHead): hc_fn (n x n·h), hc_base
+    (n), hc_scale (1)."""
+    return n * n * h + n + 1
 
 
 def _encoder_decoder_counts(arch: Architecture) -> ParamCounts:
@@ -511,6 +530,9 @@ def _outer_params(arch: Architecture, by_kind: Counter[str]) -> tuple[int, int]:
     if arch.final_norm:
         by_kind["norm"] += arch.norm_elements
         head += arch.norm_elements
+    if arch.hyper_streams:
+        by_kind["router"] += hyper_head_params(arch.hyper_streams, h)
+        head += hyper_head_params(arch.hyper_streams, h)
     if not arch.tie_word_embeddings:
         by_kind["lm_head"] += arch.vocab_size * e
         head += arch.vocab_size * e

@@ -114,6 +114,12 @@ class Reader:
                 " transformers' LongcatFlashExperts allocates gate_up_proj rows for them too,"
                 " which checkpoints do not store and are not counted"
             )
+        if self.t["hyper_connections"]:
+            self.notes.append(
+                f"hyper-connections: {v.require('hc_mult')} residual streams; their mixing"
+                " parameters are counted, the wider stream is not in the serving workspace"
+                " allowance and training refuses"
+            )
         if any(spec.mixer == "cross_attention" for spec in layers):
             self.notes.append(
                 "cross-attention layers hold each request's image K and V (not per text token);"
@@ -169,6 +175,7 @@ class Reader:
             extra_vocab_rows=int(t["extra_vocab_rows"] or 0),
             gated_norm_rank=v.require("gated_norm_rank") if t["gated_norms"] else 0,
             drafter_width=(v.get("backbone_hidden_size") or 0) if t["drafter"] else 0,
+            hyper_streams=v.require("hc_mult") if t["hyper_connections"] else 0,
             attn_softcap=v.get("attn_logit_softcapping") or 0.0,
             final_softcap=v.get("final_logit_softcapping") or 0.0,
             **extras,
