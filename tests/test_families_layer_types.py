@@ -171,6 +171,9 @@ def test_layers_derived_without_the_lists(model_type: str, lists: tuple[str, ...
         ("gemma4_unified_assistant", {"use_ordered_embeddings": True}, "use_ordered_embeddings"),
         ("minimax_m3_vl_text", {"layer_types": "minimax_m3_sparse"}, "minimax_m3_sparse"),
         ("beam", {"layer_types": None}, "layer_types"),
+        ("longcat_flash", {"router_bias": True}, "router_bias"),
+        ("longcat_flash", {"attention_bias": True}, "attention_bias"),
+        ("hy_v4", {"attention_bias": True}, "attention_bias"),
     ],
 )
 def test_unmodelled_variants_are_refused_naming_the_key(
@@ -180,7 +183,7 @@ def test_unmodelled_variants_are_refused_naming_the_key(
     for key, value in change.items():
         if value is None:
             raw.pop(key)
-        elif isinstance(raw[key], list):
+        elif isinstance(raw.get(key), list):
             raw[key] = [value] * len(raw[key])
         else:
             raw[key] = value
