@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from gpuplan.engine.added_params import AddedParams, added_params
 from gpuplan.engine.config_schema import ConfigView
 from gpuplan.engine.families import Family, base_family, family_for
 from gpuplan.engine.frozen import field, record, replace
@@ -291,6 +292,8 @@ class Architecture:
     # encoder-decoders (engine/encoder_decoder.py): the encoder, the embeddings, every weight by
     # part; `layers` are the decoder's, each with self- and cross-attention
     encoder: EncoderSpec | None = None
+    # modules a family holds beyond these shapes (engine/added_params.py; params.py counts them)
+    added: AddedParams | None = None
 
     def layer_groups(self, layers: range | None = None) -> tuple[tuple[LayerSpec, int], ...]:
         """(layer kind, how many) over the given layers (all by default): layers of one kind
@@ -678,6 +681,7 @@ class _Reader:
             extra_vocab_rows=int(t["extra_vocab_rows"] or 0),
             attn_softcap=v.get("attn_logit_softcapping") or 0.0,
             final_softcap=v.get("final_logit_softcapping") or 0.0,
+            added=added_params(t["added"], v, hidden),
             **extras,
         )
 
@@ -1207,7 +1211,12 @@ class _Reader:
                 "num_key_value_heads",
                 f"({kv_heads}) must divide num_attention_heads ({heads})",
             )
-        if not v.present("head_dim") and hidden % heads:
+        if not v.present("head_dim") and hidden % heads and t["head_dim_floor"]:
+            self.notes.append(  # Glm4MoeAttention: getattr(config, "head_dim", hidden // heads)
+                f"no head_dim and {heads} heads do not divide hidden_size {hidden}: head_dim"
+                f" read as {hidden // heads} (hidden_size // heads, as transformers builds it)"
+            )
+        elif not v.present("head_dim") and hidden % heads:
             raise v.fail(
                 "num_attention_heads",
                 f"({heads}) does not divide hidden_size ({hidden}) and there is no head_dim",
