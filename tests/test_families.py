@@ -937,3 +937,17 @@ def test_glm4_moe_without_head_dim_floors_it_as_transformers_does() -> None:
     assert count_params(arch).active == _reference_active(model, model.config)
     assert arch.attention.head_dim == model.model.layers[0].self_attn.head_dim
     assert any("head_dim" in note for note in arch.notes)
+
+
+def test_git_counts_its_image_encoder_with_the_text_model() -> None:
+    """GitForCausalLM holds its CLIP-style image encoder and projection (towers.toml [git]):
+    the whole model is counted, and the tower's tokens per image are GIT's image_patch_tokens."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = AutoConfig.for_model("git")
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    arch = architecture_from_config(config.to_dict(), "git")
+    assert count_params(arch).total == sum(p.numel() for p in model.parameters())
+    patch_tokens = model.git.encoder.layer[0].attention.self.image_patch_tokens
+    assert any(f"adds {patch_tokens} tokens" in note for note in arch.notes)
