@@ -559,6 +559,7 @@ DEFAULT_CONFIG_TYPES = [
     "trocr",  # cross-attention blocks in a decoder-only model
     "bigbird_pegasus",  # pre-LayerNorm decoder with cross-attention, an untied head
     "xlm",  # emb_dim / n_layers, post-LayerNorm
+    "doge",  # dynamic-mask attention (A, dt_proj), residual scales
 ]
 # transformers builds no cache for these (OpenAIGPTLMHeadModel has no past-key-values path;
 # XLMWithLMHeadModel returns a MaskedLMOutput without its cache)
@@ -730,7 +731,6 @@ def test_a_schedule_only_its_list_tells_is_refused_without_it(model_type: str, k
 
 # unknown families whose configs declare what a Llama-style reading would miss
 REFUSED_UNKNOWN = {
-    "doge": "keep_window_size",
     "longcat_flash": "kv_lora_rank",
     "recurrent_gemma": "block_types",
     "deepseek_v4": "hc_mult",  # hyper-connections (compressed sparse attention, hash MoE too)
@@ -951,3 +951,42 @@ def test_git_counts_its_image_encoder_with_the_text_model() -> None:
     assert count_params(arch).total == sum(p.numel() for p in model.parameters())
     patch_tokens = model.git.encoder.layer[0].attention.self.image_patch_tokens
     assert any(f"adds {patch_tokens} tokens" in note for note in arch.notes)
+
+
+def test_cpmant_is_exact_and_says_its_prompt_tokens_are_cached() -> None:
+    """CpmAntForCausalLM: parameters exact; its forward pass prepends prompt_length prompt
+    tokens, so the cache holds TOKENS + prompt_length tokens, which the note says."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = AutoConfig.for_model("cpmant")
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+        raw = {k: v for k, v in AutoConfig.for_model("cpmant").to_dict().items() if v is not None}
+    arch = architecture_from_config(config.to_dict(), "cpmant")
+    assert count_params(arch).total == sum(p.numel() for p in model.parameters())
+    assert any(f"prepends {config.prompt_length} prompt tokens" in n for n in arch.notes)
+    cfg = _tiny(raw)
+    tiny = architecture_from_config(cfg, "cpmant")
+    kv, _ = _measure(_run(cfg))
+    fp32 = get_precision("fp32", for_kv=True)
+    tokens = TOKENS + cfg["prompt_length"]
+    assert kv == kv_cache_bytes_per_sequence(tiny, fp32, tokens, "engine")
+
+
+# variants of the families read since issue 22 that gpuplan does not model: refused naming the key
+UNMODELLED_VARIANTS = [
+    ("doge", {"is_moe": True}, "is_moe"),  # DogeCDMoE: retrieval experts as embedding rows
+    ("xmod", {"pre_norm": True}, "pre_norm"),
+    ("xlm", {"asm": True}, "asm"),  # an adaptive softmax head
+]
+
+
+@pytest.mark.parametrize(("model_type", "setting", "named"), UNMODELLED_VARIANTS)
+def test_unmodelled_variants_are_refused_naming_their_key(
+    model_type: str, setting: dict[str, Any], named: str
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = {**AutoConfig.for_model(model_type).to_dict(), **setting}
+    with pytest.raises(GpuplanError, match=re.escape(named)):
+        architecture_from_config(config, model_type)

@@ -34,6 +34,7 @@ class AddedParams:
     head: Kinds | None = None
     layer: Kinds = ()
     once: Kinds = ()
+    note: str = ""  # what the family does that the bill does not model (said in the output)
 
 
 def _kinds(**counts: int) -> Kinds:
@@ -211,6 +212,44 @@ def _xlm(v: ConfigView, h: int) -> AddedParams:
     )
 
 
+def _cpmant(v: ConfigView, h: int) -> AddedParams:
+    """CpmAntModel's embeddings: input_embedding of vocab_size + prompt_types x prompt_length
+    rows, segment_embedding (segment_types rows), and CpmAntSegmentPositionEmbedding's
+    relative_attention_bias (segment_types^2 + position_bias_num_buckets rows, one column per
+    head): modeling_cpmant.py."""
+    segments = v.require("segment_types")
+    rows = v.require("vocab_size") + v.require("prompt_types") * v.require("prompt_length")
+    buckets = segments * segments + v.require("position_bias_num_buckets")
+    prompt = v.require("prompt_length")
+    return AddedParams(
+        rule="cpmant",
+        embedding=_kinds(
+            embedding=(rows + segments) * h,
+            positions=buckets * v.require("num_attention_heads"),
+        ),
+        note=(
+            f"CPM-Ant prepends {prompt} prompt tokens (prompt_length) to every sequence: the KV"
+            " cache holds them too, beyond the tokens billed here"
+            if prompt
+            else ""
+        ),
+    )
+
+
+def _doge(v: ConfigView, h: int) -> AddedParams:
+    """DogeAttention's dynamic mask: A (one per KV head) and dt_proj (KV heads x head_dim -> KV
+    heads, bias attention_bias); DogeDecoderLayer's input_residual and post_attention_residual
+    scales (h each): modeling_doge.py (the dense DogeMLP; is_moe's CDMoE is not read)."""
+    kv = v.require("num_key_value_heads")
+    width = kv * v.require("head_dim")
+    return AddedParams(
+        rule="doge",
+        layer=_kinds(
+            attention=width * kv, ssm=kv, bias=kv * bool(v.get("attention_bias")), norm=2 * h
+        ),
+    )
+
+
 RULES: dict[str, Callable[[ConfigView, int], AddedParams]] = {
     "electra": _electra,
     "rembert": _rembert,
@@ -222,6 +261,8 @@ RULES: dict[str, Callable[[ConfigView, int], AddedParams]] = {
     "modernbert_decoder": _modernbert_decoder,
     "cross_attention": _cross_attention,
     "xlm": _xlm,
+    "cpmant": _cpmant,
+    "doge": _doge,
 }
 
 

@@ -451,6 +451,8 @@ def architecture_from_config(config: Mapping[str, Any], name: str = "model") -> 
     family.refuse_unmodelled(raw, name)
     view, traits = family.resolve(raw, name)
     arch = _Reader(view, traits, family, model_type, notes).build()
+    if arch.added is not None and arch.added.note:  # engine/added_params.py: said, not billed
+        arch = replace(arch, notes=(*arch.notes, arch.added.note))
     vision, tower_notes = multimodal_params(config, name)
     if vision or tower_notes:
         arch = replace(arch, vision_params=vision, notes=arch.notes + tower_notes)

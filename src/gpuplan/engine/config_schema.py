@@ -261,7 +261,11 @@ FIELDS: dict[str, Rule] = {
     "gelu_activation": _BOOL,
     "use_learned_position_embeddings": _BOOL,
     "layernorm_embedding": _BOOL,
-    "causal_lm_ties": _BOOL,
+    "segment_types": Rule("int", 0, 1 << 16),
+    "prompt_types": Rule("int", 0, 1 << 16),
+    "prompt_length": Rule("int", 0, 1 << 20),
+    "position_bias_num_buckets": Rule("int", 0, 1 << 20),
+    "is_moe": _BOOL,
 }
 
 _MISSING = object()
