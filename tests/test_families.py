@@ -560,6 +560,7 @@ DEFAULT_CONFIG_TYPES = [
     "bigbird_pegasus",  # pre-LayerNorm decoder with cross-attention, an untied head
     "xlm",  # emb_dim / n_layers, post-LayerNorm
     "doge",  # dynamic-mask attention (A, dt_proj), residual scales
+    "diffllama",  # differential attention's lambdas
 ]
 # transformers builds no cache for these (OpenAIGPTLMHeadModel has no past-key-values path;
 # XLMWithLMHeadModel returns a MaskedLMOutput without its cache)

@@ -250,6 +250,12 @@ def _doge(v: ConfigView, h: int) -> AddedParams:
     )
 
 
+def _diffllama(v: ConfigView, h: int) -> AddedParams:
+    """DiffLlamaAttention's differential-attention lambdas: lambda_q1, lambda_k1, lambda_q2,
+    lambda_k2 of head_dim each (its groupnorm has no affine weights): modeling_diffllama.py."""
+    return AddedParams(rule="diffllama", layer=_kinds(attention=4 * v.require("head_dim")))
+
+
 RULES: dict[str, Callable[[ConfigView, int], AddedParams]] = {
     "electra": _electra,
     "rembert": _rembert,
@@ -263,6 +269,7 @@ RULES: dict[str, Callable[[ConfigView, int], AddedParams]] = {
     "xlm": _xlm,
     "cpmant": _cpmant,
     "doge": _doge,
+    "diffllama": _diffllama,
 }
 
 
