@@ -234,6 +234,58 @@ def fit_report(results: list[Result]) -> list[str]:
     return lines
 
 
+# --- non-torch memory on one GPU: the versions.toml base, left out by GPU -----------------------
+
+
+def non_torch_rows(results: list[Result]) -> list[dict[str, Any]]:
+    """Single-GPU vLLM cases with a logged non-torch growth in the version's "increase" scope:
+    there the bill's non-torch line is the fitted base alone (versions.toml non_torch_base_gib)."""
+    rows = []
+    for r in results:
+        logged = r.case.logged.get("non_torch_gib")
+        if logged is None or r.bill is None or r.case.engine != "vllm":
+            continue
+        item = r.bill.item("non_torch")
+        launch = r.bill.launch
+        if item.inputs["scope"] != "increase" or launch.tp * launch.pp != 1:
+            continue
+        rows.append(
+            {
+                "gpu": r.case.gpu,
+                "class": gpu_class(r.case.gpu),
+                "version": version_group(r),
+                "logged": logged,
+                "predicted": item.bytes / GIB,
+            }
+        )
+    return rows
+
+
+def non_torch_report(results: list[Result]) -> list[str]:
+    """The base's error as it stands, and refitted without each group: a shift (the median of
+    logged − predicted over the other groups) added to the versioned base, then the left-out
+    group predicted."""
+    rows = non_torch_rows(results)
+    errs = [abs(r["predicted"] - r["logged"]) for r in rows]
+    lines = [
+        f"non-torch cases (one GPU, increase scope): {len(rows)}; versions.toml base as is:"
+        f" mean |error| {statistics.fmean(errs):.3f} GiB, worst {max(errs):.3f}"
+    ]
+    for key in ("gpu", "class", "version"):
+        for group in sorted({r[key] for r in rows}):
+            train = [r for r in rows if r[key] != group]
+            test = [r for r in rows if r[key] == group]
+            if not train:
+                continue
+            shift = statistics.median(r["logged"] - r["predicted"] for r in train)
+            e = [abs(r["predicted"] + shift - r["logged"]) for r in test]
+            lines.append(
+                f"  leave-one-{key}-out {group:<18} shift {shift:+.3f} GiB, mean |error|"
+                f" {statistics.fmean(e):.3f} GiB, worst {max(e):.3f} ({len(test)} cases)"
+            )
+    return lines
+
+
 # --- CUDA-graph memory: why it stays one constant ----------------------------------------------
 
 
@@ -305,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.fit:
         print("\n".join(fit_report(results)))
         print("\n".join(graph_report(results)))
+        print("\n".join(non_torch_report(results)))
         return 0
     print("\n".join(table(results, opts.markdown)))
     print()

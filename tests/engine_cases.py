@@ -20,7 +20,12 @@ from gpuplan.catalog.engine_logs import parse_log
 from gpuplan.errors import GpuplanError
 
 DATA = Path(__file__).parent / "data"
-LOG_FILES = ("vllm-0.19-h100.json", "public-reports.json", "public-logs.json")
+LOG_FILES = (
+    "vllm-0.19-h100.json",
+    "public-reports.json",
+    "public-logs.json",
+    "public-logs-3.json",
+)
 GIB = 2**30
 
 # the GPU a case ran on, from its `gpu_model` text (older files), most specific first

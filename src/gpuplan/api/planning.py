@@ -31,8 +31,6 @@ class PlanOption:
         return self.candidate.gpus
 
     def to_dict(self, units: str = "GB", engine: str | None = None) -> dict[str, Any]:
-        from gpuplan.planner.export import launch_command
-
         c = self.candidate
         s = self.plan.bill.setup
         out: dict[str, Any] = {
@@ -59,7 +57,9 @@ class PlanOption:
             "usd_per_hour": c.usd_per_hour,
             "usd_per_million_tokens": c.usd_per_million_tokens,
         }
-        if engine:
+        if engine:  # the engine adapters load only for a launch line (cold start of `plan`)
+            from gpuplan.planner.export import launch_command
+
             out["launch"] = launch_command(
                 self.plan.bill, self.plan.hf_id or self.plan.model_id, engine
             )
@@ -422,7 +422,7 @@ def plan_training_goal(
     the global batch is fixed: `global_batch_tokens`, else about 4M tokens."""
     from gpuplan.api.training import train
     from gpuplan.catalog.prices import parse_prices
-    from gpuplan.planner.goals import train_to_goal
+    from gpuplan.planner.training_goals import train_to_goal
 
     n_tokens = parse_tokens(tokens)
     if days is not None and (isinstance(days, bool) or not 0 < float(days) < float("inf")):
@@ -501,7 +501,7 @@ def _training_goal(
     """The planner's `TrainingGoal`, priced per GPU type of `starts` (the catalog's table under
     the parsed `--price` overrides; a GPU type without a price is left out of the table)."""
     from gpuplan.catalog.prices import gpu_price
-    from gpuplan.planner.goals import TrainingGoal
+    from gpuplan.planner.training_goals import TrainingGoal
 
     table = {p.bill.setup.gpu.id: gpu_price(p.bill.setup.gpu.id, overrides) for p in starts}
     return TrainingGoal(

@@ -93,6 +93,8 @@ def attention_params(
             c["norm"] += per_norm * (1 + kv) * a.head_dim
     if a.head_gate:  # g_proj: one sigmoid gate per head (Lfm3Attention, LagunaAttention)
         c["attention"] += h * a.num_heads
+    if a.gate_bias:  # BeamAttention.gate_bias: one per head, broadcast over head_dim
+        c["bias"] += a.num_heads
     if a.sinks:
         c["sinks"] += a.num_heads
     return c
@@ -305,6 +307,8 @@ def moe_params(arch: Architecture) -> Counter[str]:
         c["router"] += h
     if m.output_bias:
         c["bias"] += h
+    if m.output_norm:  # AXK1MoE.post_mlp_layernorm
+        c["norm"] += arch.norm_elements
     return c
 
 

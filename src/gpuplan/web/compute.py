@@ -64,7 +64,7 @@ def catalog_model(name: str) -> str:
 def _hub_config(repo_id: str) -> dict[str, Any]:
     """A repo's config.json from the Hugging Face cache, else the Hub (config and headers only;
     HF_HUB_OFFLINE keeps it to the cache). Only a repo id reaches here, never a path."""
-    from gpuplan.catalog.sources import from_cache, from_hub
+    from gpuplan.catalog.sources.remote import from_cache, from_hub
 
     src = from_cache(repo_id, None)
     if src is None and os.environ.get("HF_HUB_OFFLINE"):
