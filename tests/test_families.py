@@ -734,6 +734,9 @@ def test_a_schedule_only_its_list_tells_is_refused_without_it(model_type: str, k
 REFUSED_UNKNOWN = {
     "longcat_flash": "kv_lora_rank",
     "recurrent_gemma": "block_types",
+    "rwkv": "attention_hidden_size",  # time mixing with a recurrent state
+    "xlnet": "mem_len",  # two-stream relative attention over a memory
+    "xlstm": "qk_dim_factor",  # mLSTM matrix memories
     "deepseek_v4": "hc_mult",  # hyper-connections (compressed sparse attention, hash MoE too)
     "zamba": "layers_block_type",  # Zamba 1: one shared block over the concatenated input
 }

@@ -88,6 +88,9 @@ _MECHANISM_KEYS = (
     "qk_layernorm",  # Persimmon's per-head LayerNorms
     "use_post_norm",  # extra post-norms (HyperCLOVA X)
     "type_vocab_size",  # BERT-style encoders (token types, learned positions, biases)
+    "attention_hidden_size",  # RWKV's time mixing (a recurrent state per layer, no KV cache)
+    "mem_len",  # XLNet's two-stream relative attention over a memory of past hidden states
+    "qk_dim_factor",  # xLSTM's mLSTM blocks (a matrix memory per head)
 )
 # keys of an assistant (drafter) checkpoint that reads a target model's hidden states
 _DRAFTER_KEYS = ("backbone_hidden_size",)
