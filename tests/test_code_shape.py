@@ -55,75 +55,13 @@ LAZY_OK = frozenset(
 )
 
 # Today's violators, "path:function" (path under src/gpuplan). Only ever delete from these.
-KNOWN_LONG_FUNCTIONS: set[str] = {
-    "cli/serve.py:serve_command",
-    "api/planning.py:plan",
-    "api/training.py:train",
-    "engine/speed/dynamic.py:run_dynamic",
-    "engine/speed/shape.py:rank_shape",
-}
+KNOWN_LONG_FUNCTIONS: set[str] = set()
 KNOWN_LONG_CLASSES: set[str] = set()
 # "path:function: module" for each import inside a function that the rules above forbid
 KNOWN_FUNCTION_IMPORTS: set[str] = {
     # the API (helper "records")
     "api/__init__.py:__getattr__: importlib",
-    "api/common.py:PlanHeadline._repr_html_: gpuplan.units",
-    "api/common.py:gpu_summaries: gpuplan.catalog.gpus",
-    "api/common.py:model_summaries: gpuplan.catalog",
-    "api/common.py:model_summaries: gpuplan.engine.params",
-    "api/common.py:precision_summaries: gpuplan.catalog.precisions",
     "api/common.py:quantized_format: gpuplan.engine.module_plan",
-    "api/engine_sizing.py:_bigger_gpu: gpuplan.catalog",
-    "api/engines.py:catalog_model_of_log: gpuplan.catalog.models",
-    "api/engines.py:catalog_model_of_log: gpuplan.lookup",
-    "api/engines.py:check_log: gpuplan.engine.profiles",
-    "api/engines.py:engine_args: gpuplan.engine.profiles",
-    "api/engines.py:engine_serve: gpuplan.engine.profiles",
-    "api/engines.py:serve_launch: gpuplan.catalog.launch",
-    "api/plan_data.py:_serving_fixes: gpuplan.api.planning",
-    "api/plan_data.py:_serving_manifest: gpuplan.planner.deploy",
-    "api/plan_data.py:serving_plan_data: gpuplan.api.planning",
-    "api/plan_data.py:training_plan_data: gpuplan.api.common",
-    "api/plan_data.py:training_plan_data: gpuplan.planner.deploy",
-    "api/planning.py:PlanOption.to_dict: gpuplan.planner.export",
-    "api/planning.py:TrainOption.to_dict: gpuplan.planner.training_export",
-    "api/planning.py:_answer: gpuplan.planner.fixes",
-    "api/planning.py:_check_layout_search: gpuplan.planner.training_export",
-    "api/planning.py:_goal_gpus: gpuplan.catalog.gpus",
-    "api/planning.py:_pinned: gpuplan.api.common",
-    "api/planning.py:_serving_setups: gpuplan.api.common",
-    "api/planning.py:_training_goal: gpuplan.catalog.prices",
-    "api/planning.py:_training_goal: gpuplan.planner.training_goals",
-    "api/planning.py:parse_duration: gpuplan.units",
-    "api/planning.py:plan: gpuplan.api.calibration",
-    "api/planning.py:plan: gpuplan.api.common",
-    "api/planning.py:plan: gpuplan.catalog.prices",
-    "api/planning.py:plan: gpuplan.planner.goals",
-    "api/planning.py:plan_training: gpuplan.api.training",
-    "api/planning.py:plan_training: gpuplan.planner.training_export",
-    "api/planning.py:plan_training: gpuplan.planner.training_search",
-    "api/planning.py:plan_training_goal: gpuplan.api.training",
-    "api/planning.py:plan_training_goal: gpuplan.catalog.prices",
-    "api/planning.py:plan_training_goal: gpuplan.planner.training_goals",
-    "api/planning.py:serving_answers: gpuplan.api.serving",
-    "api/planning.py:serving_answers: gpuplan.planner.fixes",
-    "api/planning.py:serving_budget_matrix: gpuplan.api.serving",
-    "api/planning.py:serving_budget_matrix: gpuplan.planner.matrix",
-    "api/planning.py:three_answers: gpuplan.api.serving",
-    "api/planning.py:training_answers: gpuplan.api.training",
-    "api/planning.py:training_answers: gpuplan.planner.fixes",
-    "api/planning.py:training_budget_matrix: gpuplan.api.training",
-    "api/planning.py:training_budget_matrix: gpuplan.planner.matrix",
-    "api/planning.py:training_three_answers: gpuplan.api.training",
-    "api/serving_speed.py:_knobs: gpuplan.api.calibration",
-    "api/serving_speed.py:serve_speed: gpuplan.api.serving",
-    "api/training.py:_config_text: gpuplan.safe_read",
-    "api/training.py:_config_text: os",
-    "api/training.py:_recipe: gpuplan.catalog.recipes",
-    "api/training.py:_saved_modules: gpuplan.engine.lora",
-    "api/training.py:_with_headers: gpuplan.engine.weights",
-    "api/training.py:read_framework_config: gpuplan.engine.frameworks",
-    "api/training.py:resolve_framework: gpuplan.catalog.frameworks",
     # the catalog: the one lazy boundary left — a catalog name must not load the readers (≈7 ms:
     # pathlib, fractions, the checkpoint model, the safetensors/GGUF/Hub readers); it goes when the
     # API resolves a catalog name without catalog/sources/find.py
@@ -132,7 +70,6 @@ KNOWN_FUNCTION_IMPORTS: set[str] = {
     # the training frameworks (helper "training")
     # the engine profiles (helper "logs")
     # the speed model (helper "speed")
-    "engine/speed/run.py:simulate: gpuplan.engine.speed.dynamic",
 }
 
 

@@ -2,7 +2,7 @@
 item 4), and `train --gpus auto`'s whole-server rule."""
 
 import gpuplan
-from gpuplan.api.planning import plan_training_goal
+from gpuplan.api.training_plans import plan_training_goal
 from gpuplan.planner.training_goals import DEFAULT_GOAL_BATCH_TOKENS, gpu_counts
 
 

@@ -14,7 +14,7 @@ import json
 import pytest
 
 import gpuplan
-from gpuplan.api.training import detect_format
+from gpuplan.api.framework_configs import detect_format
 from gpuplan.engine.frameworks.hf_trainer import read
 from gpuplan.errors import GpuplanError
 

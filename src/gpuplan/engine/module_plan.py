@@ -32,7 +32,6 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -242,9 +241,9 @@ def _normalise(pattern: str) -> str:
     return pattern.removesuffix(".weight")
 
 
-@dataclass
-class _Compiled:
-    """One rule ready to test names; `hits` records which of its patterns named something."""
+class _Compiled(NamedTuple):
+    """One rule ready to test names; `hits` records which of its patterns named something (a
+    set filled in place: a plain tuple keeps the import free of `dataclasses`, for cold start)."""
 
     rule: ModuleRule
     literals: dict[str, str]  # dotted name → the pattern as written
