@@ -738,7 +738,6 @@ REFUSED_UNKNOWN = {
     "xlnet": "mem_len",  # two-stream relative attention over a memory
     "xlstm": "qk_dim_factor",  # mLSTM matrix memories
     "deepseek_v4": "hc_mult",  # hyper-connections (compressed sparse attention, hash MoE too)
-    "zamba": "layers_block_type",  # Zamba 1: one shared block over the concatenated input
 }
 
 

@@ -5,6 +5,7 @@
 >>> plan.fits, plan.per_gpu_total_bytes
 """
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 # each name is imported from its module on first use (PEP 562): `gpuplan serve` loads the serving
@@ -66,8 +67,6 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
-
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value

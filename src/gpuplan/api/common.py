@@ -13,6 +13,7 @@ from gpuplan.catalog.sources import ModelSource
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.frozen import record
 from gpuplan.engine.gpu import GpuSpec
+from gpuplan.engine.module_plan import planned_format
 from gpuplan.engine.params import count_params
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.weights import WeightFormat, as_stored
@@ -68,11 +69,6 @@ def quantized_format(
     """A quantised checkpoint's format: its layout (derived, or from the precision catalog),
     with each linear module's precision resolved from the config's rules
     (engine/module_plan.py)."""
-    # the one gpuplan import inside a function in api/: engine/module_plan.py loads dataclasses
-    # and inspect (with tokenize, dis), a third of a serving answer's cold start, and only a
-    # quantised model needs it (tests/test_cli_fast.py, README "no module plan unless quantised")
-    from gpuplan.engine.module_plan import planned_format
-
     layout = q.layout or get_precision(q.precision)
     return planned_format(arch, q, layout, base, stored)
 

@@ -150,6 +150,8 @@ FIELDS: dict[str, Rule] = {
     "use_full_rank_gate": _BOOL,
     "cross_attention_layers": Rule("int_list", 0, MAX_LAYERS, MAX_LAYERS),
     "adapter_rank": Rule("int", 0, MAX_WIDTH),
+    "backbone_hidden_size": _WIDTH0,
+    "gated_norm_rank": _WIDTH,  # AXK2GatedRMSNorm's fc1 / fc2 rank  # a drafter's target model width (Gemma 4 assistant)
     "use_shared_attention_adapter": _BOOL,
     "use_shared_block_lora": _BOOL,
     "mamba_d_conv": _SMALL,

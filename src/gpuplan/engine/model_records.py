@@ -51,6 +51,10 @@ class AttentionSpec:
     output_gate: bool = False  # q_proj also emits a sigmoid gate on the output (Qwen3-Next)
     head_gate: bool = False  # a g_proj of one sigmoid gate per head on the output (LFM3, Laguna)
     gate_bias: bool = False  # the output gate has one bias per head (BeamAttention.gate_bias)
+    k_rope_norm: bool = False  # MLA: an RMSNorm on the RoPE key part (Dots3NoteTextAttention)
+    # MLA: q_b reads [q_a residual, normed q_a] (2 x q_lora_rank) and also emits a gate of v_head_dim
+    # per head (AXK2Attention.q_gate_proj)
+    q_gate_fused: bool = False
     # Multi-head latent attention (DeepSeek V2/V3); kv_lora_rank is None for ordinary attention.
     q_lora_rank: int | None = None
     kv_lora_rank: int | None = None
@@ -150,6 +154,9 @@ class LinearAttentionSpec:
     # Kimi-K3's KDA: the output gate is one full-rank g_proj (h x heads·d) instead of the
     # low-rank g_a / g_b pair (linear_attn_config.use_full_rank_gate)
     full_rank_gate: bool = False
+    # Bailing hybrid's KDA (BailingHybridForgetGate): the forget gate is one full-rank f_proj
+    # (h x heads·d) instead of the low-rank f_a / f_b pair
+    full_rank_forget: bool = False
 
     @property
     def conv_dim(self) -> int:
@@ -279,6 +286,12 @@ class Architecture:
     head_transform: bool = False
     pooler: bool = False
     extra_vocab_rows: int = 0  # embedding rows beyond vocab_size (Mllama's 8 image tokens)
+    # AXK2GatedRMSNorm: a norm with a low-rank gate (fc1 h x r, fc2 r x h) before attention, and
+    # before the FFN of MoE layers; 0 for plain norms
+    gated_norm_rank: int = 0
+    # an assistant (drafter) model's target width: pre_projection 2B x h in, post_projection
+    # h x B out (Gemma4UnifiedAssistantForCausalLM), 0 for a model of its own
+    drafter_width: int = 0
     # encoder-decoders (engine/encoder_decoder.py): the encoder, the embeddings, every weight by
     # part; `layers` are the decoder's, each with self- and cross-attention
     encoder: EncoderSpec | None = None

@@ -227,15 +227,16 @@ def layer_linears(arch: Architecture, layer: LayerSpec) -> tuple[Linear, ...]:
 # Rules, compiled
 # --------------------------------------------------------------------------------------
 
-_WRAPPERS = re.compile(r"^(?:language_model\\?\.model\\?\.|model\\?\.language_model\\?\.)")
-_LAYER_NUMBER = re.compile(r"(?:layers|h|blocks|layer|block)(?:\\?\.)(\d+)(?:\\?\.|$)")
-_SENSITIVE = re.compile(r"\d|\\d|[\[?{]")
+# the patterns as text: `re` compiles (and caches) them on first use, not at import (cold start)
+_WRAPPERS = r"^(?:language_model\\?\.model\\?\.|model\\?\.language_model\\?\.)"
+_LAYER_NUMBER = r"(?:layers|h|blocks|layer|block)(?:\\?\.)(\d+)(?:\\?\.|$)"
+_SENSITIVE = r"\d|\\d|[\[?{]"
 
 
 def _normalise(pattern: str) -> str:
     """A VLM wrapper's decoder prefix read as the decoder's ("language_model.model.layers.0" →
     "model.layers.0"); a parameter name read as its module ("lm_head.weight" → "lm_head")."""
-    pattern = _WRAPPERS.sub("model.", pattern)
+    pattern = re.sub(_WRAPPERS, "model.", pattern)
     if pattern.startswith("language_model."):
         pattern = pattern.removeprefix("language_model.")
     return pattern.removesuffix(".weight")
@@ -313,10 +314,10 @@ def _compile(rule: ModuleRule, fallback: Iterable[str] = ()) -> _Compiled:
             literals[_normalise(p)] = written
     by_kind = []
     for written in fallback:
-        number = _LAYER_NUMBER.search(written)
+        number = re.search(_LAYER_NUMBER, written)
         kinds = frozenset(kinds_of(written) & set(LINEAR_KINDS))
         by_kind.append((kinds, int(number.group(1)) if number else None, written))
-    sensitive = any(_SENSITIVE.search(p) for p in rule.patterns)
+    sensitive = any(re.search(_SENSITIVE, p) for p in rule.patterns)
     return _Compiled(rule, literals, regexes, any_linear, by_kind, sensitive, set())
 
 
@@ -407,7 +408,9 @@ class _Decider:
         # the patterns that may tell indices apart, each rule's on their own
         self.sensitive = [
             _compile(
-                replace(c.rule, patterns=tuple(p for p in c.rule.patterns if _SENSITIVE.search(p)))
+                replace(
+                    c.rule, patterns=tuple(p for p in c.rule.patterns if re.search(_SENSITIVE, p))
+                )
             )
             for c in compiled
             if c.sensitive

@@ -55,7 +55,11 @@ def attention_params(
     if a.is_mla:
         assert a.kv_lora_rank is not None
         q_dim = a.num_heads * a.head_dim
-        if a.q_lora_rank:
+        if a.q_lora_rank and a.q_gate_fused:  # AXK2Attention: q_a, then q_gate_proj reads
+            r = a.q_lora_rank  # [residual, normed] q_a (2r) into q and a v_head_dim gate per head
+            c["attention"] += h * r + 2 * r * (q_dim + a.num_heads * a.v_head_dim)
+            c["norm"] += r
+        elif a.q_lora_rank:
             c["attention"] += h * a.q_lora_rank + a.q_lora_rank * q_dim
             c["norm"] += a.q_lora_rank
             if a.qkv_bias:
@@ -75,6 +79,10 @@ def attention_params(
             c["attention"] += (a.q_lora_rank or h) * idx + h * a.indexer_head_dim
             c["router"] += h * a.indexer_heads  # weights_proj: per-head weights of the index score
             c["norm"] += 2 * a.indexer_head_dim
+        if a.head_gate:  # BailingHybridAttention.g_proj: one sigmoid gate per head
+            c["attention"] += h * a.num_heads
+        if a.k_rope_norm:  # Dots3NoteTextAttention.k_rope_only_layernorm
+            c["norm"] += a.qk_rope_head_dim
         return c
     if a.attention_experts:
         return _attention_experts_params(h, a)
@@ -204,7 +212,8 @@ def linear_attention_params(arch: Architecture) -> Counter[str]:
     projections, the forget gate f_b·f_a and output gate g_b·g_a through head_dim d, dt_bias per
     channel and A_log per head, a causal conv1d over q, k, v, a gated RMSNorm of d; Kimi-K3's
     full-rank output gate (use_full_rank_gate: a g_proj of h × heads·d, as vLLM's Kimi-K3 KDA
-    builds it; transformers 5.24 has no Kimi-K3) replaces g_a / g_b.
+    builds it; transformers 5.24 has no Kimi-K3) replaces g_a / g_b; Bailing hybrid's KDA
+    (BailingHybridDeltaAttention, BailingHybridForgetGate) has full-rank f_proj and g_proj.
     Lightning attention (Qin et al. 2024; MiniMaxLightningAttention): qkv_proj h × 3·H·d,
     out_proj, output_gate h × H·d, an RMSNorm over H·d.
     """
@@ -221,7 +230,9 @@ def linear_attention_params(arch: Architecture) -> Counter[str]:
     value = la.num_v_heads * la.v_head_dim
     if la.per_channel_decay:  # KimiLinearDeltaAttention: q, k, v, b, o; f_a/f_b and g_a/g_b
         d = la.k_head_dim  # through head_dim; dt_bias per channel, A_log per head
-        c["mixer"] += h * (2 * key + value) + h * la.num_v_heads + value * h + (h + value) * d
+        c["mixer"] += h * (2 * key + value) + h * la.num_v_heads + value * h
+        # forget gate: f_a h x d and f_b d x value, or Bailing's full-rank f_proj h x value
+        c["mixer"] += h * value if la.full_rank_forget else (h + value) * d
         # output gate: g_a h x d and g_b d x value, or Kimi-K3's full-rank g_proj h x value
         c["mixer"] += h * value if la.full_rank_gate else (h + value) * d
         c["ssm"] += la.conv_dim * la.conv_kernel + value + la.num_v_heads
@@ -352,6 +363,9 @@ def layer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
     c = mixer_params(arch, layer)
     c.update(ffn_params(arch, layer))
     c["norm"] += arch.norms_per_layer * arch.norm_elements
+    if arch.gated_norm_rank:  # AXK2GatedRMSNorm: fc1 h x r, fc2 r x h; input norm always,
+        gated = 1 + int(layer.moe)  # post-attention norm on MoE layers
+        c["norm"] += gated * 2 * arch.hidden_size * arch.gated_norm_rank
     if arch.per_layer_input or arch.altup_inputs or arch.laurel_rank:
         c.update(gemma_layer_extras(arch))
     if arch.added is not None:  # engine/added_params.py: sub-norms, adapters, cross-attention
@@ -379,6 +393,8 @@ def _embedding_params(arch: Architecture) -> Counter[str]:
         c["embedding"] += (arch.altup_inputs - 1) * h * h
     if arch.embedding_dim:  # OPT-350m: project_in (e -> h)
         c["embedding"] += e * h
+    if arch.drafter_width:  # Gemma4UnifiedAssistantForCausalLM: pre_projection (2B -> h)
+        c["embedding"] += 2 * arch.drafter_width * h
     return c
 
 
@@ -399,6 +415,8 @@ def _head_params(arch: Architecture) -> Counter[str]:
         c["lm_head"] += (arch.altup_inputs - 1) * h * h
     if arch.embedding_dim:  # OPT-350m: project_out (h -> e)
         c["lm_head"] += h * e
+    if arch.drafter_width:  # Gemma4UnifiedAssistantForCausalLM: post_projection (h -> B)
+        c["lm_head"] += h * arch.drafter_width
     if arch.final_norm:
         c["norm"] += arch.norm_elements
     if not arch.tie_word_embeddings:

@@ -171,6 +171,17 @@ def _jamba(v: ConfigView, t: Mapping[str, Any], n: int, window: int | None) -> l
     return ["full" if i % period == offset else "mamba" for i in range(n)]
 
 
+@schedule("zamba")
+def _zamba(v: ConfigView, t: Mapping[str, Any], n: int, window: int | None) -> list[str]:
+    """ZambaConfig.layers_block_type: two Mamba layers and a hybrid, then a hybrid (Mamba plus
+    the shared attention block) where (i - 3) % attn_layer_period == attn_layer_offset."""
+    period, offset = v.get("attn_layer_period"), v.get("attn_layer_offset")
+    if not period:
+        raise v.fail("attn_layer_period", "must be at least 1")
+    rest = ["hybrid" if i % period == offset else "mamba" for i in range(max(n - 3, 0))]
+    return (["mamba", "mamba", "hybrid"] + rest)[:n]
+
+
 @schedule("attn_type_list")
 def _attn_type_list(v: ConfigView, t: Mapping[str, Any], n: int, window: int | None) -> list[str]:
     """MiniMaxConfig: attn_type_list (1 full, 0 lightning), by default full, linear, full, ..."""

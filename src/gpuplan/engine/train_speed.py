@@ -46,7 +46,7 @@ from __future__ import annotations
 import tomllib
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.cost import CommBytes, StepFlops, StepTime
@@ -58,14 +58,14 @@ if TYPE_CHECKING:
 
 
 @lru_cache(maxsize=1)
-def speed_table() -> dict:
+def speed_table() -> dict[str, Any]:
     """train_speed.toml, read once."""
     return tomllib.loads(Path(__file__).with_name("train_speed.toml").read_text("utf-8"))
 
 
 def gpu_family(compute_capability: str | None, vendor: str = "nvidia") -> str | None:
     """The architecture family of a GPU (train_speed.toml [family]); None when unknown."""
-    fam = speed_table()["family"]
+    fam: dict[str, str] = speed_table()["family"]
     if vendor != "nvidia":
         return fam.get(vendor)
     return fam.get(compute_capability or "")

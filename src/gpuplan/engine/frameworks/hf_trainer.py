@@ -112,7 +112,8 @@ def _load(text: str) -> dict[str, Any]:
         nested = doc.get(key)
         if isinstance(nested, dict):
             doc = {**nested, **{k: v for k, v in doc.items() if k != key}}
-    return doc
+    out: dict[str, Any] = doc
+    return out
 
 
 # axolotl's config keys (docs/config.qmd) → the TrainingArguments / PEFT / TRL keys they set

@@ -27,7 +27,10 @@ from gpuplan.engine.vision import multimodal_params
 from gpuplan.errors import GpuplanError
 
 _MULTIMODAL_WRAPPERS = ("text_config", "llm_config", "language_config")
-_OUTER_KEYS = ("quantization_config", "torch_dtype", "dtype", "tie_word_embeddings")
+_OUTER_KEYS = (
+    *("quantization_config", "torch_dtype", "dtype", "tie_word_embeddings"),
+    *("backbone_hidden_size", "use_ordered_embeddings"),  # an assistant wrapper's (drafter)
+)
 # nested objects any family may carry without changing the decoder's shape
 _NEUTRAL_OBJECTS = frozenset(
     {
@@ -92,8 +95,6 @@ _MECHANISM_KEYS = (
     "mem_len",  # XLNet's two-stream relative attention over a memory of past hidden states
     "qk_dim_factor",  # xLSTM's mLSTM blocks (a matrix memory per head)
 )
-# keys of an assistant (drafter) checkpoint that reads a target model's hidden states
-_DRAFTER_KEYS = ("backbone_hidden_size",)
 # activations that come with an MLP of no gate as often as with one: an unknown family's choice
 # cannot be told from its config
 _UNGATED_ACTIVATIONS = frozenset({"relu2", "relu", "gelu_new", "gelu"})
@@ -108,7 +109,6 @@ def architecture_from_config(config: Mapping[str, Any], name: str = "model") -> 
     """
     if not isinstance(config, Mapping):
         raise GpuplanError(f"{name}: config.json must be a JSON object")
-    _refuse_drafter(config, name)
     raw = _language_model(config)
     model_type = raw.get("model_type", config.get("model_type", "unknown"))
     if not isinstance(model_type, str) or len(model_type) > 128:
@@ -153,19 +153,6 @@ def _said(arch: Architecture, view: ConfigView, traits: Mapping[str, Any]) -> Ar
     if arch.added is not None and arch.added.note:
         said.append(arch.added.note)
     return replace(arch, notes=(*arch.notes, *said)) if said else arch
-
-
-def _refuse_drafter(config: Mapping[str, Any], name: str) -> None:
-    """An assistant (drafter) checkpoint projects its target model's states in and out
-    (Gemma4UnifiedAssistantForCausalLM: pre_projection, post_projection over
-    backbone_hidden_size): not modelled, refused naming the key."""
-    for key in _DRAFTER_KEYS:
-        if config.get(key) not in (None, False, 0):
-            raise GpuplanError(
-                f"{name}: config field {key!r} belongs to an assistant (drafter) model that"
-                f" projects a target model's states ({str(config.get('model_type'))[:40]}):"
-                " gpuplan does not model those projections; cannot size this model"
-            )
 
 
 def _encoder_decoder(raw: Mapping[str, Any], name: str, model_type: str) -> Architecture:

@@ -48,6 +48,8 @@ def attention(v: ConfigView, t: Traits, hidden: int) -> AttentionSpec | None:
         "output_gate": bool(t["output_gate"]),
         "head_gate": bool(t["head_gate"]),
         "gate_bias": bool(t["output_gate_bias"]),
+        "k_rope_norm": bool(t["k_rope_norm"]),
+        "q_gate_fused": bool(t["q_gate_fused"]),
     }
     if t["attention"] == "mla" or v.get("kv_lora_rank") is not None:
         return _mla(v, t, heads, common)
@@ -299,8 +301,9 @@ def linear_attention(
         v.require("linear_key_head_dim"),
         v.require("linear_value_head_dim"),
         v.require("linear_conv_kernel_dim"),
-        per_channel_decay=kind == "kda",
-        full_rank_gate=kind == "kda" and bool(v.get("use_full_rank_gate")),
+        per_channel_decay=kind in ("kda", "kda_full"),
+        full_rank_gate=kind == "kda_full" or (kind == "kda" and bool(v.get("use_full_rank_gate"))),
+        full_rank_forget=kind == "kda_full",
     )
 
 

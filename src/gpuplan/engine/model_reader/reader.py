@@ -28,7 +28,7 @@ from gpuplan.engine.schedules import SCHEDULES
 from gpuplan.errors import GpuplanError
 
 # families whose blocks are a mixer only: no FFN beside it (Nemotron-H's M and * blocks, Mamba)
-_MIXER_ONLY_FAMILIES = frozenset({"nemotron_h", "mamba", "mamba2", "zamba2"})
+_MIXER_ONLY_FAMILIES = frozenset({"nemotron_h", "mamba", "mamba2", "zamba2", "zamba"})
 
 
 class Reader:
@@ -91,6 +91,7 @@ class Reader:
             layers = variation.per_layer_config(v, layers, attention)
         if attention is not None and attention.indexer_heads:
             layers = variation.shared_indexer_layers(v, layers, attention)
+            layers = variation.sliding_without_indexer(layers, attention)
         if attention is not None and (t["swa_sinks"] or v.get("swa_num_key_value_heads")):
             layers = variation.sliding_attention(v, t, layers, attention)
         if attention is not None and v.get("num_attention_heads_per_layer") is not None:
@@ -161,6 +162,8 @@ class Reader:
             head_transform=bool(t["head_transform"]),
             pooler=bool(t["pooler"]),
             extra_vocab_rows=int(t["extra_vocab_rows"] or 0),
+            gated_norm_rank=v.require("gated_norm_rank") if t["gated_norms"] else 0,
+            drafter_width=(v.get("backbone_hidden_size") or 0) if t["drafter"] else 0,
             attn_softcap=v.get("attn_logit_softcapping") or 0.0,
             final_softcap=v.get("final_logit_softcapping") or 0.0,
             added=added_params(t["added"], v, hidden),

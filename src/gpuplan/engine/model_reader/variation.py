@@ -117,6 +117,12 @@ _PER_LAYER_KEYS = (
     "num_key_value_heads",
     "num_attention_heads",
     "intermediate_size",
+    # MLA layers (Dots3NoteTextAttention reads its layer's own config)
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "q_lora_rank",
+    "v_head_dim",
 )
 
 
@@ -148,18 +154,60 @@ def per_layer_config(
                 " override gpuplan does not model; cannot size this model"
             )
         sub = ConfigView(overrides, f"{v.name}: per_layer_config.{i}", {}, {})
-        base = out[i].attention or attention
-        heads = sub.get("num_attention_heads") or base.num_heads
-        kv = sub.get("num_key_value_heads") or base.num_kv_heads
-        hd = sub.get("head_dim") or base.head_dim
-        if heads % kv:
-            raise sub.fail("num_key_value_heads", f"({kv}) must divide {heads} heads")
-        spec = replace(base, num_heads=heads, num_kv_heads=kv, head_dim=hd, v_head_dim=hd)
+        spec = _layer_attention(sub, out[i].attention or attention)
         out[i] = replace(
             out[i],
             attention=None if spec == attention else spec,
             mlp_width=sub.get("intermediate_size") or out[i].mlp_width,
         )
+    return tuple(out)
+
+
+def _layer_attention(sub: ConfigView, base: AttentionSpec) -> AttentionSpec:
+    """One layer's attention with its per_layer_config overrides: heads, KV heads and head_dim;
+    for MLA, heads, kv_lora_rank and qk_nope_head_dim (the query/key width follows)."""
+    heads = sub.get("num_attention_heads") or base.num_heads
+    if base.is_mla:  # head_dim follows the query/key parts (qk_nope + qk_rope)
+        nope = sub.get("qk_nope_head_dim") or base.qk_nope_head_dim
+        rope = sub.get("qk_rope_head_dim") or base.qk_rope_head_dim
+        return replace(
+            base,
+            num_heads=heads,
+            num_kv_heads=heads,
+            q_lora_rank=sub.get("q_lora_rank") or base.q_lora_rank,
+            kv_lora_rank=sub.get("kv_lora_rank") or base.kv_lora_rank,
+            qk_nope_head_dim=nope,
+            qk_rope_head_dim=rope,
+            head_dim=nope + rope,
+            v_head_dim=sub.get("v_head_dim") or base.v_head_dim,
+        )
+    for key in (
+        "kv_lora_rank",
+        "qk_nope_head_dim",
+        "qk_rope_head_dim",
+        "q_lora_rank",
+        "v_head_dim",
+    ):
+        if sub.present(key):
+            raise sub.fail(key, "overrides a latent-attention width of a model without MLA")
+    kv = sub.get("num_key_value_heads") or base.num_kv_heads
+    hd = sub.get("head_dim") or base.head_dim
+    if heads % kv:
+        raise sub.fail("num_key_value_heads", f"({kv}) must divide {heads} heads")
+    return replace(base, num_heads=heads, num_kv_heads=kv, head_dim=hd, v_head_dim=hd)
+
+
+def sliding_without_indexer(
+    layers: tuple[LayerSpec, ...], attention: AttentionSpec
+) -> tuple[LayerSpec, ...]:
+    """A sliding-window layer selects no top-k tokens: no indexer, no indexer keys
+    (Dots3NoteTextAttention builds its indexer on indexed_attention layers only)."""
+    out = []
+    for spec in layers:
+        a = spec.attention or attention
+        if spec.sliding_window is not None and a.indexer_heads:
+            spec = replace(spec, attention=replace(a, indexer_heads=0, indexer_head_dim=0))
+        out.append(spec)
     return tuple(out)
 
 
