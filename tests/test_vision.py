@@ -149,12 +149,17 @@ def _built_tower(model_type: str) -> tuple[dict[str, Any], int]:
     """A wrapper's default config and the parameters transformers builds outside its language
     model (tower, projector), on the meta device."""
     config, model = _meta_wrapper(model_type)
+    text = _TEXT_MODULES.get(model_type, ("lm_head",))
     outside = sum(
         p.numel()
         for n, p in model.named_parameters()
-        if "language_model" not in n and not n.startswith("lm_head")
+        if "language_model" not in n and not n.startswith(text)
     )
     return config.to_dict(), outside
+
+
+# wrappers whose language model is not a `language_model` module: the text modules' prefixes
+_TEXT_MODULES = {"git": ("git.embeddings.", "git.encoder.", "output.")}
 
 
 @pytest.mark.reference
