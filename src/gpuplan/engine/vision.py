@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuplan.engine.config_schema import ConfigView
+from gpuplan.engine.towers import tower_count
 from gpuplan.errors import GpuplanError
 
 # canonical vision fields -> their spellings in vision_config (rules in config_schema.FIELDS)
@@ -139,13 +140,13 @@ def multimodal_params(
     """Encoder + projector parameters of a multimodal config.json, and a note for each tower or
     projector it does not count exactly (0 and no note for a text-only config)."""
     if any(isinstance(config.get(k), Mapping) for k in ("vision_config", "audio_config")):
-        from gpuplan.engine.towers import tower_count  # a wrapper: the tower table first
-
-        counted = tower_count(config, name)
+        counted = tower_count(config, name)  # a wrapper: the tower table first
         if counted is not None:
             note = (
                 f"{counted.tower} {counted.kind} tower: one {counted.token_unit} adds"
                 f" {counted.tokens:,} tokens to a request"
+                if counted.tokens
+                else f"{counted.tower} {counted.kind} tower counted; tokens per {counted.token_unit}"
             )
             return counted.params, (note,)
     others = [k for k in _OTHER_TOWERS if isinstance(config.get(k), Mapping)]
