@@ -40,6 +40,7 @@ _RECORD_KEYS = {
     "tokens",
     "token_unit",
     "uses",
+    "not_counted",
 }
 _BINARY = {
     ast.Add: operator.add,
@@ -76,6 +77,7 @@ class Tower:
     token_unit: str = "image"
     # alias -> (kind, sub-config path, the wrapper's own defaults for that kind's fields)
     uses: Mapping[str, tuple[str, str, Mapping[str, Any]]] = record_field(default_factory=dict)
+    not_counted: tuple[str, ...] = ()  # sub-configs whose towers the record does not count
 
 
 @record
@@ -88,6 +90,7 @@ class TowerCount:
     tokens: int
     token_unit: str
     source: str
+    not_counted: tuple[str, ...] = ()  # sub-configs present whose towers are not counted
 
     @property
     def params(self) -> int:
@@ -107,7 +110,10 @@ def tower_count(config: Mapping[str, Any], name: str = "model") -> TowerCount | 
     if bad:
         raise GpuplanError(f"{name}: the {tower.name} tower's {bad[0]} comes out negative")
     tokens = _evaluate(tower.tokens, values, tower, name) if tower.tokens else 0
-    return TowerCount(tower.name, tower.kind, parts, tokens, tower.token_unit, tower.source)
+    missing = tuple(key for key in tower.not_counted if isinstance(config.get(key), Mapping))
+    return TowerCount(
+        tower.name, tower.kind, parts, tokens, tower.token_unit, tower.source, missing
+    )
 
 
 def _values(tower: Tower, config: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -308,6 +314,7 @@ def _parsed_record(
         tokens=rec.get("tokens", ""),
         token_unit=rec.get("token_unit", "image"),
         uses=uses,
+        not_counted=tuple(rec.get("not_counted", ())),
     )
 
 

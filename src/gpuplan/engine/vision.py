@@ -148,7 +148,12 @@ def multimodal_params(
                 if counted.tokens
                 else f"{counted.tower} {counted.kind} tower counted; tokens per {counted.token_unit}"
             )
-            return counted.params, (note,)
+            missing = tuple(
+                f"{key} tower ({_kind(config[key])}) not counted: its weights are missing from"
+                " this bill"
+                for key in counted.not_counted
+            )
+            return counted.params, (note, *missing)
     others = [k for k in _OTHER_TOWERS if isinstance(config.get(k), Mapping)]
     if isinstance(config.get("text_config"), Mapping):  # a wrapper: any other sub-model too
         others += [
