@@ -152,12 +152,14 @@ def field_values(
     """Each field's value: the first of its config paths present, else its default. A field
     given as {path, prefix} is 1 when that string value starts with prefix, else 0; one given
     as {path, in} is 1 when the value is one of the list, else 0; one given as
-    {path, reciprocal = true} is int(1 / value)."""
+    {path, reciprocal = true} is int(1 / value); one given as {path, count} is how many entries
+    of that list equal count (layer_types' "full_attention", say)."""
     out: dict[str, Any] = {}
     for field, spec in fields.items():
         prefix = spec.get("prefix") if isinstance(spec, Mapping) else None
         among = spec.get("in") if isinstance(spec, Mapping) else None
         inverse = isinstance(spec, Mapping) and spec.get("reciprocal")
+        counted = spec.get("count") if isinstance(spec, Mapping) else None
         paths = _paths(spec)
         value: Any = None
         for path in paths:
@@ -169,6 +171,9 @@ def field_values(
             continue
         if among is not None:
             out[field] = int(value in among)
+            continue
+        if counted is not None and isinstance(value, list | tuple):
+            out[field] = sum(entry == counted for entry in value)
             continue
         if value is None:
             if field not in defaults:
