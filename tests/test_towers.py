@@ -67,7 +67,7 @@ def _reference(model_type: str) -> tuple[dict[str, Any], int]:
     outside = sum(
         p.numel()
         for n, p in model.named_parameters()
-        if "language_model" not in n and not n.startswith("lm_head")
+        if "language_model" not in n and "text_model" not in n and not n.startswith("lm_head")
     )
     return config.to_dict(), outside
 
