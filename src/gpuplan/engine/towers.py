@@ -153,13 +153,15 @@ def field_values(
     given as {path, prefix} is 1 when that string value starts with prefix, else 0; one given
     as {path, in} is 1 when the value is one of the list, else 0; one given as
     {path, reciprocal = true} is int(1 / value); one given as {path, count} is how many entries
-    of that list equal count (layer_types' "full_attention", say)."""
+    of that list equal count (layer_types' "full_attention", say); one given as
+    {path, values = true} is the list of that table's values."""
     out: dict[str, Any] = {}
     for field, spec in fields.items():
         prefix = spec.get("prefix") if isinstance(spec, Mapping) else None
         among = spec.get("in") if isinstance(spec, Mapping) else None
         inverse = isinstance(spec, Mapping) and spec.get("reciprocal")
         counted = spec.get("count") if isinstance(spec, Mapping) else None
+        values_of = isinstance(spec, Mapping) and spec.get("values")
         paths = _paths(spec)
         value: Any = None
         for path in paths:
@@ -172,6 +174,8 @@ def field_values(
         if among is not None:
             out[field] = int(value in among)
             continue
+        if values_of and isinstance(value, Mapping):  # a table's values (its keys dropped)
+            value = list(value.values())
         if counted is not None and isinstance(value, list | tuple):
             out[field] = sum(entry == counted for entry in value)
             continue
