@@ -139,7 +139,8 @@ def multimodal_params(
 ) -> tuple[int, tuple[str, ...]]:
     """Encoder + projector parameters of a multimodal config.json, and a note for each tower or
     projector it does not count exactly (0 and no note for a text-only config)."""
-    if any(isinstance(config.get(k), Mapping) for k in ("vision_config", "audio_config")):
+    wrapper_keys = ("vision_config", "audio_config", "text_config", *_OTHER_TOWERS)
+    if any(isinstance(config.get(k), Mapping) for k in wrapper_keys):
         counted = tower_count(config, name)  # a wrapper: the tower table first
         if counted is not None:
             note = (
