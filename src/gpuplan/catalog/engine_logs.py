@@ -23,6 +23,7 @@ from typing import Any
 
 from gpuplan.engine.frozen import field, record
 from gpuplan.errors import GpuplanError
+from gpuplan.safe_read import open_regular
 
 MAX_LOG_BYTES = 16 * 2**20
 MAX_LINE_CHARS = 20_000
@@ -476,8 +477,6 @@ def parse_log(text: str) -> LogFigures:
 
 def read_log(path: str | Path) -> LogFigures:
     """Read a log file (at most MAX_LOG_BYTES; encoding noise replaced) and parse it."""
-    from gpuplan.safe_read import open_regular
-
     p = Path(path)
     shown = clean_text(str(p), 200)
     if not os.path.lexists(p):

@@ -21,6 +21,8 @@ other than the adapters' own package data.
 
 from __future__ import annotations
 
+import importlib
+import json
 import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -341,7 +343,6 @@ def read_yaml_mapping(text: str) -> dict[str, Any]:
 
 def yaml_flag_tokens(text: str) -> list[str]:
     """A YAML mapping of flags as command-line words (utils/argparse_utils.py::load_config_file)."""
-    import json
 
     out: list[str] = []
     for key, value in read_yaml_mapping(text).items():
@@ -391,8 +392,6 @@ def get_adapter(name: str) -> EngineAdapter:
     """The adapter of engine `name`, or a one-line error naming the engines there are."""
     key = (name or "").lower()
     if key not in _ADAPTERS and key in _BUILTIN:
-        import importlib
-
         importlib.import_module(_BUILTIN[key])
     if key not in _ADAPTERS:
         raise GpuplanError(f"unknown engine {name!r}; choose one of {', '.join(engine_names())}")

@@ -64,7 +64,8 @@ class LlamaCppAdapter(EngineAdapter):
         )
 
     def bill(self, launch: EngineLaunch) -> EngineBill:
-        return llamacpp_bill(launch, options_from_args(launch.args), self.cache_types(launch.args))
+        options = options_from_args(launch.args, version=launch.version)
+        return llamacpp_bill(launch, options, self.cache_types(launch.args))
 
 
 ADAPTER = register(LlamaCppAdapter())
