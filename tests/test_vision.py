@@ -36,10 +36,10 @@ def test_text_only_config_has_no_tower_and_no_note() -> None:
 
 
 def test_unknown_vision_tower_counts_nothing_and_says_so() -> None:
-    cfg = _wrapper("gemma3n", vision_config={"model_type": "gemma3n_vision", "hidden_size": 2048})
-    arch = architecture_from_config(cfg, "full-gemma3n")
+    cfg = _wrapper("some_vlm", vision_config={"model_type": "mystery_vision", "hidden_size": 2048})
+    arch = architecture_from_config(cfg, "full-some-vlm")
     assert arch.vision_params == 0
-    assert any("gemma3n_vision" in n and "not counted" in n for n in arch.notes)
+    assert any("mystery_vision" in n and "not counted" in n for n in arch.notes)
 
 
 def test_audio_towers_are_named_not_ignored() -> None:
@@ -134,44 +134,3 @@ def test_tower_and_projector_match_transformers(model_type: str) -> None:
     assert arch.vision_params == expected, model_type
     assert not [n for n in arch.notes if "not counted" in n or "not modelled" in n]
     assert count_params(arch).by_kind["vision"] == expected
-
-
-# --------------------------------------------------------------------------------------
-# The tower table (catalog/data/towers.toml, engine/towers.py): every record against transformers
-# --------------------------------------------------------------------------------------
-
-from gpuplan.engine.towers import all_towers, tower_count  # noqa: E402
-
-_TOWER_WRAPPERS = sorted({w for t in all_towers().values() for w in t.wrappers})
-
-
-def _built_tower(model_type: str) -> tuple[dict[str, Any], int]:
-    """A wrapper's default config and the parameters transformers builds outside its language
-    model (tower, projector), on the meta device."""
-    config, model = _meta_wrapper(model_type)
-    outside = sum(
-        p.numel()
-        for n, p in model.named_parameters()
-        if "language_model" not in n and not n.startswith("lm_head")
-    )
-    return config.to_dict(), outside
-
-
-@pytest.mark.reference
-@pytest.mark.parametrize("model_type", _TOWER_WRAPPERS)
-def test_tower_records_are_exact_against_transformers(model_type: str) -> None:
-    config, expected = _built_tower(model_type)
-    counted = tower_count(config, model_type)
-    assert counted is not None and counted.params == expected, (model_type, counted)
-    assert counted.tokens > 0
-    if model_type == "glm4v_moe":  # its default 96 heads do not divide 4096: GLM-4.5V's head_dim
-        config["text_config"]["head_dim"] = 128
-    arch = architecture_from_config(config, model_type)
-    assert arch.vision_params == expected
-    assert not any("tower" in n and "not counted" in n for n in arch.notes)
-
-
-def test_tower_table_refuses_a_bad_field_in_one_line() -> None:
-    cfg = {"model_type": "glm4v", "vision_config": {"hidden_size": "wide"}}
-    with pytest.raises(GpuplanError, match="vision_config.hidden_size"):
-        tower_count(cfg, "glm")

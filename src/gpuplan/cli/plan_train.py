@@ -212,7 +212,7 @@ def _goal_arguments(options: dict[str, Any], goal: dict[str, Any]) -> dict[str, 
     goal (any other is refused), the ranking, the prices and the GPU cap."""
     extra = sorted(set(options) - set(GOAL_OPTIONS))
     if extra:
-        raise click.UsageError(f"--{extra[0].replace('_', '-')} does not apply with --tokens")
+        raise GpuplanError(f"--{extra[0].replace('_', '-')} does not apply with --tokens")
     kw = {k: v for k, v in options.items() if k in GOAL_OPTIONS}
     if goal["max_gpus"]:
         kw["max_gpus"] = goal["max_gpus"]

@@ -19,6 +19,7 @@ from functools import cache
 from typing import Any
 
 from gpuplan.datafiles import load_data  # parsed once, cached compiled (marshal)
+from gpuplan.engine.added_params import RULES as ADDED_RULES
 from gpuplan.engine.config_schema import FIELDS, ConfigView
 from gpuplan.engine.frozen import record
 from gpuplan.engine.schedules import MOE_LAYERS, SCHEDULES
@@ -81,6 +82,8 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "per_layer_embeddings": bool,
     "norm_placement": ("pre", "post", "sandwich"),
     "norm_fp32": bool,
+    "added": ("", *ADDED_RULES),  # engine/added_params.py: modules beyond the shared shapes
+    "head_dim_floor": bool,  # no head_dim and heads not dividing hidden: hidden // heads
 }
 
 # what a name in `layer_types` (or a schedule) can make a layer

@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from gpuplan.engine.added_params import AddedParams
 from gpuplan.engine.frozen import field, record
 from gpuplan.errors import GpuplanError
 
@@ -298,6 +299,8 @@ class Architecture:
     # encoder-decoders (engine/encoder_decoder.py): the encoder, the embeddings, every weight by
     # part; `layers` are the decoder's, each with self- and cross-attention
     encoder: EncoderSpec | None = None
+    # modules a family holds beyond these shapes (engine/added_params.py; params.py counts them)
+    added: AddedParams | None = None
 
     def layer_groups(self, layers: range | None = None) -> tuple[tuple[LayerSpec, int], ...]:
         """(layer kind, how many) over the given layers (all by default): layers of one kind

@@ -376,6 +376,8 @@ def layer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
         c.update(gemma_layer_extras(arch))
     if arch.hyper_streams:  # one mixing module around attention, one around the FFN
         c["router"] += 2 * hyper_block_params(arch.hyper_streams, arch.hidden_size)
+    if arch.added is not None:  # engine/added_params.py: sub-norms, adapters, cross-attention
+        c.update(dict(arch.added.layer))
     return c
 
 
@@ -390,6 +392,61 @@ def hyper_head_params(n: int, h: int) -> int:
     """The head's collapse of n streams into one (HYV4HyperHead): hc_fn (n x n·h), hc_base
     (n), hc_scale (1)."""
     return n * n * h + n + 1
+
+
+def _embedding_params(arch: Architecture) -> Counter[str]:
+    """The first stage's modules outside the layers: token (and learned position, token-type,
+    per-layer) embeddings, an embedding norm, Gemma 3n's AltUp and OPT's input projections."""
+    c: Counter[str] = Counter()
+    h = arch.hidden_size
+    e = arch.embedding_dim or h
+    c["embedding"] += (arch.vocab_size + arch.extra_vocab_rows) * e
+    c["positions"] += arch.learned_positions * h
+    if arch.embedding_norm:
+        c["norm"] += arch.norm_elements
+    if arch.token_types:  # BertEmbeddings.token_type_embeddings
+        c["embedding"] += arch.token_types * h
+    if arch.per_layer_input:  # Gemma 3n/4: embed_tokens_per_layer, per_layer_model_projection
+        width = arch.num_layers * arch.per_layer_input
+        c["embedding"] += arch.per_layer_vocab * width + width * h
+        c["norm"] += arch.per_layer_input
+    if arch.altup_inputs > 1:  # Gemma 3n: altup projections in
+        c["embedding"] += (arch.altup_inputs - 1) * h * h
+    if arch.embedding_dim:  # OPT-350m: project_in (e -> h)
+        c["embedding"] += e * h
+    if arch.drafter_width:  # Gemma4UnifiedAssistantForCausalLM: pre_projection (2B -> h)
+        c["embedding"] += 2 * arch.drafter_width * h
+    return c
+
+
+def _head_params(arch: Architecture) -> Counter[str]:
+    """The last stage's modules outside the layers: BERT's prediction-head transform and
+    pooler, Gemma 3n's unembed projections, OPT's project_out, the final norm, an untied LM
+    head and its bias."""
+    c: Counter[str] = Counter()
+    h = arch.hidden_size
+    e = arch.embedding_dim or h
+    for dense in (arch.head_transform, arch.pooler):  # BertPredictionHeadTransform (dense +
+        if dense:  # LayerNorm), BertPooler (dense): h x h with a bias, on the last stage
+            c["mlp"] += h * h
+            c["bias"] += h
+    if arch.head_transform:
+        c["norm"] += arch.norm_elements
+    if arch.altup_inputs > 1:  # Gemma 3n: altup unembed projections out
+        c["lm_head"] += (arch.altup_inputs - 1) * h * h
+    if arch.embedding_dim:  # OPT-350m: project_out (h -> e)
+        c["lm_head"] += h * e
+    if arch.drafter_width:  # Gemma4UnifiedAssistantForCausalLM: post_projection (h -> B)
+        c["lm_head"] += h * arch.drafter_width
+    if arch.final_norm:
+        c["norm"] += arch.norm_elements
+    if arch.hyper_streams:  # HYV4HyperHead
+        c["router"] += hyper_head_params(arch.hyper_streams, h)
+    if not arch.tie_word_embeddings:
+        c["lm_head"] += arch.vocab_size * e
+    if arch.lm_head_bias:
+        c["bias"] += arch.vocab_size
+    return c
 
 
 def _encoder_decoder_counts(arch: Architecture) -> ParamCounts:
@@ -461,7 +518,18 @@ def count_params(arch: Architecture) -> ParamCounts:
         for kind, count in c.items():
             by_kind[kind] += count * n
     per_layer = tuple(per_kind[spec][1] for spec in arch.layers)
-    embedding, head = _outer_params(arch, by_kind)
+    added = arch.added
+    first = (
+        _embedding_params(arch)
+        if added is None or added.embedding is None
+        else Counter(dict(added.embedding))
+    )
+    last = _head_params(arch) if added is None or added.head is None else Counter(dict(added.head))
+    if added is not None:
+        last.update(dict(added.once))
+    by_kind.update(first)
+    by_kind.update(last)
+    embedding, head = sum(first.values()), sum(last.values())
     by_kind["vision"] += arch.vision_params
     total = sum(by_kind.values())
     inactive = 0
@@ -478,65 +546,3 @@ def count_params(arch: Architecture) -> ParamCounts:
         embedding=embedding,
         lm_head=head,
     )
-
-
-def _outer_params(arch: Architecture, by_kind: Counter[str]) -> tuple[int, int]:
-    """The parameters outside the decoder layers, added to `by_kind`: (embedding side, head
-    side) — token (and position, token-type, per-layer) embeddings and their norms and
-    projections; the final norm, BERT's head transform and pooler, and the LM head."""
-    h = arch.hidden_size
-    e = arch.embedding_dim or h
-    rows = arch.vocab_size + arch.extra_vocab_rows
-    embedding = rows * e + arch.learned_positions * h
-    by_kind["embedding"] += rows * e
-    by_kind["positions"] += arch.learned_positions * h
-    if arch.embedding_norm:
-        by_kind["norm"] += arch.norm_elements
-        embedding += arch.norm_elements
-    if arch.token_types:  # BertEmbeddings.token_type_embeddings
-        by_kind["embedding"] += arch.token_types * h
-        embedding += arch.token_types * h
-    if arch.per_layer_input:  # Gemma 3n/4: embed_tokens_per_layer, per_layer_model_projection
-        width = arch.num_layers * arch.per_layer_input
-        by_kind["embedding"] += arch.per_layer_vocab * width + width * h
-        by_kind["norm"] += arch.per_layer_input
-        embedding += arch.per_layer_vocab * width + width * h + arch.per_layer_input
-    head = 0
-    for dense in (arch.head_transform, arch.pooler):  # BertPredictionHeadTransform (dense +
-        if dense:  # LayerNorm), BertPooler (dense): h x h with a bias, on the last stage
-            by_kind["mlp"] += h * h
-            by_kind["bias"] += h
-            head += h * h + h
-    if arch.head_transform:
-        by_kind["norm"] += arch.norm_elements
-        head += arch.norm_elements
-    if arch.altup_inputs > 1:  # Gemma 3n: altup projections in, unembed projections out
-        extra = (arch.altup_inputs - 1) * h * h
-        by_kind["embedding"] += extra
-        by_kind["lm_head"] += extra
-        embedding += extra
-        head += extra
-    if arch.embedding_dim:  # OPT-350m: project_in (e -> h) and project_out (h -> e)
-        by_kind["embedding"] += e * h
-        by_kind["lm_head"] += h * e
-        embedding += e * h
-        head += h * e
-    if arch.drafter_width:  # Gemma4UnifiedAssistantForCausalLM: pre_projection (2B -> h) in,
-        b = arch.drafter_width  # post_projection (h -> B) out
-        by_kind["embedding"] += 2 * b * h
-        by_kind["lm_head"] += h * b
-        embedding += 2 * b * h
-        head += h * b
-    if arch.final_norm:
-        by_kind["norm"] += arch.norm_elements
-        head += arch.norm_elements
-    if arch.hyper_streams:
-        by_kind["router"] += hyper_head_params(arch.hyper_streams, h)
-        head += hyper_head_params(arch.hyper_streams, h)
-    if not arch.tie_word_embeddings:
-        by_kind["lm_head"] += arch.vocab_size * e
-        head += arch.vocab_size * e
-    if arch.lm_head_bias:
-        by_kind["bias"] += arch.vocab_size
-        head += arch.vocab_size
-    return embedding, head

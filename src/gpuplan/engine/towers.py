@@ -9,7 +9,11 @@ cites. A record may also give the tokens one image (or one second of audio) adds
     count = tower_count(config, name)     # None when no record reads this wrapper
     count.params, count.parts, count.tokens
 
-Expressions use integers, + - * // ( ) **, min/max/len and the record's field names; booleans
+A record may mount shared tower kinds (the `[kinds.*]` tables: a CLIP or Whisper encoder written
+once, its fields relative to the sub-config it sits in) under `uses`, alias -> "kind@path"; their
+parts are counted as "alias.part" beside the record's own (its projector, say).
+
+Expressions use integers, + - * // ( ) **, min/max/len/entries and the record's field names; booleans
 count as 0 / 1. Nothing is evaluated but that arithmetic (an `ast` walk, no `eval`).
 """
 
@@ -22,6 +26,7 @@ from functools import cache
 from typing import Any
 
 from gpuplan.datafiles import load_data
+from gpuplan.engine.frozen import field as record_field
 from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
 
@@ -34,6 +39,8 @@ _RECORD_KEYS = {
     "params",
     "tokens",
     "token_unit",
+    "uses",
+    "not_counted",
 }
 _BINARY = {
     ast.Add: operator.add,
@@ -42,7 +49,13 @@ _BINARY = {
     ast.FloorDiv: operator.floordiv,
     ast.Pow: operator.pow,
 }
-_CALLS: dict[str, Callable[..., Any]] = {"min": min, "max": max, "len": len}
+_CALLS: dict[str, Callable[..., Any]] = {
+    "min": min,
+    "max": max,
+    "len": len,
+    # a field that is one number or a list of them (vision_feature_layer): how many it names
+    "entries": lambda value: len(value) if isinstance(value, list) else 1,
+}
 
 
 class TowerTableError(Exception):
@@ -62,6 +75,9 @@ class Tower:
     params: Mapping[str, str]
     tokens: str = ""
     token_unit: str = "image"
+    # alias -> (kind, sub-config path, the wrapper's own defaults for that kind's fields)
+    uses: Mapping[str, tuple[str, str, Mapping[str, Any]]] = record_field(default_factory=dict)
+    not_counted: tuple[str, ...] = ()  # sub-configs whose towers the record does not count
 
 
 @record
@@ -74,6 +90,7 @@ class TowerCount:
     tokens: int
     token_unit: str
     source: str
+    not_counted: tuple[str, ...] = ()  # sub-configs present whose towers are not counted
 
     @property
     def params(self) -> int:
@@ -86,17 +103,43 @@ def tower_count(config: Mapping[str, Any], name: str = "model") -> TowerCount | 
     tower = _by_wrapper().get(str(config.get("model_type") or ""))
     if tower is None:
         return None
+    parts = _mounted(tower, config, name)
     values = _values(tower, config, name)
-    parts = {part: _evaluate(expr, values, tower, name) for part, expr in tower.params.items()}
+    parts |= {part: _evaluate(expr, values, tower, name) for part, expr in tower.params.items()}
     bad = [part for part, n in parts.items() if n < 0]
     if bad:
         raise GpuplanError(f"{name}: the {tower.name} tower's {bad[0]} comes out negative")
     tokens = _evaluate(tower.tokens, values, tower, name) if tower.tokens else 0
-    return TowerCount(tower.name, tower.kind, parts, tokens, tower.token_unit, tower.source)
+    missing = tuple(key for key in tower.not_counted if isinstance(config.get(key), Mapping))
+    return TowerCount(
+        tower.name, tower.kind, parts, tokens, tower.token_unit, tower.source, missing
+    )
 
 
 def _values(tower: Tower, config: Mapping[str, Any], name: str) -> dict[str, Any]:
     return field_values(tower.fields, tower.defaults, config, name, f"the {tower.name} tower")
+
+
+def _mounted(tower: Tower, config: Mapping[str, Any], name: str) -> dict[str, int]:
+    """The parts of each shared kind the record mounts, its fields read under the mount path."""
+    parts: dict[str, int] = {}
+    for alias, (kind_name, at, defaults) in tower.uses.items():
+        kind = _kinds()[kind_name]
+        fields = {f: _under(spec, at) for f, spec in kind.fields.items()}
+        reader = f"the {tower.name} tower's {kind_name} {alias}"
+        values = field_values(fields, {**kind.defaults, **defaults}, config, name, reader)
+        for part, expr in kind.params.items():
+            parts[f"{alias}.{part}"] = _evaluate(expr, values, kind, name)
+    return parts
+
+
+def _under(spec: Any, at: str) -> Any:
+    """A kind's field spec with each config path moved under the mount path `at`."""
+    if isinstance(spec, Mapping):
+        return {**spec, "path": _under(spec["path"], at)}
+    if isinstance(spec, list | tuple):
+        return [_under(path, at) for path in spec]
+    return f"{at}.{spec}" if at else spec
 
 
 def field_values(
@@ -108,11 +151,17 @@ def field_values(
 ) -> dict[str, Any]:
     """Each field's value: the first of its config paths present, else its default. A field
     given as {path, prefix} is 1 when that string value starts with prefix, else 0; one given
-    as {path, in} is 1 when the value is one of the list, else 0."""
+    as {path, in} is 1 when the value is one of the list, else 0; one given as
+    {path, reciprocal = true} is int(1 / value); one given as {path, count} is how many entries
+    of that list equal count (layer_types' "full_attention", say); one given as
+    {path, values = true} is the list of that table's values."""
     out: dict[str, Any] = {}
     for field, spec in fields.items():
         prefix = spec.get("prefix") if isinstance(spec, Mapping) else None
         among = spec.get("in") if isinstance(spec, Mapping) else None
+        inverse = isinstance(spec, Mapping) and spec.get("reciprocal")
+        counted = spec.get("count") if isinstance(spec, Mapping) else None
+        values_of = isinstance(spec, Mapping) and spec.get("values")
         paths = _paths(spec)
         value: Any = None
         for path in paths:
@@ -125,6 +174,11 @@ def field_values(
         if among is not None:
             out[field] = int(value in among)
             continue
+        if values_of and isinstance(value, Mapping):  # a table's values (its keys dropped)
+            value = list(value.values())
+        if counted is not None and isinstance(value, list | tuple):
+            out[field] = sum(entry == counted for entry in value)
+            continue
         if value is None:
             if field not in defaults:
                 raise GpuplanError(
@@ -132,7 +186,9 @@ def field_values(
                     " cannot size this model"
                 )
             value = defaults[field]
-        out[field] = _checked(value, paths[0], name)
+        out[field] = (
+            _reciprocal(value, paths[0], name) if inverse else _checked(value, paths[0], name)
+        )
     return out
 
 
@@ -152,10 +208,12 @@ def _lookup(config: Mapping[str, Any], path: str) -> Any:
 
 
 def _checked(value: Any, key: str, name: str) -> Any:
-    """An integer (booleans as 0/1) or a list of them, bounded; anything else fails naming it."""
+    """An integer (booleans as 0/1) or a list of them, bounded; anything else fails naming it.
+    (Negative integers pass: layer indices such as vision_feature_layers; a part that comes
+    out negative is refused by tower_count.)"""
     if isinstance(value, bool):
         return int(value)
-    if isinstance(value, int) and 0 <= value < 1 << 40:
+    if isinstance(value, int) and -(1 << 40) < value < 1 << 40:
         return value
     if isinstance(value, float) and value.is_integer() and 0 <= value < 1 << 40:
         return int(value)
@@ -165,6 +223,14 @@ def _checked(value: Any, key: str, name: str) -> Any:
         f"{name}: config field {key!r} must be a whole number (or a list of them), got"
         f" {str(value)[:40]!r}"
     )
+
+
+def _reciprocal(value: Any, key: str, name: str) -> int:
+    """1 / value as a whole number (InternVL's downsample_ratio 0.5 -> 2), as transformers'
+    int(1 / ratio) takes it; anything but a positive number fails naming the field."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1:
+        return int(1 / value)
+    raise GpuplanError(f"{name}: config field {key!r} must be a number in (0, 1], got {value!r}")
 
 
 def _evaluate(expr: str, values: Mapping[str, Any], tower: Tower, name: str) -> int:
@@ -219,25 +285,46 @@ def _walk(node: ast.expr, values: Mapping[str, Any]) -> Any:
 @cache
 def _table() -> dict[str, Tower]:
     raw = load_data("towers.toml")
-    out: dict[str, Tower] = {}
-    for tower_name, rec in raw.items():
-        unknown = set(rec) - _RECORD_KEYS
-        if unknown or not rec.get("source") or not rec.get("params"):
-            raise TowerTableError(
-                f"towers.toml [{tower_name}]: unknown {sorted(unknown)} or no source/params"
-            )
-        out[tower_name] = Tower(
-            name=tower_name,
-            wrappers=tuple(rec.get("wrappers", (tower_name,))),
-            source=rec["source"],
-            kind=rec.get("kind", "vision"),
-            fields=dict(rec["fields"]),
-            defaults=dict(rec.get("defaults", {})),
-            params=dict(rec["params"]),
-            tokens=rec.get("tokens", ""),
-            token_unit=rec.get("token_unit", "image"),
-        )
+    out = {name: _parsed_record(name, rec) for name, rec in raw.items() if name != "kinds"}
+    for tower in out.values():
+        missing = [use[0] for use in tower.uses.values() if use[0] not in _kinds()]
+        if missing:
+            raise TowerTableError(f"towers.toml [{tower.name}]: no kind {missing[0]!r}")
     return out
+
+
+@cache
+def _kinds() -> dict[str, Tower]:
+    raw = load_data("towers.toml").get("kinds", {})
+    return {name: _parsed_record(name, rec, ()) for name, rec in raw.items()}
+
+
+def _parsed_record(
+    tower_name: str, rec: Mapping[str, Any], wrappers: tuple[str, ...] | None = None
+) -> Tower:
+    unknown = set(rec) - _RECORD_KEYS
+    if unknown or not rec.get("source") or not (rec.get("params") or rec.get("uses")):
+        raise TowerTableError(
+            f"towers.toml [{tower_name}]: unknown {sorted(unknown)} or no source/params"
+        )
+    uses = {}
+    for alias, mount in rec.get("uses", {}).items():  # "kind@path" or {mount, defaults}
+        table = mount if isinstance(mount, Mapping) else {"mount": mount}
+        kind, _, at = str(table["mount"]).partition("@")
+        uses[alias] = (kind.strip(), at.strip(), dict(table.get("defaults", {})))
+    return Tower(
+        name=tower_name,
+        wrappers=tuple(rec.get("wrappers", (tower_name,))) if wrappers is None else wrappers,
+        source=rec["source"],
+        kind=rec.get("kind", "vision"),
+        fields=dict(rec.get("fields", {})),
+        defaults=dict(rec.get("defaults", {})),
+        params=dict(rec.get("params", {})),
+        tokens=rec.get("tokens", ""),
+        token_unit=rec.get("token_unit", "image"),
+        uses=uses,
+        not_counted=tuple(rec.get("not_counted", ())),
+    )
 
 
 @cache
@@ -254,3 +341,8 @@ def _by_wrapper() -> dict[str, Tower]:
 def all_towers() -> dict[str, Tower]:
     """Every record by name (tests check each parses and names only its own fields)."""
     return dict(_table())
+
+
+def all_kinds() -> dict[str, Tower]:
+    """Every shared tower kind by name (records mount them under `uses`)."""
+    return dict(_kinds())

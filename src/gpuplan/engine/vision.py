@@ -139,14 +139,22 @@ def multimodal_params(
 ) -> tuple[int, tuple[str, ...]]:
     """Encoder + projector parameters of a multimodal config.json, and a note for each tower or
     projector it does not count exactly (0 and no note for a text-only config)."""
-    if any(isinstance(config.get(k), Mapping) for k in ("vision_config", "audio_config")):
-        counted = tower_count(config, name)
+    wrapper_keys = ("vision_config", "audio_config", "text_config", *_OTHER_TOWERS)
+    if any(isinstance(config.get(k), Mapping) for k in wrapper_keys):
+        counted = tower_count(config, name)  # a wrapper: the tower table first
         if counted is not None:
             note = (
                 f"{counted.tower} {counted.kind} tower: one {counted.token_unit} adds"
                 f" {counted.tokens:,} tokens to a request"
+                if counted.tokens
+                else f"{counted.tower} {counted.kind} tower counted; tokens per {counted.token_unit}"
             )
-            return counted.params, (note,)
+            missing = tuple(
+                f"{key} tower ({_kind(config[key])}) not counted: its weights are missing from"
+                " this bill"
+                for key in counted.not_counted
+            )
+            return counted.params, (note, *missing)
     others = [k for k in _OTHER_TOWERS if isinstance(config.get(k), Mapping)]
     if isinstance(config.get("text_config"), Mapping):  # a wrapper: any other sub-model too
         others += [

@@ -91,6 +91,9 @@ _MECHANISM_KEYS = (
     "qk_layernorm",  # Persimmon's per-head LayerNorms
     "use_post_norm",  # extra post-norms (HyperCLOVA X)
     "type_vocab_size",  # BERT-style encoders (token types, learned positions, biases)
+    "attention_hidden_size",  # RWKV's time mixing (a recurrent state per layer, no KV cache)
+    "mem_len",  # XLNet's two-stream relative attention over a memory of past hidden states
+    "qk_dim_factor",  # xLSTM's mLSTM blocks (a matrix memory per head)
 )
 # activations that come with an MLP of no gate as often as with one: an unknown family's choice
 # cannot be told from its config
@@ -129,10 +132,27 @@ def architecture_from_config(config: Mapping[str, Any], name: str = "model") -> 
     family.refuse_unmodelled(raw, name)
     view, traits = family.resolve(raw, name)
     arch = Reader(view, traits, family, model_type, notes).build()
+    arch = _said(arch, view, traits)
     vision, tower_notes = multimodal_params(config, name)
     if vision or tower_notes:
         arch = replace(arch, vision_params=vision, notes=arch.notes + tower_notes)
     return arch
+
+
+def _said(arch: Architecture, view: ConfigView, traits: Mapping[str, Any]) -> Architecture:
+    """Notes for what a family's reading assumes or leaves out of the bill: a head_dim floored
+    as transformers floors it (Glm4MoeAttention: getattr(config, "head_dim", hidden // heads)),
+    and an added rule's note (engine/added_params.py)."""
+    said: list[str] = []
+    heads, hidden = arch.attention.num_heads, arch.hidden_size
+    if traits["head_dim_floor"] and not view.present("head_dim") and hidden % heads:
+        said.append(
+            f"no head_dim and {heads} heads do not divide hidden_size {hidden}: head_dim read"
+            f" as {hidden // heads} (hidden_size // heads, as transformers builds it)"
+        )
+    if arch.added is not None and arch.added.note:
+        said.append(arch.added.note)
+    return replace(arch, notes=(*arch.notes, *said)) if said else arch
 
 
 def _encoder_decoder(raw: Mapping[str, Any], name: str, model_type: str) -> Architecture:

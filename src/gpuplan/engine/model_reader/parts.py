@@ -62,7 +62,7 @@ def attention(v: ConfigView, t: Traits, hidden: int) -> AttentionSpec | None:
             "num_key_value_heads",
             f"({kv_heads}) must divide num_attention_heads ({heads})",
         )
-    if not v.present("head_dim") and hidden % heads:
+    if not v.present("head_dim") and hidden % heads and not t["head_dim_floor"]:
         raise v.fail(
             "num_attention_heads",
             f"({heads}) does not divide hidden_size ({hidden}) and there is no head_dim",

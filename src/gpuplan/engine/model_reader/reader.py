@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuplan.engine.added_params import added_params
 from gpuplan.engine.config_schema import ConfigView
 from gpuplan.engine.families import Family
 from gpuplan.engine.model_reader import parts, variation
@@ -178,6 +179,7 @@ class Reader:
             hyper_streams=v.require("hc_mult") if t["hyper_connections"] else 0,
             attn_softcap=v.get("attn_logit_softcapping") or 0.0,
             final_softcap=v.get("final_logit_softcapping") or 0.0,
+            added=added_params(t["added"], v, hidden),
             **extras,
         )
 

@@ -1,0 +1,162 @@
+"""The tower table (catalog/data/towers.toml, engine/towers.py): every record against transformers.
+
+Each record's wrappers are built from their default configuration on the meta device, and every
+parameter outside the language model (towers, projectors, multimodal embedders) is summed; the
+record must count exactly that. Gemma 3n's wrapper needs timm for its MobileNetV5 vision tower,
+so its audio encoder and embedders are built alone (the vision tower is named in the notes).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+
+from gpuplan.engine.architecture import architecture_from_config
+from gpuplan.engine.towers import all_kinds, all_towers, tower_count
+from gpuplan.engine.vision import multimodal_params
+from gpuplan.errors import GpuplanError
+
+_TOWERS = all_towers()
+_WRAPPERS = sorted({w for t in _TOWERS.values() for w in t.wrappers})
+_BY_WRAPPER = {w: t for t in _TOWERS.values() for w in t.wrappers}
+# built from their sub-modules: the whole wrapper needs an extra (timm) transformers lacks here
+_PARTS_ONLY = {"gemma3n"}
+
+
+def _meta_model(config: Any) -> Any:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    for builder in (
+        transformers.AutoModelForImageTextToText,
+        transformers.AutoModelForSpeechSeq2Seq,
+        transformers.AutoModelForSeq2SeqLM,
+    ):
+        try:
+            with torch.device("meta"):
+                return builder.from_config(config)
+        except ValueError:
+            continue
+    raise AssertionError(f"transformers builds no wrapper for {config.model_type}")
+
+
+def _gemma3n_parts(config: Any) -> int:
+    """Gemma3nModel's audio tower and its two multimodal embedders, built alone."""
+    torch = pytest.importorskip("torch")
+    g = pytest.importorskip("transformers.models.gemma3n.modeling_gemma3n")
+    with torch.device("meta"):
+        modules = [
+            g.Gemma3nAudioEncoder(config.audio_config),
+            g.Gemma3nMultimodalEmbedder(config.vision_config, config.text_config),
+            g.Gemma3nMultimodalEmbedder(config.audio_config, config.text_config),
+        ]
+    return sum(p.numel() for m in modules for p in m.parameters())
+
+
+def _reference(model_type: str) -> tuple[dict[str, Any], int]:
+    """A wrapper's default config and the parameters transformers builds outside its language
+    model (towers, projectors, embedders) on the meta device."""
+    transformers = pytest.importorskip("transformers")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = transformers.AutoConfig.for_model(model_type)
+        if model_type in _PARTS_ONLY:
+            return config.to_dict(), _gemma3n_parts(config)
+        model = _meta_model(config)
+    text = _TEXT_MODULES.get(model_type, ("lm_head",))
+    outside = sum(
+        p.numel()
+        for n, p in model.named_parameters()
+        if "language_model" not in n and "text_model" not in n and not n.startswith(text)
+    )
+    return config.to_dict(), outside
+
+
+# wrappers whose language model is not a `language_model` module: the text modules' prefixes
+_TEXT_MODULES = {"git": ("git.embeddings.", "git.encoder.", "output.")}
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("model_type", _WRAPPERS)
+def test_tower_records_are_exact_against_transformers(model_type: str) -> None:
+    config, expected = _reference(model_type)
+    counted = tower_count(config, model_type)
+    assert counted is not None and counted.params == expected, (model_type, counted)
+    assert counted.tokens > 0 or not _BY_WRAPPER[model_type].tokens
+    if model_type == "glm4v_moe":  # its default 96 heads do not divide 4096: GLM-4.5V's head_dim
+        config["text_config"]["head_dim"] = 128
+    try:
+        arch = architecture_from_config(config, model_type)
+    except GpuplanError as err:  # the text model's refusal (its family), never the tower's
+        assert "tower" not in str(err) and "vision_config" not in str(err), err
+        return
+    assert arch.vision_params == expected
+    notes = [n for n in arch.notes if "tower" in n and "not counted" in n]
+    assert [n.split(" tower")[0] for n in notes] == list(counted.not_counted)
+
+
+def test_every_record_names_a_source_and_mounts_known_kinds() -> None:
+    kinds = all_kinds()
+    assert {"clip_vision", "siglip_vision", "whisper_encoder"} <= set(kinds)
+    for tower in _TOWERS.values():
+        assert tower.source and (tower.params or tower.uses)
+        assert all(kind in kinds for kind, _, _ in tower.uses.values())
+
+
+def test_mounted_kind_reads_its_fields_under_the_mount() -> None:
+    """Video-LLaVA mounts one CLIP kind twice (image and video towers) on vision_config: the
+    tower count doubles, and the projector is counted once (a CLIP ViT from first principles:
+    patch conv c·p²·h, class token h, (n+1)·h positions, 4h of pre/post LayerNorms, per layer
+    4h²+4h attention, 2hi+i+h MLP, two LayerNorms 4h)."""
+    h, i, p, s, t, layers = 32, 64, 4, 16, 48, 2
+    cfg = {
+        "model_type": "video_llava",
+        "vision_config": {
+            "hidden_size": h,
+            "intermediate_size": i,
+            "num_hidden_layers": layers,
+            "patch_size": p,
+            "image_size": s,
+            "num_channels": 3,
+        },
+        "vision_feature_layer": [-2, -3],
+        "text_config": {"hidden_size": t},
+    }
+    clip = 3 * p * p * h + h + ((s // p) ** 2 + 1) * h + 4 * h
+    clip += layers * (4 * h * h + 4 * h + 2 * h * i + i + h + 4 * h)
+    projector = 2 * h * t + t + t * t + t
+    counted = tower_count(cfg, "tiny")
+    assert counted is not None
+    assert counted.params == 2 * clip + projector
+    assert set(counted.parts) >= {"image.layers", "video.layers", "projector"}
+
+
+def test_reciprocal_field_refuses_a_bad_ratio_in_one_line() -> None:
+    cfg = {"model_type": "internvl", "downsample_ratio": 0, "text_config": {}}
+    with pytest.raises(GpuplanError, match="downsample_ratio"):
+        tower_count(cfg, "internvl")
+
+
+def test_bad_field_inside_a_mounted_kind_names_its_path() -> None:
+    cfg = {"model_type": "vipllava", "vision_config": {"hidden_size": "wide"}}
+    with pytest.raises(GpuplanError, match="vision_config.hidden_size"):
+        tower_count(cfg, "vipllava")
+
+
+def test_tower_not_counted_by_its_record_is_named_in_the_notes() -> None:
+    cfg = {
+        "model_type": "gemma3n",
+        "vision_config": {"model_type": "gemma3n_vision", "architecture": "mobilenetv5_300m_enc"},
+        "audio_config": {"model_type": "gemma3n_audio"},
+        "text_config": {"hidden_size": 2048},
+    }
+    params, notes = multimodal_params(cfg, "gemma3n")
+    assert params > 0
+    assert any(n.startswith("vision_config tower (gemma3n_vision) not counted") for n in notes)
+
+
+def test_tower_table_refuses_a_bad_field_in_one_line() -> None:
+    cfg = {"model_type": "glm4v", "vision_config": {"hidden_size": "wide"}}
+    with pytest.raises(GpuplanError, match="vision_config.hidden_size"):
+        tower_count(cfg, "glm")
