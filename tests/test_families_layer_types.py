@@ -17,6 +17,7 @@ transformers = pytest.importorskip("transformers")
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
 from gpuplan.catalog import get_precision  # noqa: E402
+from gpuplan.engine.activations import ActivationSpec, stage_bytes  # noqa: E402
 from gpuplan.engine.architecture import architecture_from_config  # noqa: E402
 from gpuplan.engine.kv_cache import kv_cache_bytes_per_sequence  # noqa: E402
 from gpuplan.engine.params import count_params  # noqa: E402
@@ -37,7 +38,25 @@ TYPES = {
     "bailing_hybrid": "KDA with full-rank forget and output gates beside MLA with a head gate",
     "dots3_note_text": "MLA of other shapes on sliding layers (per_layer_config), an indexer elsewhere",
     "axk2": "MLA whose q_gate_proj emits q and an output gate; norms with a low-rank gate",
+    "longcat_flash": "two MLA sublayers and MLPs per block, a shortcut MoE with zero experts",
+    "hy_v4": "MLA with sinks and a per-channel gate, GLM-5's shared indexers, hyper-connections",
 }
+
+# LongcatFlashExperts allocates gate_up_proj for routed + zero experts, down_proj for the routed
+# ones only; checkpoints store the routed experts, so the phantom rows are taken off the reference
+_PHANTOM_ROWS = ("longcat_flash",)
+
+
+def _phantom_and_expert(model: object) -> tuple[int, int]:
+    """(parameters in gate_up_proj rows beyond down_proj's experts, one routed expert's size),
+    summed over layers / read from layer 0, from the modules' own shapes."""
+    phantom, expert = 0, 0
+    for layer in model.model.layers:  # type: ignore[attr-defined]
+        gate_up, down = layer.mlp.experts.gate_up_proj, layer.mlp.experts.down_proj
+        per_row = gate_up.numel() // gate_up.shape[0]
+        phantom += per_row * (gate_up.shape[0] - down.shape[0])
+        expert = per_row + down.numel() // down.shape[0]
+    return phantom, expert
 
 
 def _default(model_type: str) -> tuple[dict, object]:
@@ -55,7 +74,14 @@ def test_default_configs_are_exact(model_type: str) -> None:
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config)
     counts = count_params(architecture_from_config(raw, model_type))
-    assert counts.total == sum(p.numel() for p in model.parameters()), model_type
+    total = sum(p.numel() for p in model.parameters())
+    if model_type in _PHANTOM_ROWS:
+        phantom, expert = _phantom_and_expert(model)
+        idle = expert * (model.config.n_routed_experts - model.config.moe_topk)
+        assert counts.total == total - phantom, model_type
+        assert counts.active == total - phantom - idle * model.config.num_layers, model_type
+        return
+    assert counts.total == total, model_type
     assert counts.active == _reference_active(model, model.config), model_type
 
 
@@ -68,7 +94,9 @@ def test_caches_match_a_forward_pass(model_type: str) -> None:
     raw, _ = _default(model_type)
     # what the config class derives from the full widths and depth, the tiny copy derives again
     # (Gemma4UnifiedTextConfig's per_layer_config, ZambaConfig's attention widths and dt rank)
+    # (LongcatFlashConfig's qk_head_dim)
     derived = ("per_layer_config", "attention_head_dim", "attention_hidden_size", "mamba_dt_rank")
+    derived += ("qk_head_dim",)
     cfg = _tiny({k: v for k, v in raw.items() if v is not None and k not in derived})
     if "num_expert_group" in cfg:  # BailingHybridConfig's group routing: one group of experts
         cfg["num_expert_group"] = cfg["topk_group"] = 1
@@ -82,6 +110,8 @@ def test_caches_match_a_forward_pass(model_type: str) -> None:
             for i, kind in enumerate(cfg["layer_types"])
             if kind == "sliding_attention"
         }
+    if model_type == "longcat_flash":  # two blocks of two sublayers; zero experts beside routed
+        cfg.update(num_layers=2, n_routed_experts=4, zero_expert_num=2, moe_topk=2)
     if model_type == "zamba":  # transformers ties the shared block only with two hybrid layers
         cfg["layers_block_type"] = ["mamba", "mamba", "hybrid", "mamba", "hybrid"]
         cfg["num_hidden_layers"] = 5
@@ -91,6 +121,17 @@ def test_caches_match_a_forward_pass(model_type: str) -> None:
     expected = kv_cache_bytes_per_sequence(arch, fp32, TOKENS, "engine") + _indexer_dtype(arch)
     assert kv == expected, model_type
     assert state == state_bytes_per_sequence(arch, fp32, layout="transformers"), model_type
+
+
+def test_hyper_connections_serve_but_training_refuses_naming_hc_mult() -> None:
+    """HYV4Model widens the residual stream to hc_mult copies: its parameters are counted
+    (test_default_configs_are_exact), its training activations are refused in one line."""
+    raw, _ = _default("hy_v4")
+    arch = architecture_from_config(raw, "hy_v4")
+    assert any("hyper-connections" in note for note in arch.notes)
+    spec = ActivationSpec(micro_batch=1, seq=16)
+    with pytest.raises(GpuplanError, match="hc_mult"):
+        stage_bytes(arch, spec, range(arch.num_layers), True, True)
 
 
 def test_axk1_derives_its_expert_layers_without_the_list() -> None:
@@ -130,6 +171,9 @@ def test_layers_derived_without_the_lists(model_type: str, lists: tuple[str, ...
         ("gemma4_unified_assistant", {"use_ordered_embeddings": True}, "use_ordered_embeddings"),
         ("minimax_m3_vl_text", {"layer_types": "minimax_m3_sparse"}, "minimax_m3_sparse"),
         ("beam", {"layer_types": None}, "layer_types"),
+        ("longcat_flash", {"router_bias": True}, "router_bias"),
+        ("longcat_flash", {"attention_bias": True}, "attention_bias"),
+        ("hy_v4", {"attention_bias": True}, "attention_bias"),
     ],
 )
 def test_unmodelled_variants_are_refused_naming_the_key(
@@ -139,7 +183,7 @@ def test_unmodelled_variants_are_refused_naming_the_key(
     for key, value in change.items():
         if value is None:
             raw.pop(key)
-        elif isinstance(raw[key], list):
+        elif isinstance(raw.get(key), list):
             raw[key] = [value] * len(raw[key])
         else:
             raw[key] = value

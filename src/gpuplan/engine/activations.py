@@ -604,6 +604,11 @@ def stage_bytes(
 ) -> int:
     """Saved bytes of one micro-batch on one pipeline stage: its layers plus the edge tensors
     (the loss's own saved tensors excluded)."""
+    if arch.hyper_streams:  # HYV4Model carries hc_mult copies of the residual stream
+        raise GpuplanError(
+            f"{arch.name}: training activations of hyper-connections (hc_mult ="
+            f" {arch.hyper_streams} residual streams) are not modelled"
+        )
     mode, k = parse_recompute(spec.recompute)
     if mode == "uniform":  # one saved input per group of k layers
         groups = -(-len(layers) // k)

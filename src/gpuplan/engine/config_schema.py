@@ -127,6 +127,8 @@ FIELDS: dict[str, Rule] = {
     "experts_per_token": Rule("int", 1, MAX_EXPERTS),
     "moe_intermediate_size": _WIDTH,
     "num_shared_experts": _EXPERTS0,
+    "zero_experts": _EXPERTS0,  # LongCat-Flash's zero-computation (identity) experts
+    "decoder_blocks": Rule("int", 1, MAX_LAYERS),  # LongCat-Flash: blocks of two sublayers
     "shared_expert_intermediate_size": _WIDTH0,
     "first_k_dense_replace": _LAYER0,
     "moe_layer_freq": _SMALL,
@@ -152,6 +154,7 @@ FIELDS: dict[str, Rule] = {
     "adapter_rank": Rule("int", 0, MAX_WIDTH),
     "backbone_hidden_size": _WIDTH0,
     "gated_norm_rank": _WIDTH,  # AXK2GatedRMSNorm's fc1 / fc2 rank  # a drafter's target model width (Gemma 4 assistant)
+    "hc_mult": Rule("int", 1, 64),  # hyper-connections: residual streams (HY V4)
     "use_shared_attention_adapter": _BOOL,
     "use_shared_block_lora": _BOOL,
     "mamba_d_conv": _SMALL,

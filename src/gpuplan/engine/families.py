@@ -65,6 +65,7 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "k_rope_norm": bool,
     "q_gate_fused": bool,
     "gated_norms": bool,
+    "hyper_connections": bool,
     "attention_experts": bool,
     "shared_blocks": bool,
     "token_types": int,

@@ -109,6 +109,7 @@ class MoESpec:
     latent_size: int = 0  # experts work in a latent width with projections in and out (Nemotron 3)
     output_bias: bool = False  # one bias on the block's output (JetMoeMoE.bias)
     output_norm: bool = False  # an RMSNorm on the block's output (AXK1MoE.post_mlp_layernorm)
+    zero_experts: int = 0  # identity experts the router also scores (LongCat-Flash); no weights
 
 
 @record
@@ -292,6 +293,9 @@ class Architecture:
     # an assistant (drafter) model's target width: pre_projection 2B x h in, post_projection
     # h x B out (Gemma4UnifiedAssistantForCausalLM), 0 for a model of its own
     drafter_width: int = 0
+    # hyper-connections (Zhu et al. 2025): n residual streams; each block's pre/post mixing
+    # (HYV4HyperConnection) and the head's (HYV4HyperHead) parameters; 0 for one plain stream
+    hyper_streams: int = 0
     # encoder-decoders (engine/encoder_decoder.py): the encoder, the embeddings, every weight by
     # part; `layers` are the decoder's, each with self- and cross-attention
     encoder: EncoderSpec | None = None

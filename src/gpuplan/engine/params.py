@@ -83,6 +83,10 @@ def attention_params(
             c["attention"] += h * a.num_heads
         if a.k_rope_norm:  # Dots3NoteTextAttention.k_rope_only_layernorm
             c["norm"] += a.qk_rope_head_dim
+        if a.output_gate:  # HYV4Attention.gate_proj: a sigmoid gate per output channel
+            c["attention"] += h * a.num_heads * a.v_head_dim
+        if a.sinks:
+            c["sinks"] += a.num_heads
         return c
     if a.attention_experts:
         return _attention_experts_params(h, a)
@@ -296,13 +300,15 @@ def moe_params(arch: Architecture) -> Counter[str]:
     Mixtral (Jiang et al. 2024, §2.1), DeepSeekMoE (Dai et al. 2024, shared + routed experts),
     Qwen-MoE, gpt-oss, Nemotron-H; mirrors the expert and router modules of those models in
     transformers. ERNIE 4.5 keeps a learned per-expert score bias; Nemotron 3 runs its experts in
-    a latent width with projections in and out.
+    a latent width with projections in and out; LongCat-Flash's router also scores its
+    weightless zero-computation experts (LongcatFlashTopkRouter.classifier).
     """
     c: Counter[str] = Counter()
     if arch.moe is None:
         return c
     m, h = arch.moe, arch.hidden_size
-    c["router"] += h * m.num_experts + (m.num_experts if m.router_bias else 0)
+    scored = m.num_experts + m.zero_experts  # LongcatFlashTopkRouter scores the zero experts too
+    c["router"] += h * scored + (scored if m.router_bias else 0)
     if m.router_score_bias:
         c["router"] += m.num_experts
     d, i = m.latent_size or h, m.expert_intermediate_size
@@ -368,9 +374,24 @@ def layer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
         c["norm"] += gated * 2 * arch.hidden_size * arch.gated_norm_rank
     if arch.per_layer_input or arch.altup_inputs or arch.laurel_rank:
         c.update(gemma_layer_extras(arch))
+    if arch.hyper_streams:  # one mixing module around attention, one around the FFN
+        c["router"] += 2 * hyper_block_params(arch.hyper_streams, arch.hidden_size)
     if arch.added is not None:  # engine/added_params.py: sub-norms, adapters, cross-attention
         c.update(dict(arch.added.layer))
     return c
+
+
+def hyper_block_params(n: int, h: int) -> int:
+    """One block's hyper-connection mixing (Zhu et al. 2025, "Hyper-Connections", dynamic
+    pre/post weights from the n x h streams; HYV4HyperConnection): fn (2n x n·h), base (2n),
+    scale (2)."""
+    return 2 * n * n * h + 2 * n + 2
+
+
+def hyper_head_params(n: int, h: int) -> int:
+    """The head's collapse of n streams into one (HYV4HyperHead): hc_fn (n x n·h), hc_base
+    (n), hc_scale (1)."""
+    return n * n * h + n + 1
 
 
 def _embedding_params(arch: Architecture) -> Counter[str]:
@@ -419,6 +440,8 @@ def _head_params(arch: Architecture) -> Counter[str]:
         c["lm_head"] += h * arch.drafter_width
     if arch.final_norm:
         c["norm"] += arch.norm_elements
+    if arch.hyper_streams:  # HYV4HyperHead
+        c["router"] += hyper_head_params(arch.hyper_streams, h)
     if not arch.tie_word_embeddings:
         c["lm_head"] += arch.vocab_size * e
     if arch.lm_head_bias:

@@ -211,6 +211,7 @@ def _moe_spec(v: ConfigView, t: Traits, experts: int, top_k: int) -> MoESpec:
         latent_size=v.get("moe_latent_size") or 0,
         output_bias=bool(t["moe_output_bias"]),
         output_norm=bool(t["moe_output_norm"]),
+        zero_experts=v.get("zero_experts") or 0,
     )
 
 

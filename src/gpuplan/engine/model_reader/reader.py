@@ -109,6 +109,18 @@ class Reader:
                 " checkpoint are not counted (transformers does not build them; engines load them"
                 " only for speculative decoding)"
             )
+        if v.get("zero_experts"):
+            self.notes.append(
+                f"{v.get('zero_experts')} zero-computation (identity) experts hold no weights;"
+                " transformers' LongcatFlashExperts allocates gate_up_proj rows for them too,"
+                " which checkpoints do not store and are not counted"
+            )
+        if self.t["hyper_connections"]:
+            self.notes.append(
+                f"hyper-connections: {v.require('hc_mult')} residual streams; their mixing"
+                " parameters are counted, the wider stream is not in the serving workspace"
+                " allowance and training refuses"
+            )
         if any(spec.mixer == "cross_attention" for spec in layers):
             self.notes.append(
                 "cross-attention layers hold each request's image K and V (not per text token);"
@@ -164,6 +176,7 @@ class Reader:
             extra_vocab_rows=int(t["extra_vocab_rows"] or 0),
             gated_norm_rank=v.require("gated_norm_rank") if t["gated_norms"] else 0,
             drafter_width=(v.get("backbone_hidden_size") or 0) if t["drafter"] else 0,
+            hyper_streams=v.require("hc_mult") if t["hyper_connections"] else 0,
             attn_softcap=v.get("attn_logit_softcapping") or 0.0,
             final_softcap=v.get("final_logit_softcapping") or 0.0,
             added=added_params(t["added"], v, hidden),
