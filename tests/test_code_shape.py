@@ -9,8 +9,8 @@
   milliseconds, or a standard-library module that costs half a millisecond or more and that a
   catalog-model serving answer never needs (any other module is imported at the module's top).
 
-KNOWN_* list today's violators that other work is removing; each list may only shrink: a new
-violation fails, and so does an entry that is no longer one (delete it when it is fixed).
+KNOWN_* are empty: every violation found when this test was written has been fixed. Keep them
+empty; an entry is only for a violation being removed, and a stale one fails too.
 """
 
 from __future__ import annotations
@@ -58,12 +58,7 @@ LAZY_OK = frozenset(
 KNOWN_LONG_FUNCTIONS: set[str] = set()
 KNOWN_LONG_CLASSES: set[str] = set()
 # "path:function: module" for each import inside a function that the rules above forbid
-KNOWN_FUNCTION_IMPORTS: set[str] = {
-    # the catalog: the one lazy boundary left — a catalog name must not load the model readers
-    # (~15 ms with bytecode cached: fractions/decimal, the checkpoint model, the safetensors, GGUF
-    # and Hub readers); it goes when the API resolves a catalog name without sources/find.py
-    "catalog/models.py:resolve_source: gpuplan.catalog.sources.find",
-}
+KNOWN_FUNCTION_IMPORTS: set[str] = set()
 
 
 def _files() -> list[tuple[str, ast.Module]]:

@@ -12,6 +12,7 @@ from functools import cache
 from typing import Any
 
 from gpuplan.catalog.sources import ModelSource
+from gpuplan.catalog.sources.find import find_source
 from gpuplan.datafiles import load_data
 from gpuplan.engine.architecture import Architecture, architecture_from_config
 from gpuplan.engine.frozen import record, replace
@@ -78,10 +79,6 @@ def resolve_source(model: str, revision: str | None = None) -> ModelSource:
         return ModelSource(
             "catalog", key, _catalog_config(key), f"data/{entry.config}", entry=entry
         )
-    # the one lazy import of the catalog: a catalog name never loads the readers (pathlib,
-    # the safetensors, GGUF and Hub readers, the checkpoint model: cold start, issue 25)
-    from gpuplan.catalog.sources.find import find_source
-
     return find_source(model, revision, by_id[key].hf_id if key is not None else None, names)
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from fractions import Fraction
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -352,24 +351,31 @@ class Checkpoint:
 
     # --- per GPU ----------------------------------------------------------------------
 
-    def _rank_share(self, split: str, arch: Architecture, tp: int) -> Fraction:
-        """The fraction of a tensor one TP rank holds (KV heads replicated when tp > KV
-        heads, as vLLM's QKVParallelLinear does; MLA down-projections replicated)."""
+    def _rank_share(self, split: str, arch: Architecture, tp: int) -> tuple[int, int]:
+        """The fraction of a tensor one TP rank holds, as an exact (numerator, denominator) of
+        integers (KV heads replicated when tp > KV heads, as vLLM's QKVParallelLinear does; MLA
+        down-projections replicated)."""
         if tp == 1 or split == "replicated":
-            return Fraction(1)
+            return 1, 1
         a = arch.attention
         if split in ("kv", "qkv") and not a.is_mla:
-            kv_share = (
-                Fraction(max(1, a.num_kv_heads // tp), a.num_kv_heads)
-                if tp > a.num_kv_heads
-                else Fraction(1, tp)
+            kn, kd = (
+                (max(1, a.num_kv_heads // tp), a.num_kv_heads) if tp > a.num_kv_heads else (1, tp)
             )
             if split == "kv":
-                return kv_share
+                return kn, kd
             q_out = a.num_heads * a.head_dim
             kv_out = a.num_kv_heads * (a.head_dim + a.v_head_dim)
-            return (Fraction(q_out, tp) + kv_out * kv_share) / (q_out + kv_out)
-        return Fraction(1, tp)
+            # (q_out / tp + kv_out · kn / kd) / (q_out + kv_out)
+            return q_out * kd + kv_out * kn * tp, tp * kd * (q_out + kv_out)
+        return 1, tp
+
+    def _shares(self, arch: Architecture, tp: int) -> tuple[dict[str, int], int]:
+        """Every split's rank share over one common denominator: (numerators, denominator), so
+        byte sums stay exact integers until the one ceiling at the end."""
+        shares = {split: self._rank_share(split, arch, tp) for split in _SPLITS}
+        common = math.lcm(*(d for _, d in shares.values()))
+        return {split: n * (common // d) for split, (n, d) in shares.items()}, common
 
     def layer_bytes(self, arch: Architecture, layer: int, tp: int = 1) -> int:
         """Stored bytes of decoder layer `layer` on one TP rank."""
@@ -386,11 +392,11 @@ class Checkpoint:
                     continue
                 k = (r.layer, r.split)
                 groups[k] = groups.get(k, 0) + t.nbytes
-            shares = {split: self._rank_share(split, arch, tp) for split in _SPLITS}
-            sums: dict[int, Fraction] = {}
+            shares, common = self._shares(arch, tp)
+            sums: dict[int, int] = {}  # numerators over `common`
             for (layer, split), nbytes in groups.items():
-                sums[layer] = sums.get(layer, Fraction(0)) + nbytes * shares[split]
-            cache[key] = {i: _ceil(b) for i, b in sums.items()}
+                sums[layer] = sums.get(layer, 0) + nbytes * shares[split]
+            cache[key] = {i: _ceil(b, common) for i, b in sums.items()}
         table: dict[int, int] = cache[key]
         return table
 
@@ -399,13 +405,12 @@ class Checkpoint:
         vision encoder) on the first stage, the final norm and LM head on the last; a tied
         embedding is copied to the last stage when pp > 1 (engine/weights.py rules)."""
         table = self._layer_table(arch, tp)
-        first = Fraction(0)
-        last = Fraction(0)
-        embedding = Fraction(0)
+        shares, common = self._shares(arch, tp)
+        first = last = embedding = 0  # numerators over `common`
         for t, r in zip(self.tensors, self.roles, strict=True):
             if r.layer is not None and r.kind != "vision":
                 continue
-            share = t.nbytes * self._rank_share(r.split, arch, tp)
+            share = t.nbytes * shares[r.split]
             if r.kind in ("embedding", "positions", "vision"):
                 first += share
                 if r.kind == "embedding":
@@ -417,8 +422,8 @@ class Checkpoint:
         best: StagePlacement | None = None
         for s, layers in enumerate(stage_layers(arch.num_layers, pp)):
             body = sum(table.get(i, 0) for i in layers)
-            e = _ceil(first) if s == 0 else 0
-            h = _ceil(last) if s == pp - 1 else 0
+            e = _ceil(first, common) if s == 0 else 0
+            h = _ceil(last, common) if s == pp - 1 else 0
             candidate = StagePlacement(body + e + h, s, layers, e, h)
             if best is None or candidate.bytes > best.bytes:
                 best = candidate
@@ -429,8 +434,8 @@ class Checkpoint:
 _SPLITS = ("vocab", "split", "replicated", "kv", "qkv")
 
 
-def _ceil(x: Fraction) -> int:
-    return -(-x.numerator // x.denominator)
+def _ceil(numerator: int, denominator: int) -> int:
+    return -(-numerator // denominator)
 
 
 # --------------------------------------------------------------------------------------
