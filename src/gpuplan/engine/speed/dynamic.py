@@ -1,19 +1,24 @@
 """The request-by-request benchmarks (`vllm bench serve` with --max-concurrency or
 --request-rate) as engine/speed/schedule.py's module docstring describes them, on numpy arrays.
-Split from schedule.py so that a static batch (the planner's) never imports numpy."""
+Split from schedule.py so that a static batch (the planner's) never imports numpy: numpy is
+imported inside the functions that use it (cold start)."""
 
 from __future__ import annotations
 
 import math
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from gpuplan.engine.speed.policy import Policy
 from gpuplan.engine.speed.schedule import Load, SimResult, Stat, _Engine
 
+if TYPE_CHECKING:
+    import numpy as np
+
 
 def _arrivals(load: Load, n: int) -> np.ndarray:
     """Send times: all at 0 (concurrency: the client's semaphore holds them back), or Poisson."""
+    import numpy as np
+
     if load.mode != "rate":
         return np.zeros(n)
     gaps = np.random.default_rng(load.seed).exponential(1.0 / load.request_rate, n)
@@ -23,6 +28,8 @@ def _arrivals(load: Load, n: int) -> np.ndarray:
 def _lengths(mean: int, spread: float, n: int, rng: np.random.Generator) -> np.ndarray:
     """Request lengths: the mean, or uniform on mean·[1 − spread, 1 + spread] (a random
     dataset's range ratio r gives spread (1 − r)/(1 + r) around its mean)."""
+    import numpy as np
+
     if spread <= 0:
         return np.full(n, mean, dtype=np.int64)
     lo, hi = max(1, round(mean * (1 - spread))), max(1, round(mean * (1 + spread)))
@@ -37,16 +44,22 @@ class _Itl:
         self.weights: list[np.ndarray] = []
 
     def add(self, values: np.ndarray, weight: float = 1.0) -> None:
-        self.values.append(values)
-        self.weights.append(np.full(len(values), weight))
+        import numpy as np
+
+        self.values.append(np.asarray(values, dtype=float))
+        self.weights.append(np.full(len(self.values[-1]), weight))
 
     def stat(self) -> Stat:
+        import numpy as np
+
         if not self.values:
             return Stat(0.0, 0.0, 0.0)
         return _np_stat(np.concatenate(self.values), np.concatenate(self.weights))
 
 
 def _np_stat(v: np.ndarray, w: np.ndarray | None = None) -> Stat:
+    import numpy as np
+
     w = np.ones(len(v)) if w is None else w
     order = np.argsort(v, kind="stable")
     v, w = v[order], w[order]
@@ -63,6 +76,8 @@ def _prefill_chunks(
     pre: np.ndarray, need: np.ndarray, budget: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """First come first served chunks of the waiting prompts within the step's token budget."""
+    import numpy as np
+
     before = np.cumsum(need) - need
     q = np.minimum(need, np.maximum(0, budget - before))
     keep = q > 0
@@ -82,6 +97,8 @@ def _kv_room(
     (prompt + tokens generated) plus the same reserve. The first request is always admitted when
     nothing runs (an engine serves a request that fits alone). Running requests are not preempted
     (vLLM's recompute preemption and SGLang's retraction are not modelled)."""
+    import numpy as np
+
     if policy.kv_tokens <= 0:
         return len(head)
     r = policy.reserve
@@ -91,120 +108,153 @@ def _kv_room(
     return max(room, 1 if not len(run) else 0)
 
 
+class _Run:
+    """The state of one benchmark run: each request's lengths, arrival, progress and times, the
+    queue (arrived, not admitted) and the running set, and the clock."""
+
+    def __init__(self, load: Load, eng: _Engine) -> None:
+        import numpy as np
+
+        self.load, self.eng, self.rate = load, eng, load.mode == "rate"
+        n = load.num_prompts or (max(16, 4 * load.concurrency) if not self.rate else 200)
+        rng = np.random.default_rng(load.seed + 1)
+        self.n = n
+        self.plen = _lengths(load.prompt, load.spread, n, rng)
+        self.olen = np.maximum(1, _lengths(load.output, load.spread, n, rng))
+        self.arrive = _arrivals(load, n)
+        self.sent = n if self.rate else min(max(1, load.concurrency), n)
+        if not self.rate:
+            self.arrive[self.sent :] = np.inf
+        self.filled, self.gen = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        self.first, self.last = np.zeros(n), np.zeros(n)
+        self.done, self.start = np.zeros(n), np.zeros(n)
+        self.queue = np.arange(0 if self.rate else self.sent)
+        self.nxt = 0 if self.rate else self.sent  # rate: next arrival not yet queued
+        self.run = np.zeros(0, np.int64)
+        self.itl = _Itl()
+        self.finished, self.t = 0, 0.0
+
+    def admit(self) -> None:
+        """Queue the arrivals up to now; admit from the queue's head what the sequence cap and
+        the KV cache allow."""
+        import numpy as np
+
+        if self.rate and self.nxt < self.n and self.arrive[self.nxt] <= self.t:
+            upto = int(np.searchsorted(self.arrive, self.t, side="right"))
+            self.queue = np.concatenate((self.queue, np.arange(self.nxt, upto)))
+            self.nxt = upto
+        policy = self.eng.p
+        room = policy.max_seqs - len(self.run)
+        if room > 0 and len(self.queue):
+            head = self.queue[:room]
+            room = _kv_room(policy, self.run, head, self.plen, self.olen, self.gen)
+            self.run = np.concatenate((self.run, self.queue[:room]))
+            self.queue = self.queue[room:]
+
+    def decode_span(self, dec: np.ndarray, ctx: float) -> None:
+        """Decode-only steps, advanced in bulk to the next completion or arrival."""
+        import numpy as np
+
+        eng, nd = self.eng, len(dec)
+        k = int((self.olen[dec] - self.gen[dec]).min())
+        t0, st0 = eng.time(nd, ctx, 0, 0.0, 0.0, nd)
+        if self.rate and self.nxt < self.n:
+            k = max(1, min(k, math.ceil((self.arrive[self.nxt] - self.t) / t0)))
+        t1, _ = eng.time(nd, ctx + (k - 1) * nd, 0, 0.0, 0.0, nd)
+        span = k * (t0 + t1) / 2
+        eng.charge("decode", st0, span / t0)
+        # a request's first gap includes any stall since its last token (a prefill step it
+        # sat out); its other k − 1 gaps ramp from t0 to t1
+        self.itl.add(self.t - self.last[dec] + t0)
+        if k > 1:
+            self.itl.add(np.array([t0, (t0 + t1) / 2, t1]), nd * (k - 1) / 3)
+        self.t += span
+        self.gen[dec] += k
+        self.last[dec] = self.t
+
+    def prefill_step(self, dec: np.ndarray, ctx: float, chunks: np.ndarray, q: np.ndarray) -> None:
+        """One step carrying prefill chunks `q` of `chunks` (and the decodes `dec`)."""
+        filled, plen, nd = self.filled, self.plen, len(dec)
+        pre_tokens = int(q.sum())
+        work = float((q * (filled[chunks] + q / 2)).sum())
+        completes = int((filled[chunks] + q >= plen[chunks]).sum())
+        dt, st = self.eng.time(nd, ctx, pre_tokens, work, pre_tokens / len(chunks), nd + completes)
+        self.start[chunks[filled[chunks] == 0]] = self.t
+        self.eng.charge("prefill", st)
+        self.t += dt
+        if nd:
+            self.itl.add(self.t - self.last[dec])
+        self.gen[dec] += 1
+        self.last[dec] = self.t
+        filled[chunks] += q
+        now = chunks[filled[chunks] >= plen[chunks]]
+        self.gen[now], self.first[now], self.last[now] = 1, self.t, self.t
+
+    def retire(self) -> None:
+        """Finished requests leave; under --max-concurrency each completion sends the next."""
+        import numpy as np
+
+        ended_mask = self.gen[self.run] >= self.olen[self.run]
+        if not ended_mask.any():
+            return
+        ended = self.run[ended_mask]
+        self.run = self.run[~ended_mask]
+        self.done[ended] = self.t
+        self.finished += len(ended)
+        if not self.rate and self.sent < self.n:
+            more = min(len(ended), self.n - self.sent)
+            self.arrive[self.sent : self.sent + more] = self.t
+            self.queue = np.concatenate((self.queue, np.arange(self.sent, self.sent + more)))
+            self.sent += more
+
+
 def run_dynamic(load: Load, eng: _Engine) -> SimResult:
     """The concurrency and Poisson-rate benchmarks, request by request (schedule.py's module
-    docstring)."""
-    policy = eng.p
-    n = load.num_prompts or (max(16, 4 * load.concurrency) if load.mode != "rate" else 200)
-    rng = np.random.default_rng(load.seed + 1)
-    plen = _lengths(load.prompt, load.spread, n, rng)
-    olen = np.maximum(1, _lengths(load.output, load.spread, n, rng))
-    arrive = _arrivals(load, n)
-    rate = load.mode == "rate"
-    sent = n if rate else min(max(1, load.concurrency), n)
-    if not rate:
-        arrive[sent:] = np.inf
-    filled, gen = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    first, last, done, start = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
-    queue = np.arange(0 if rate else sent)  # arrived, not admitted
-    nxt = 0 if rate else sent  # rate: next arrival not yet queued
-    run = np.zeros(0, np.int64)
-    itl = _Itl()
-    finished, t = 0, 0.0
-    while finished < n:
-        if rate and nxt < n and arrive[nxt] <= t:
-            upto = int(np.searchsorted(arrive, t, side="right"))
-            queue = np.concatenate((queue, np.arange(nxt, upto)))
-            nxt = upto
-        room = policy.max_seqs - len(run)
-        if room > 0 and len(queue):
-            room = _kv_room(policy, run, queue[:room], plen, olen, gen)
-            run, queue = np.concatenate((run, queue[:room])), queue[room:]
-        if not len(run):
-            t = float(arrive[nxt])
+    docstring): each step admits, schedules the decodes and the prefill chunks its token budget
+    holds (mixed or prefill-first, policy.py), and retires what finished."""
+    import numpy as np
+
+    r, policy = _Run(load, eng), eng.p
+    while r.finished < r.n:
+        r.admit()
+        if not len(r.run):
+            r.t = float(r.arrive[r.nxt])
             continue
-        prefilling = filled[run] < plen[run]
-        dec, pre = run[~prefilling], run[prefilling]
+        prefilling = r.filled[r.run] < r.plen[r.run]
+        dec, pre = r.run[~prefilling], r.run[prefilling]
         chunks = q = np.zeros(0, np.int64)
         if len(pre):
             budget = policy.budget - (len(dec) if policy.mixed else 0)
-            chunks, q = _prefill_chunks(pre, plen[pre] - filled[pre], budget)
+            chunks, q = _prefill_chunks(pre, r.plen[pre] - r.filled[pre], budget)
             if len(chunks) and not policy.mixed:
                 dec = dec[:0]
-        ctx = float((plen[dec] + gen[dec]).sum())
-        nd = len(dec)
-        if not len(chunks):
-            # decode-only: advance in bulk to the next completion or arrival
-            k = int((olen[dec] - gen[dec]).min())
-            t0, st0 = eng.time(nd, ctx, 0, 0.0, 0.0, nd)
-            if rate and nxt < n:
-                k = max(1, min(k, math.ceil((arrive[nxt] - t) / t0)))
-            t1, _ = eng.time(nd, ctx + (k - 1) * nd, 0, 0.0, 0.0, nd)
-            span = k * (t0 + t1) / 2
-            eng.charge("decode", st0, span / t0)
-            # a request's first gap includes any stall since its last token (a prefill step it
-            # sat out); its other k − 1 gaps ramp from t0 to t1
-            itl.add(t - last[dec] + t0)
-            if k > 1:
-                itl.add(np.array([t0, (t0 + t1) / 2, t1]), nd * (k - 1) / 3)
-            t += span
-            gen[dec] += k
-            last[dec] = t
+        ctx = float((r.plen[dec] + r.gen[dec]).sum())
+        if len(chunks):
+            r.prefill_step(dec, ctx, chunks, q)
         else:
-            pre_tokens = int(q.sum())
-            work = float((q * (filled[chunks] + q / 2)).sum())
-            completes = int((filled[chunks] + q >= plen[chunks]).sum())
-            dt, st = eng.time(nd, ctx, pre_tokens, work, pre_tokens / len(chunks), nd + completes)
-            fresh = chunks[filled[chunks] == 0]
-            start[fresh] = t
-            eng.charge("prefill", st)
-            t += dt
-            if nd:
-                itl.add(t - last[dec])
-            gen[dec] += 1
-            last[dec] = t
-            filled[chunks] += q
-            now = chunks[filled[chunks] >= plen[chunks]]
-            gen[now], first[now], last[now] = 1, t, t
-        ended_mask = gen[run] >= olen[run]
-        if ended_mask.any():
-            ended = run[ended_mask]
-            run = run[~ended_mask]
-            done[ended] = t
-            finished += len(ended)
-            if not rate and sent < n:
-                more = min(len(ended), n - sent)
-                arrive[sent : sent + more] = t
-                queue = np.concatenate((queue, np.arange(sent, sent + more)))
-                sent += more
-    return _result(load, plen, olen, arrive, (start, first, done), itl, t, eng)
+            r.decode_span(dec, ctx)
+        r.retire()
+    return _result(r)
 
 
-def _result(
-    load: Load,
-    plen: np.ndarray,
-    olen: np.ndarray,
-    arrive: np.ndarray,
-    times: tuple[np.ndarray, np.ndarray, np.ndarray],
-    itl: _Itl,
-    end: float,
-    eng: _Engine,
-) -> SimResult:
-    start, first, done = times
+def _result(r: _Run) -> SimResult:
+    import numpy as np
+
+    eng, plen, olen, arrive = r.eng, r.plen, r.olen, r.arrive
     req = eng.k.request_ms * 1e-3
-    ttft = first - arrive + req
-    e2e = done - arrive + req
-    tpot = np.where(olen > 1, (done - first) / np.maximum(1, olen - 1), 0.0)
-    dur = max(end, 1e-12)
+    ttft = r.first - arrive + req
+    e2e = r.done - arrive + req
+    tpot = np.where(olen > 1, (r.done - r.first) / np.maximum(1, olen - 1), 0.0)
+    dur = max(r.t, 1e-12)
     return SimResult(
         ttft=_np_stat(ttft),
         tpot=_np_stat(tpot[olen > 1]) if (olen > 1).any() else Stat(0.0, 0.0, 0.0),
-        itl=itl.stat(),
+        itl=r.itl.stat(),
         e2e=_np_stat(e2e),
         output_tokens_per_s=float(olen.sum()) / dur,
         total_tokens_per_s=float(olen.sum() + plen.sum()) / dur,
         duration_s=dur,
         requests=len(plen),
         breakdown=eng.acc,
-        queue=_np_stat(start - arrive),
+        queue=_np_stat(r.start - arrive),
     )

@@ -127,6 +127,54 @@ def stage_kernels(arch: Architecture, specs: list) -> float:
     return float(n)
 
 
+@record
+class _StageWeights:
+    """What the heaviest stage's GEMMs multiply and read on one rank."""
+
+    layers: int
+    moe_layers: int
+    dense_params: float
+    dense_bytes: float
+    lm_params: float
+    lm_bytes: float
+    experts_bytes: float
+    stage: int
+
+
+def _stage_weights(arch: Architecture, fmt: WeightFormat, tp: int, pp: int) -> _StageWeights:
+    """Parameters and bytes of the heaviest stage on one rank, by operator: the routed experts
+    (all of the stage's, ÷ tp), the LM head (last stage; timed on its own unless tied on one
+    stage), and the dense rest (weights_per_gpu less embedding, vision tower, experts and head)."""
+    w = weights_per_gpu(arch, fmt, tp, pp)
+    counts = count_params(arch)
+    layers = stage_layers(arch.num_layers, pp)[w.stage]
+    moe_layers = sum(1 for i in layers if arch.layers[i].moe)
+    e_params = float(expert_params(arch)) if arch.moe is not None else 0.0
+    n_exp = arch.moe.num_experts if arch.moe is not None else 0
+    experts_bytes = fmt.for_kind("experts").bytes_for(round(n_exp * e_params / tp)) * moe_layers
+    emb = fmt.for_kind("embedding").bytes_for(round(counts.embedding / tp))
+    vision = fmt.for_kind("vision").bytes_for(round(arch.vision_params / tp))
+    head = arch.vocab_size * arch.hidden_size / tp
+    last = w.stage == pp - 1
+    lm_bytes = fmt.for_kind("lm_head").bytes_for(round(head)) if last else 0
+    dense_bytes = w.bytes - (emb + vision if w.embedding_bytes else 0) - experts_bytes
+    if last and (not arch.tie_word_embeddings or pp > 1):  # the head is timed on its own
+        dense_bytes -= lm_bytes
+    moe_total = sum(1 for sp in arch.layers if sp.moe)
+    body = float(counts.total - counts.embedding - counts.lm_head - arch.vision_params)
+    body -= moe_total * n_exp * e_params
+    return _StageWeights(
+        layers=len(layers),
+        moe_layers=moe_layers,
+        dense_params=max(0.0, body * len(layers) / arch.num_layers / tp),
+        dense_bytes=max(0.0, float(dense_bytes)),
+        lm_params=head if last else 0.0,
+        lm_bytes=float(lm_bytes),
+        experts_bytes=float(experts_bytes),
+        stage=w.stage,
+    )
+
+
 @lru_cache(maxsize=2048)
 def rank_shape(
     arch: Architecture,
@@ -148,48 +196,31 @@ def rank_shape(
             f"{gpu.name} has no memory bandwidth (memory_bandwidth_bytes_per_s); cannot time it"
         )
     k = kernel_figures(gpu)
-    w = weights_per_gpu(arch, fmt, tp, pp)
-    counts = count_params(arch)
-    layers = stage_layers(arch.num_layers, pp)[w.stage]
-    n_layers = len(layers)
-    moe_layers = sum(1 for i in layers if arch.layers[i].moe)
+    sw = _stage_weights(arch, fmt, tp, pp)
+    layers = stage_layers(arch.num_layers, pp)[sw.stage]
     e_params = float(expert_params(arch)) if arch.moe is not None else 0.0
     n_exp = arch.moe.num_experts if arch.moe is not None else 0
     top_k = arch.moe.experts_per_token if arch.moe is not None else 0
     exp_fmt = fmt.for_kind("experts")
-    experts_bytes = exp_fmt.bytes_for(round(n_exp * e_params / tp)) * moe_layers
-    emb = fmt.for_kind("embedding").bytes_for(round(counts.embedding / tp))
-    vision = fmt.for_kind("vision").bytes_for(round(arch.vision_params / tp))
-    head = arch.vocab_size * arch.hidden_size / tp
-    last = w.stage == pp - 1
-    lm_params = head if last else 0.0
-    lm_bytes = fmt.for_kind("lm_head").bytes_for(round(head)) if last else 0
-    dense_bytes = w.bytes - (emb + vision if w.embedding_bytes else 0) - experts_bytes
-    if last and (not arch.tie_word_embeddings or pp > 1):  # the head is timed on its own
-        dense_bytes -= lm_bytes
-    moe_total = sum(1 for sp in arch.layers if sp.moe)
-    body = float(counts.total - counts.embedding - counts.lm_head - arch.vision_params)
-    body -= moe_total * n_exp * e_params
-    dense_params = body * n_layers / arch.num_layers / tp
     a = arch.attention
     mla = a.kv_lora_rank or 0
     kv_ctx = max(1, context)
-    kv_tok = kv_cache_bytes_per_sequence_per_gpu(arch, kv, kv_ctx, tp, pp, w.stage) / kv_ctx
+    kv_tok = kv_cache_bytes_per_sequence_per_gpu(arch, kv, kv_ctx, tp, pp, sw.stage) / kv_ctx
     dense_path = gemm_path(fmt.for_kind("attention"), k, gpu)
     exp_path = gemm_path(exp_fmt, k, gpu)
     ep = tp if expert_parallel and n_exp >= tp > 1 else 1
     return RankShape(
-        layers=n_layers,
-        moe_layers=moe_layers,
+        layers=sw.layers,
+        moe_layers=sw.moe_layers,
         hidden=arch.hidden_size,
-        dense_params=max(0.0, dense_params),
-        dense_bytes=max(0.0, float(dense_bytes)),
-        lm_params=lm_params,
-        lm_bytes=float(lm_bytes),
+        dense_params=sw.dense_params,
+        dense_bytes=sw.dense_bytes,
+        lm_params=sw.lm_params,
+        lm_bytes=sw.lm_bytes,
         num_experts=n_exp,
         top_k=top_k,
         expert_params=e_params / (1 if ep > 1 else tp),
-        experts_bytes=float(experts_bytes),
+        experts_bytes=sw.experts_bytes,
         heads=max(1, a.num_heads // tp),
         attn_qk_dim=a.head_dim,
         attn_v_dim=a.v_head_dim,
