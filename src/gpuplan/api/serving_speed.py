@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuplan.api.calibration import load_calibration
+from gpuplan.api.serving import serve
 from gpuplan.engine.serving import ServingSetup
 from gpuplan.engine.speed.kernels import SpeedKnobs, default_knobs
 from gpuplan.engine.speed.schedule import PARTS, Load, Stat
@@ -145,8 +147,6 @@ def layout_speed(
 def _knobs(calibration: str | None) -> tuple[SpeedKnobs, str]:
     if calibration is None:
         return default_knobs(), FITTED_SOURCE
-    from gpuplan.api.calibration import load_calibration
-
     return load_calibration(calibration), f"calibration file {calibration}"
 
 
@@ -164,8 +164,6 @@ def serve_speed(
 ) -> dict[str, Any]:
     """`gpuplan.serve` at context prompt + output for `users`, then the speed of its layout
     (`layout`: serve's tp, pp, gpus, dtype, kv_dtype, gpu_memory, revision ...)."""
-    from gpuplan.api.serving import serve
-
     plan = serve(model, gpu, context=prompt + output, users=users, **layout)
     refuse_unfit(plan.fits, plan.bill.setup)
     return layout_speed(
