@@ -28,12 +28,16 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from engine_cases import (  # noqa: E402
+    GPU_CLASSES,
+    LlamaCppResult,
     Result,
     class_counts,
     false_alarms,
     gpu_class,
+    llamacpp_records,
     load_cases,
     predict,
+    predict_llamacpp,
     summary_counts,
 )
 from gpuplan.engine.profiles.common import padded_vocab  # noqa: E402
@@ -234,6 +238,58 @@ def fit_report(results: list[Result]) -> list[str]:
     return lines
 
 
+# --- non-torch memory on one GPU: the versions.toml base, left out by GPU -----------------------
+
+
+def non_torch_rows(results: list[Result]) -> list[dict[str, Any]]:
+    """Single-GPU vLLM cases with a logged non-torch growth in the version's "increase" scope:
+    there the bill's non-torch line is the fitted base alone (versions.toml non_torch_base_gib)."""
+    rows = []
+    for r in results:
+        logged = r.case.logged.get("non_torch_gib")
+        if logged is None or r.bill is None or r.case.engine != "vllm":
+            continue
+        item = r.bill.item("non_torch")
+        launch = r.bill.launch
+        if item.inputs["scope"] != "increase" or launch.tp * launch.pp != 1:
+            continue
+        rows.append(
+            {
+                "gpu": r.case.gpu,
+                "class": gpu_class(r.case.gpu),
+                "version": version_group(r),
+                "logged": logged,
+                "predicted": item.bytes / GIB,
+            }
+        )
+    return rows
+
+
+def non_torch_report(results: list[Result]) -> list[str]:
+    """The base's error as it stands, and refitted without each group: a shift (the median of
+    logged − predicted over the other groups) added to the versioned base, then the left-out
+    group predicted."""
+    rows = non_torch_rows(results)
+    errs = [abs(r["predicted"] - r["logged"]) for r in rows]
+    lines = [
+        f"non-torch cases (one GPU, increase scope): {len(rows)}; versions.toml base as is:"
+        f" mean |error| {statistics.fmean(errs):.3f} GiB, worst {max(errs):.3f}"
+    ]
+    for key in ("gpu", "class", "version"):
+        for group in sorted({r[key] for r in rows}):
+            train = [r for r in rows if r[key] != group]
+            test = [r for r in rows if r[key] == group]
+            if not train:
+                continue
+            shift = statistics.median(r["logged"] - r["predicted"] for r in train)
+            e = [abs(r["predicted"] + shift - r["logged"]) for r in test]
+            lines.append(
+                f"  leave-one-{key}-out {group:<18} shift {shift:+.3f} GiB, mean |error|"
+                f" {statistics.fmean(e):.3f} GiB, worst {max(e):.3f} ({len(test)} cases)"
+            )
+    return lines
+
+
 # --- CUDA-graph memory: why it stays one constant ----------------------------------------------
 
 
@@ -296,6 +352,112 @@ def graph_report(results: list[Result]) -> list[str]:
     return lines
 
 
+# --- llama.cpp load logs: KV cells, KV buffer per device, compute buffers ----------------------
+
+
+def cpp_class(record: dict[str, Any]) -> str:
+    """gpu_class for catalog GPUs (a log naming a PCIe card of an SXM catalog entry, such as
+    V100-PCIE, is PCIe datacenter); a GPU outside the catalog by its name (rtx: consumer,
+    radeon/rx: AMD)."""
+    gpu = record["gpu"]
+    try:
+        cls = gpu_class(gpu)
+    except Exception:
+        return "AMD" if gpu.startswith(("radeon", "rx-", "mi")) else "workstation/consumer"
+    return "PCIe datacenter" if cls == "SXM" and "PCIE" in record["gpu_model"].upper() else cls
+
+
+def _mib_map(table: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:,.2f}" for k, v in sorted(table.items())) or "-"
+
+
+def cpp_table(results: list[LlamaCppResult], markdown: bool) -> list[str]:
+    head = (
+        "case",
+        "GPU",
+        "build",
+        "cells (logged)",
+        "KV MiB predicted",
+        "KV logged",
+        "compute err",
+    )
+    rows = []
+    for r in results:
+        rec = r.record
+        errs = ", ".join(f"{k} {v:+.1%}" for k, v in sorted(r.compute_errors().items()))
+        rows.append(
+            (
+                rec["case_id"],
+                rec["gpu"],
+                str(rec.get("build") or "?"),
+                f"{r.cells:,} ({r.cells_logged or '?':,})" if r.cells_logged else f"{r.cells:,}",
+                _mib_map(r.kv),
+                _mib_map(r.kv_logged) + ("" if r.kv_exact else "  MISS"),
+                errs or "-",
+            )
+        )
+    if markdown:
+        return [
+            "| " + " | ".join(head) + " |",
+            "|" + "---|" * len(head),
+            *("| " + " | ".join(row) + " |" for row in rows),
+        ]
+    return ["  ".join(head), *("  ".join(row) for row in rows)]
+
+
+def cpp_counts(results: list[LlamaCppResult]) -> dict[str, tuple[int, int]]:
+    """(passing, counted): KV cells equal, KV buffer per device exact, compute buffer (every
+    device the log prints, GPU and host) within 10 %."""
+    cells = [r.cells == r.cells_logged for r in results if r.cells_logged]
+    kv = [r.kv_exact for r in results if r.kv_logged]
+    gpu_compute = [
+        abs(e) <= 0.10 for r in results for k, e in r.compute_errors().items() if k != "host"
+    ]
+    host_compute = [
+        abs(e) <= 0.10 for r in results for k, e in r.compute_errors().items() if k == "host"
+    ]
+    fails = [r.predicted_fail for r in results if r.failed]
+    alarms = [r.predicted_fail for r in results if not r.failed]
+    return {
+        "failed_starts": (sum(fails), len(fails)),
+        "false_alarms": (sum(alarms), len(alarms)),
+        "cells": (sum(cells), len(cells)),
+        "kv": (sum(kv), len(kv)),
+        "compute_gpu": (sum(gpu_compute), len(gpu_compute)),
+        "compute_host": (sum(host_compute), len(host_compute)),
+    }
+
+
+def cpp_summary(results: list[LlamaCppResult]) -> list[str]:
+    c = cpp_counts(results)
+    gpus = sorted({r.record["gpu"] for r in results})
+    lines = [
+        f"llama.cpp logs: {len(results)} ({len(gpus)} GPU types: {', '.join(gpus)})",
+        f"llama.cpp KV cells as logged: {_frac(c['cells'])}",
+        f"llama.cpp KV buffer on every device exact (0.01 MiB): {_frac(c['kv'])}",
+        f"llama.cpp GPU compute buffer within 10 %: {_frac(c['compute_gpu'])}",
+        f"llama.cpp host compute buffer within 10 %: {_frac(c['compute_host'])}",
+        f"llama.cpp failed starts predicted (KV + compute alone over the GPU): {_frac(c['failed_starts'])}",
+        f"llama.cpp false alarms (started, KV + compute alone over the GPU): {_frac(c['false_alarms'])}",
+        "llama.cpp by GPU class (KV exact | GPU compute within 10 %):",
+    ]
+    for cls in GPU_CLASSES:
+        sub = [r for r in results if cpp_class(r.record) == cls]
+        s = cpp_counts(sub)
+        lines.append(f"  {cls:<21} {_frac(s['kv'])} | {_frac(s['compute_gpu'])}")
+    return lines
+
+
+def corpus_line(results: list[Result], cpp: list[LlamaCppResult]) -> str:
+    gpus = {r.case.gpu for r in results} | {r.record["gpu"] for r in cpp}
+    engines: dict[str, int] = defaultdict(int)
+    for r in results:
+        engines[r.case.engine] += 1
+    engines["llamacpp"] += len(cpp)
+    parts = ", ".join(f"{k} {v}" for k, v in sorted(engines.items()))
+    return f"corpus: {len(results) + len(cpp)} logs on {len(gpus)} GPU types ({parts})"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--markdown", action="store_true")
@@ -305,10 +467,18 @@ def main(argv: list[str] | None = None) -> int:
     if opts.fit:
         print("\n".join(fit_report(results)))
         print("\n".join(graph_report(results)))
+        print("\n".join(non_torch_report(results)))
         return 0
+    cpp = [predict_llamacpp(r) for r in llamacpp_records()]
+    bullet = "- " if opts.markdown else ""
     print("\n".join(table(results, opts.markdown)))
     print()
-    print("\n".join(("- " if opts.markdown else "") + s for s in summary(results)))
+    print("\n".join(bullet + s for s in summary(results)))
+    print()
+    print("\n".join(cpp_table(cpp, opts.markdown)))
+    print()
+    print("\n".join(bullet + s for s in cpp_summary(cpp)))
+    print(bullet + corpus_line(results, cpp))
     return 0
 
 

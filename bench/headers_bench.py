@@ -95,7 +95,8 @@ def write_sharded(folder: Path) -> int:
 
 
 def bench_headers() -> None:
-    from gpuplan.catalog.sources import from_hub, from_path
+    from gpuplan.catalog.sources.local import from_path
+    from gpuplan.catalog.sources.remote import from_hub
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "ckpt"

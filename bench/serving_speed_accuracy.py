@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from gpuplan.api.common import resolve_gpu, resolve_kv, resolve_weight_format  # noqa: E402
-from gpuplan.catalog import load_architecture, read_config  # noqa: E402
+from gpuplan.catalog import load_architecture  # noqa: E402
+from gpuplan.catalog.sources.local import read_config  # noqa: E402
 from gpuplan.engine.serving import ServingSetup  # noqa: E402
 from gpuplan.engine.speed.kernels import SpeedKnobs, default_knobs  # noqa: E402
 from gpuplan.engine.speed.schedule import Load, SimResult  # noqa: E402

@@ -16,11 +16,27 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.api import engine_serve
+from gpuplan.catalog import get_gpu
 from gpuplan.catalog.engine_logs import parse_log
+from gpuplan.catalog.llamacpp_logs import parse_llamacpp_log
+from gpuplan.engine.model_reader import architecture_from_config
+from gpuplan.engine.profiles.llamacpp import ADAPTER as LLAMACPP
+from gpuplan.engine.profiles.llamacpp.bill import (
+    context_cells,
+    gpu_layers,
+    kv_layout,
+    options_from_args,
+    requested_context,
+)
 from gpuplan.errors import GpuplanError
 
 DATA = Path(__file__).parent / "data"
-LOG_FILES = ("vllm-0.19-h100.json", "public-reports.json", "public-logs.json")
+LOG_FILES = (
+    "vllm-0.19-h100.json",
+    "public-reports.json",
+    "public-logs.json",
+    "public-logs-3.json",
+)
 GIB = 2**30
 
 # the GPU a case ran on, from its `gpu_model` text (older files), most specific first
@@ -262,8 +278,6 @@ def gpu_class(gpu_id: str) -> str:
     """Issue 20's GPU classes, from the catalog: AMD; SXM (NVLink through NVSwitch: HGX boards,
     NVL72); workstation/consumer (RTX cards); the rest PCIe datacenter (L4, L40S, A10G, T4,
     A100/H100 PCIe, ...)."""
-    from gpuplan.catalog import get_gpu
-
     g = get_gpu(gpu_id)
     if g.vendor == "amd":
         return "AMD"
@@ -302,3 +316,125 @@ def summary_counts(results: list[Result]) -> dict[str, tuple[int, int]]:
         "kv": (sum(bool(x) for x in kv), len(kv)),
         "failed_starts": (sum(bool(x) for x in fails), len(fails)),
     }
+
+
+# --------------------------------------------------------------------------------------
+# llama.cpp load logs (llamacpp-logs.json): KV cells, KV buffer per device, compute buffers
+# --------------------------------------------------------------------------------------
+
+LLAMACPP_FILE = "llamacpp-logs.json"
+MIB = 2**20
+
+
+def llamacpp_records() -> list[dict[str, Any]]:
+    return list(json.loads((DATA / "engine_logs" / LLAMACPP_FILE).read_text())["cases"])
+
+
+def config_from_log(meta: dict[str, Any]) -> dict[str, Any]:
+    """A Llama-style config.json holding the shapes a llama.cpp log prints (print_info /
+    llm_load_print_meta): enough for the KV cache and the compute graph's tensor sizes."""
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": meta["n_embd"],
+        "num_hidden_layers": meta["n_layer"],
+        "num_attention_heads": meta["n_head"],
+        "num_key_value_heads": meta["n_head_kv"],
+        "head_dim": meta["n_embd_head_k"],
+        "intermediate_size": meta["n_ff"],
+        "vocab_size": meta["n_vocab"],
+        "max_position_embeddings": meta["n_ctx_train"],
+    }
+
+
+@dataclass(frozen=True)
+class LlamaCppResult:
+    """One llama.cpp log against the adapter: cells, KV MiB per device, compute MiB per device
+    (GPU devices by index, the host as "host")."""
+
+    record: dict[str, Any]
+    cells: int
+    cells_logged: int | None
+    kv: dict[str, float]
+    kv_logged: dict[str, float]
+    compute: dict[str, float]
+    compute_logged: dict[str, float]
+    predicted_fail: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return str(self.record.get("outcome", "started")).startswith("failed")
+
+    @property
+    def kv_exact(self) -> bool:
+        """Every device's KV buffer within 0.01 MiB (the log prints two decimals)."""
+        keys = set(self.kv_logged) | {k for k, v in self.kv.items() if v}
+        return bool(self.kv_logged) and all(
+            abs(self.kv.get(k, 0.0) - self.kv_logged.get(k, 0.0)) <= 0.01 for k in keys
+        )
+
+    def compute_errors(self) -> dict[str, float]:
+        return {
+            k: self.compute.get(k, 0.0) / v - 1 for k, v in self.compute_logged.items() if v > 0
+        }
+
+
+def _device_key(name: str) -> str:
+    """CUDA0 / ROCm1 / Vulkan0 → GPU0 / GPU1; CUDA_Host, ROCm_Host, CPU → host."""
+    m = re.fullmatch(r"(?:CUDA|ROCm|Vulkan|SYCL|MTL)(\d+)", name)
+    return f"GPU{m.group(1)}" if m else "host"
+
+
+def _by_device(table: dict[str, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name, mib in table.items():
+        if name in ("CPU_Mapped",):
+            continue
+        key = _device_key(name)
+        out[key] = round(out.get(key, 0.0) + mib, 2)
+    return out
+
+
+def predict_llamacpp(record: dict[str, Any]) -> LlamaCppResult:
+    """The adapter's KV cells, KV layout and compute buffers for the case's launch (its own
+    arguments, its build's rules), without its GGUF file."""
+    log = parse_llamacpp_log(record["verbatim_excerpt"])
+    if record.get("config"):
+        config = config_for(record["model_id"], record["config"])
+    else:
+        config = config_from_log(record.get("hparams") or log.meta)
+    arch = architecture_from_config(config)
+    args = dict(record["launch_args"])
+    o = options_from_args(args, version=f"b{record['build']}" if record.get("build") else None)
+    n_ctx = context_cells(o, requested_context(o, arch.max_position_embeddings or 4096))
+    ngl = gpu_layers(o, arch.num_layers)
+    p = kv_layout(arch, o, LLAMACPP.cache_types(args), n_ctx, ngl)
+    kv = {d.name: round(d.kv / MIB, 2) for d in p.devices if d.kv}
+    compute = {d.name: round(d.compute / MIB, 2) for d in p.devices if d.compute}
+    logged = record["logged"]
+    logged_cells = log.context.get("kv_size") or log.context.get("n_ctx")
+    if logged_cells is None and log.kv_total.get("cells"):  # "512 cells, …, 10/10 seqs"
+        logged_cells = log.kv_total["cells"][0] * log.kv_total["streams"]
+    kv_logged = _by_device(logged.get("kv_mib") or logged.get("failed_alloc_mib") or {})
+    return LlamaCppResult(
+        record,
+        n_ctx,
+        logged_cells,
+        kv,
+        kv_logged,
+        compute,
+        _by_device(logged.get("compute_mib") or {}),
+        _fails(record, p),
+    )
+
+
+def _fails(record: dict[str, Any], p: Any) -> bool:
+    """Whether a GPU's KV cache and compute buffer alone exceed its memory (the weights are
+    not counted here: no GGUF file), with the memory the source states or the catalog's."""
+    mib = record.get("gpu_memory_mib")
+    if mib is None:
+        try:
+            mib = get_gpu(record["gpu"]).memory_bytes / MIB
+        except GpuplanError:
+            return False
+    return any((d.kv + d.compute) / MIB > mib for d in p.devices[:-1])

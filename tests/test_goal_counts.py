@@ -2,8 +2,8 @@
 item 4), and `train --gpus auto`'s whole-server rule."""
 
 import gpuplan
-from gpuplan.api.planning import plan_training_goal
-from gpuplan.planner.goals import DEFAULT_GOAL_BATCH_TOKENS, gpu_counts
+from gpuplan.api.training_plans import plan_training_goal
+from gpuplan.planner.training_goals import DEFAULT_GOAL_BATCH_TOKENS, gpu_counts
 
 
 def test_counts_are_any_within_a_server_and_whole_servers_beyond():

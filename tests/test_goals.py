@@ -125,7 +125,7 @@ def test_deepseek_v3_training_on_512_gpus_tries_expert_parallelism():
 
 
 def test_training_time_is_tokens_over_throughput():
-    from gpuplan.api.planning import plan_training_goal
+    from gpuplan.api.training_plans import plan_training_goal
 
     option = plan_training_goal("llama-3.1-8b", tokens="100B", days=30, gpus=["h100"])[0]
     t = option.time
@@ -175,7 +175,7 @@ def test_plan_matrix_table_csv_and_json(capsys):
 
 
 def test_three_answers_for_a_model_that_does_not_fit():
-    from gpuplan.api.planning import three_answers
+    from gpuplan.api.answers import three_answers
 
     answers = three_answers("llama-3.1-70b", "h100", gpus=1)
     kinds = [a["answer"] for a in answers]

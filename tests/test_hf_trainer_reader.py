@@ -14,7 +14,7 @@ import json
 import pytest
 
 import gpuplan
-from gpuplan.api.training import detect_format
+from gpuplan.api.framework_configs import detect_format
 from gpuplan.engine.frameworks.hf_trainer import read
 from gpuplan.errors import GpuplanError
 
@@ -274,3 +274,14 @@ def test_kbit_preparation_doubles_the_checkpointed_inputs():
     arch = plain.bill.setup.arch
     extra = 2 * 1024 * 2 * arch.hidden_size * arch.num_layers
     assert prepared.activations_bytes - plain.activations_bytes == extra
+
+
+def test_fsdp_version_2_reshards_the_root():
+    """accelerate's fsdp_version 2 applies fully_shard with reshard_after_forward=True, so the
+    root unit is not kept gathered as FSDP1 keeps it (profile fsdp_keeps_root)."""
+    one = read(json.dumps({"fsdp": "full_shard", "dtype": "bfloat16"})).kwargs
+    two = read(
+        json.dumps({"fsdp": "full_shard", "fsdp_config": {"fsdp_version": 2}, "dtype": "bfloat16"})
+    ).kwargs
+    assert "fsdp_keeps_root" not in one.get("framework_overrides", {})
+    assert two["framework_overrides"]["fsdp_keeps_root"] is False

@@ -7,6 +7,7 @@ from fractions import Fraction
 import pytest
 
 import gpuplan
+from gpuplan.api.framework_configs import read_framework_config
 from gpuplan.cli.main import main
 from gpuplan.engine.pipeline import bubble_fraction, forwards_in_flight
 from gpuplan.errors import GpuplanError
@@ -109,18 +110,12 @@ MEGATRON = (
 
 
 def test_megatron_reads_layers_per_virtual_stage():
-    read = gpuplan.api.training.read_framework_config(
-        MEGATRON + " --num-layers-per-virtual-pipeline-stage 2"
-    )
+    read = read_framework_config(MEGATRON + " --num-layers-per-virtual-pipeline-stage 2")
     assert read.kwargs["vpp"] == 4  # 32 layers ÷ pp 4 ÷ 2 per virtual stage
-    read = gpuplan.api.training.read_framework_config(
-        MEGATRON + " --num-virtual-stages-per-pipeline-rank 2"
-    )
+    read = read_framework_config(MEGATRON + " --num-virtual-stages-per-pipeline-rank 2")
     assert read.kwargs["vpp"] == 2
     with pytest.raises(GpuplanError, match="does not split"):
-        gpuplan.api.training.read_framework_config(
-            MEGATRON + " --num-layers-per-virtual-pipeline-stage 3"
-        )
+        read_framework_config(MEGATRON + " --num-layers-per-virtual-pipeline-stage 3")
 
 
 TORCHTITAN = """
@@ -140,16 +135,14 @@ pipeline_parallel_schedule = "{schedule}"
 
 
 def test_torchtitan_reads_the_interleaved_schedule():
-    read = gpuplan.api.training.read_framework_config(
-        TORCHTITAN.format(schedule="Interleaved1F1B"), "torchtitan"
-    )
+    read = read_framework_config(TORCHTITAN.format(schedule="Interleaved1F1B"), "torchtitan")
     assert read.kwargs["vpp"] == 2  # two stages per rank when layers per stage are not set
     text = (
         TORCHTITAN.format(schedule="Interleaved1F1B") + "pipeline_parallel_layers_per_stage = 4\n"
     )
-    read = gpuplan.api.training.read_framework_config(text, "torchtitan")
+    read = read_framework_config(text, "torchtitan")
     assert read.kwargs["vpp"] == 4  # ⌈(126 + 1 + 1) ÷ 4⌉ = 32 stages over pp 8
-    plain = gpuplan.api.training.read_framework_config(TORCHTITAN.format(schedule="1F1B"))
+    plain = read_framework_config(TORCHTITAN.format(schedule="1F1B"))
     assert plain.kwargs["vpp"] == 1
     with pytest.raises(GpuplanError, match="ZBVZeroBubble"):
-        gpuplan.api.training.read_framework_config(TORCHTITAN.format(schedule="ZBVZeroBubble"))
+        read_framework_config(TORCHTITAN.format(schedule="ZBVZeroBubble"))

@@ -12,7 +12,7 @@ from gpuplan.api.plan_data import (
     training_goal_data,
     training_plan_data,
 )
-from gpuplan.api.planning import plan_training, plan_training_goal
+from gpuplan.api.training_plans import plan_training, plan_training_goal
 from gpuplan.errors import GpuplanError
 from gpuplan.planner.training_export import engine_recipe
 

@@ -14,7 +14,7 @@ import pytest
 
 from gpuplan.api import plan_training, train
 from gpuplan.cli.main import main
-from gpuplan.planner.export import deepspeed_config, fsdp_config, megatron_args
+from gpuplan.planner.training_export import deepspeed_config, fsdp_config, megatron_args
 from gpuplan.planner.training_search import rank_training_layouts
 
 PARAMS_8B = 8.03e9
@@ -140,7 +140,7 @@ def test_megatron_flags_carry_the_layout():
 
 
 def test_model_parallel_layouts_say_deepspeed_needs_megatron():
-    from gpuplan.planner.export import training_export
+    from gpuplan.planner.training_export import training_export
 
     options = plan_training("llama-3.1-8b", gpus=8, top=200)
     tp = next(o for o in options if o.plan.layout.tp > 1)

@@ -11,12 +11,8 @@ import json
 import pytest
 
 from gpuplan.api import serve, train
-from gpuplan.api.planning import (
-    serving_answers,
-    three_answers,
-    training_answers,
-    training_three_answers,
-)
+from gpuplan.api.answers import serving_answers, three_answers
+from gpuplan.api.train_answers import training_answers, training_three_answers
 from gpuplan.cli.main import main
 from gpuplan.planner.fixes import serving_fixes, training_fixes
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import gpuplan
-from gpuplan.api.training import detect_format, read_framework_config
+from gpuplan.api.framework_configs import detect_format, read_framework_config
 from gpuplan.cli.main import main
 from gpuplan.errors import GpuplanError
 

@@ -63,7 +63,7 @@ amount = st.integers(min_value=0, max_value=10**6)
 
 @settings(max_examples=300, deadline=None)
 @given(
-    values=st.lists(amount, min_size=28, max_size=28),
+    values=st.lists(amount, min_size=29, max_size=29),
     held=st.lists(st.tuples(st.sampled_from(("ddp_buckets", "grad_buffer")), amount), max_size=2),
     in_backward=st.booleans(),
     last=st.booleans(),

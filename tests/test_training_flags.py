@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 import gpuplan
-from gpuplan.api.training import read_framework_config
+from gpuplan.api.framework_configs import read_framework_config
 from gpuplan.catalog.recipes import get_recipe
 from gpuplan.errors import GpuplanError
 from test_training_configs import MEGATRON, TORCHTITAN

@@ -5,6 +5,7 @@
 >>> plan
 """
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.errors import GpuplanError
@@ -55,8 +56,6 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
-
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value

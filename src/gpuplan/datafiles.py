@@ -7,12 +7,13 @@ A data file (TOML or JSON under catalog/data/) is parsed on first use and its re
 name, size and modification time; later runs load that in a fraction of the parse time. When the
 cache cannot be read or written, the file is simply parsed (GPUPLAN_CACHE_DIR=off turns it off).
 
-Plain `os.path` rather than pathlib, and the parsers imported only on a cache miss: this module
-is on every command's path (cold start, issue 14).
+Plain `os.path` rather than pathlib, and TOML's parser imported only on a cache miss: this
+module is on every command's path (cold start, issue 14; `json` every command loads anyway).
 """
 
 from __future__ import annotations
 
+import json
 import marshal
 import os
 from typing import Any
@@ -32,8 +33,6 @@ def _parse(path: str) -> Any:
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
     if path.endswith(".json"):
-        import json
-
         return json.loads(text)
     import tomllib
 

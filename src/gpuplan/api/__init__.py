@@ -24,11 +24,11 @@ _LAZY = {
     "ModelReport": "gpuplan.api.inspection",
     "inspect": "gpuplan.api.inspection",
     "DEFAULT_PLAN_GPUS": "gpuplan.api.planning",
-    "PLAN_TRAIN_SCHEMA_VERSION": "gpuplan.api.planning",
+    "PLAN_TRAIN_SCHEMA_VERSION": "gpuplan.api.plan_data",
     "PlanOption": "gpuplan.api.planning",
-    "TrainOption": "gpuplan.api.planning",
+    "TrainOption": "gpuplan.api.training_plans",
     "plan": "gpuplan.api.planning",
-    "plan_training": "gpuplan.api.planning",
+    "plan_training": "gpuplan.api.training_plans",
     "SCHEMA_VERSION": "gpuplan.api.serving",
     "ServingPlan": "gpuplan.api.serving",
     "serve": "gpuplan.api.serving",
@@ -36,7 +36,7 @@ _LAZY = {
     "TRAIN_SCHEMA_VERSION": "gpuplan.api.training",
     "TrainingPlan": "gpuplan.api.training",
     "train": "gpuplan.api.training",
-    "train_from": "gpuplan.api.training",
+    "train_from": "gpuplan.api.framework_configs",
 }
 
 if TYPE_CHECKING:
@@ -54,18 +54,14 @@ if TYPE_CHECKING:
         engine_serve,
         serve_launch,
     )
+    from gpuplan.api.framework_configs import train_from
     from gpuplan.api.inspection import INSPECT_SCHEMA_VERSION, ModelReport, inspect
-    from gpuplan.api.planning import (
-        DEFAULT_PLAN_GPUS,
-        PLAN_TRAIN_SCHEMA_VERSION,
-        PlanOption,
-        TrainOption,
-        plan,
-        plan_training,
-    )
+    from gpuplan.api.plan_data import PLAN_TRAIN_SCHEMA_VERSION
+    from gpuplan.api.planning import DEFAULT_PLAN_GPUS, PlanOption, plan
     from gpuplan.api.serving import SCHEMA_VERSION, ServingPlan, serve
     from gpuplan.api.serving_speed import serve_speed
-    from gpuplan.api.training import TRAIN_SCHEMA_VERSION, TrainingPlan, train, train_from
+    from gpuplan.api.training import TRAIN_SCHEMA_VERSION, TrainingPlan, train
+    from gpuplan.api.training_plans import TrainOption, plan_training
 
 
 def __getattr__(name: str) -> Any:

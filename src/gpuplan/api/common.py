@@ -5,17 +5,19 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from gpuplan.catalog import get_gpu, get_precision, load_architecture
+from gpuplan.catalog import get_gpu, get_precision, list_models, load_architecture
+from gpuplan.catalog.gpus import gpu_record, list_gpus
 from gpuplan.catalog.models import resolve_source, source_architecture
-from gpuplan.catalog.precisions import torch_dtype_precision
+from gpuplan.catalog.precisions import list_precisions, precision_aliases, torch_dtype_precision
 from gpuplan.catalog.sources import ModelSource
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.frozen import record
 from gpuplan.engine.gpu import GpuSpec
+from gpuplan.engine.params import count_params
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.weights import WeightFormat, as_stored
 from gpuplan.errors import GpuplanError
-from gpuplan.units import MAX_BYTES, parse_bytes, shown
+from gpuplan.units import MAX_BYTES, format_bytes, parse_bytes, shown
 
 if TYPE_CHECKING:
     from gpuplan.engine.checkpoint import Checkpoint
@@ -66,7 +68,10 @@ def quantized_format(
     """A quantised checkpoint's format: its layout (derived, or from the precision catalog),
     with each linear module's precision resolved from the config's rules
     (engine/module_plan.py)."""
-    from gpuplan.engine.module_plan import planned_format  # only a quantised model needs it
+    # the one gpuplan import inside a function in api/: engine/module_plan.py loads dataclasses
+    # and inspect (with tokenize, dis), a third of a serving answer's cold start, and only a
+    # quantised model needs it (tests/test_cli_fast.py, README "no module plan unless quantised")
+    from gpuplan.engine.module_plan import planned_format
 
     layout = q.layout or get_precision(q.precision)
     return planned_format(arch, q, layout, base, stored)
@@ -86,9 +91,6 @@ def resolve_kv(weights: WeightFormat, kv_dtype: str | None) -> Precision:
 
 def model_summaries() -> list[dict[str, Any]]:
     """One row per catalog model: ids, exact total and active parameters, attention shape."""
-    from gpuplan.catalog import list_models
-    from gpuplan.engine.params import count_params
-
     rows: list[dict[str, Any]] = []
     for entry in list_models():
         arch = load_architecture(entry.id)
@@ -114,8 +116,6 @@ def model_summaries() -> list[dict[str, Any]]:
 def gpu_summaries() -> list[dict[str, Any]]:
     """One row per catalog GPU as written (notes and source keys included), with the memory a
     bill measures against and its basis (driver-reported or marketed)."""
-    from gpuplan.catalog.gpus import gpu_record, list_gpus
-
     return [
         dict(gpu_record(g.id), memory_bytes=g.memory_bytes, memory_basis=g.memory_basis)
         for g in list_gpus()
@@ -126,8 +126,6 @@ def precision_summaries() -> list[dict[str, Any]]:
     """One row per catalog precision (`gpuplan precisions`): its names, the bytes per parameter
     derived from its fields, what it covers (every parameter, or linear weights only), whether
     it can hold a KV cache, and its source."""
-    from gpuplan.catalog.precisions import list_precisions, precision_aliases
-
     return [
         {
             "id": p.id,
@@ -334,8 +332,6 @@ class PlanHeadline:
     def _repr_html_(self) -> str:
         """Jupyter: the first line of the repr, then the bill as a table."""
         import html
-
-        from gpuplan.units import format_bytes
 
         title = html.escape(repr(self).splitlines()[0])
         rows = "".join(

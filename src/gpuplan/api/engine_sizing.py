@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from gpuplan.catalog import list_gpus
 from gpuplan.errors import GpuplanError
 
 MAX_NODES = 8  # pipeline stages tried beyond one node
@@ -108,8 +109,6 @@ def ways_out(serve: Any, adapter: Any, args: dict[str, Any], spec: Any) -> list[
 
 
 def _bigger_gpu(serve: Any, args: dict[str, Any], spec: Any) -> list[dict[str, Any]]:
-    from gpuplan.catalog import list_gpus
-
     bigger = sorted(
         (g for g in list_gpus() if g.vendor == spec.vendor and g.memory_bytes > spec.memory_bytes),
         key=lambda g: g.memory_bytes,

@@ -8,10 +8,14 @@ from typing import Any
 from gpuplan.api.common import resolve, resolve_gpu
 from gpuplan.api.serving import ServingPlan
 from gpuplan.catalog import load_architecture
+from gpuplan.catalog.launch import parse_launch
+from gpuplan.catalog.models import list_models
 from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.gpu import GpuSpec
+from gpuplan.engine.profiles import engine_bill, get_adapter
 from gpuplan.engine.serving import ServingSetup, serving_bill
 from gpuplan.errors import GpuplanError
+from gpuplan.lookup import normalise
 
 
 @record
@@ -78,7 +82,6 @@ def engine_serve(
     engine version whose rules apply (default: the newest the adapter reads). `ignored`: flags
     given that gpuplan does not model (reported as such). `revision`: the branch, tag or commit
     of a Hugging Face model; when its headers were read, the weights are their stored bytes."""
-    from gpuplan.engine.profiles import engine_bill, get_adapter
 
     adapter = get_adapter(engine)
     if isinstance(model, dict):
@@ -129,7 +132,6 @@ def serve_launch(
 ) -> EnginePlan:
     """`engine_serve` from a launch line: `vllm serve MODEL --tensor-parallel-size 4 …`.
     read_config: a callable path → text for a `--config FILE` the user named (None: not read)."""
-    from gpuplan.catalog.launch import parse_launch
 
     parsed = parse_launch(line, read_config)
     return engine_serve(
@@ -168,7 +170,6 @@ def engine_args(
     (a count) only reaches an engine that places layers itself. `dtype` is a 16/32-bit dtype
     (bf16 → the engines' bfloat16) or else a quantisation (fp8 variants → fp8); `kv_dtype` in the
     engines' spelling. A setting the engine lacks raises `UnknownSetting`."""
-    from gpuplan.engine.profiles import get_adapter
 
     adapter = get_adapter(engine)
     if gpus == "auto":
@@ -304,8 +305,6 @@ def catalog_model_of_log(name: str) -> str:
     """The catalog model a log names, matched by catalog name, HF id or the last part of a
     path ("/models/Qwen3-8B" → qwen3-8b). Never a file: a path named inside a log is not
     opened; a model outside the catalog needs --model."""
-    from gpuplan.catalog.models import list_models
-    from gpuplan.lookup import normalise
 
     tail = name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
     wanted = {normalise(name), normalise(tail)}
@@ -333,7 +332,6 @@ def check_log(
     default: the catalog model the log names (never a path from the log). gpu_memory: default,
     the total the log printed. version: the engine version whose rules apply; default: the
     version the log prints, else the adapter's newest."""
-    from gpuplan.engine.profiles import get_adapter
 
     adapter = get_adapter(log.engine)
     problems = list(log.problems)

@@ -4,19 +4,21 @@ layouts of a GPU count) and `gpuplan.plan-train-goal/1` (training to a token dea
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from gpuplan.api.planning import (
-    PLAN_TRAIN_GOAL_SCHEMA_VERSION,
-    PLAN_TRAIN_SCHEMA_VERSION,
-    PlanOption,
-    TrainGoalOption,
-    TrainOption,
-)
+from gpuplan.api.answers import three_answers
+from gpuplan.api.common import gpu_dict
+from gpuplan.api.planning import DEFAULT_PLAN_GPUS, PlanOption, parse_duration, plan
 from gpuplan.engine.serving import DEFAULT_HEADROOM
-from gpuplan.errors import GpuplanError
+
+if TYPE_CHECKING:  # the training plans' types only: a serving plan loads no training code
+    from gpuplan.api.training import TrainingPlan
+    from gpuplan.api.training_plans import TrainGoalOption, TrainOption
 
 PLAN_SCHEMA_VERSION = "gpuplan.plan/1"
+PLAN_TRAIN_SCHEMA_VERSION = "gpuplan.plan-train/1"
+PLAN_TRAIN_GOAL_SCHEMA_VERSION = "gpuplan.plan-train-goal/1"
 
 
 def serving_plan_data(
@@ -38,17 +40,16 @@ def serving_plan_data(
     top: int = 10,
     units: str = "GB",
     engine: str | None = None,
-    deploy: str | None = None,
-    calibration: str | None = None,
+    manifest: Callable[[PlanOption], dict[str, Any]] | None = None,
+    calibration: Any = None,
     pin: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`gpuplan.plan/1`: the `top` plans of `planning.plan` (gpus default: DEFAULT_PLAN_GPUS;
     max_gpus None: the planner's cap), each with its launch command when `engine` is named; when
-    nothing meets the ask, the three answers (`fixes`)."""
-    from gpuplan.api.planning import DEFAULT_PLAN_GPUS, parse_duration, plan
-
+    nothing meets the ask, the three answers (`fixes`). `manifest`: the top plan's deployment
+    manifest (api/manifests.py serving_manifest_for)."""
     extra: dict[str, Any] = {"max_gpus": max_gpus} if max_gpus is not None else {}
-    if calibration:
+    if calibration is not None:  # fitted speed figures (api/calibration.py load_calibration)
         extra["calibration"] = calibration
     options = plan(
         model,
@@ -84,28 +85,13 @@ def serving_plan_data(
     }
     if pin:
         data["pinned"] = dict(pin)
-    if deploy and options:
-        data["manifest"] = _serving_manifest(options[0], deploy, engine or "vllm")
+    if manifest is not None and options:
+        data["manifest"] = manifest(options[0])
     if not rows:
         data["fixes"] = _serving_fixes(
             model, gpus, dtypes, kv_dtype, context, users, headroom, max_gpus
         )
     return data
-
-
-def _serving_manifest(option: PlanOption, target: str, engine: str) -> dict[str, Any]:
-    """The top plan as a `target` deployment manifest (planner/deploy)."""
-    from gpuplan.planner.deploy import serving_manifest
-
-    c = option.candidate
-    return serving_manifest(
-        option.plan.bill,
-        option.plan.hf_id or option.plan.model_id,
-        target,
-        engine=engine,
-        replicas=c.replicas,
-        expert_parallel=c.expert_parallel,
-    ).to_dict()
 
 
 def _serving_fixes(
@@ -120,8 +106,6 @@ def _serving_fixes(
 ) -> list[dict[str, Any]]:
     """Nothing meets the ask: the three answers for the first GPU type at the most GPUs allowed
     (one without a cap), in the one weight format asked for (else the checkpoint's)."""
-    from gpuplan.api.planning import three_answers
-
     return three_answers(
         model,
         gpus[0] if gpus else "h100",
@@ -139,13 +123,12 @@ def training_plan_data(
     *,
     engine: str | None = None,
     units: str = "GB",
-    deploy: str | None = None,
+    manifest: Callable[[TrainingPlan, str | None], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """`gpuplan.plan-train/1` for `plan_training`'s ranked layouts (at least one): the ask they
     share (GPU, count, sequence, batch, recipe, LoRA, headroom) and one row per layout, with the
-    `engine` export when one is named."""
-    from gpuplan.api.common import gpu_dict
-
+    `engine` export when one is named; `manifest`: the top layout's deployment manifest
+    (api/manifests.py training_manifest_for)."""
     first = ranked[0].plan
     s = first.bill.setup
     data: dict[str, Any] = {
@@ -163,15 +146,8 @@ def training_plan_data(
         "engine": engine,
         "options": [o.to_dict(units, engine) for o in ranked],
     }
-    if deploy:
-        from gpuplan.planner.deploy import training_manifest
-
-        if engine is None:
-            raise GpuplanError(
-                f"--export {deploy} with --train needs --engine deepspeed, fsdp or megatron"
-            )
-        model = first.hf_id or first.model_id
-        data["manifest"] = training_manifest(first.bill, engine, deploy, model).to_dict()
+    if manifest is not None:
+        data["manifest"] = manifest(first, engine)
     return data
 
 

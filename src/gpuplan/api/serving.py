@@ -7,7 +7,6 @@ from typing import Any
 from gpuplan.api.common import (
     PlanHeadline,
     _bytes,
-    _positive,
     gpu_dict,
     model_dict,
     resolve,
@@ -16,12 +15,12 @@ from gpuplan.api.common import (
     resolve_weight_format,
     usable_memory,
 )
+from gpuplan.api.requests import ServeRequest, serve_context
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.frozen import field, record
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.serving import (
     DEFAULT_CUDA_CONTEXT_BYTES,
-    DEFAULT_HEADROOM,
     DEFAULT_WORKSPACE_BYTES,
     ServingBill,
     ServingSetup,
@@ -153,53 +152,41 @@ class ServingPlan(PlanHeadline):
 
 
 def serve(
-    model: str | dict[str, Any] | Architecture,
-    gpu: str | GpuSpec = "h100",
-    *,
-    gpus: int | str | None = None,
-    tp: int | None = None,
-    pp: int | None = None,
-    dtype: str | None = None,
-    kv_dtype: str | None = None,
-    context: int = 4096,
-    users: int = 1,
-    headroom: float = DEFAULT_HEADROOM,
-    gpu_memory: str | int | None = None,
-    workspace: str | int | None = None,
-    cuda_context: str | int | None = None,
-    revision: str | None = None,
+    model: str | dict[str, Any] | Architecture, gpu: str | GpuSpec = "h100", **knobs: Any
 ) -> ServingPlan:
     """Size serving `model` on `gpu`: the per-GPU bill, whether it fits, and on how many GPUs.
 
+    The knobs are `ServeRequest`'s (api/requests.py SERVE: the one declaration the CLI, the web
+    and the MCP tools are generated from), checked once when the request is built:
     gpus: a count, "auto" (fewest that fit), or None: one GPU if it fits, else "auto".
     tp/pp: an explicit layout (then gpus = tp × pp). dtype: weight format (default: the
     checkpoint's). kv_dtype: KV-cache format (default: the weights' 16-bit or fp8 dtype).
+    context (default 4096), users (1), headroom (a fraction of the memory), gpu_memory,
+    workspace, cuda_context.
     revision: the branch, tag or commit of a Hugging Face model (cache or Hub).
     When the checkpoint's headers were read, the weights line is their exact stored bytes.
     """
-    for name, value in (("tp", tp), ("pp", pp), ("context", context), ("users", users)):
-        _positive(name, value)
-    if isinstance(gpus, int):
-        _positive("gpus", gpus)
-    ref = resolve(model, revision)
+    req = ServeRequest(gpu=gpu, **knobs)
+    ref = resolve(model, req.revision)
     arch, model_id, hf_id = ref.arch, ref.model_id, ref.hf_id
-    spec = resolve_gpu(gpu, gpu_memory)
-    headroom = usable_memory(spec, headroom)
-    fmt = resolve_weight_format(arch, dtype, ref.stored)
+    spec = resolve_gpu(gpu, req.gpu_memory)
+    headroom = usable_memory(spec, req.headroom)
+    fmt = resolve_weight_format(arch, req.dtype, ref.stored)
+    tp, pp, gpus = req.tp, req.pp, req.gpus
     setup = ServingSetup(
         arch=arch,
         weights=fmt,
-        kv=resolve_kv(fmt, kv_dtype),
+        kv=resolve_kv(fmt, req.kv_dtype),
         gpu=spec,
         tp=tp or 1,
         pp=pp or 1,
-        context=int(context),
-        users=int(users),
+        context=int(serve_context(req.context)),
+        users=int(req.users),
         headroom=float(headroom),
-        workspace_bytes=DEFAULT_WORKSPACE_BYTES if workspace is None else _bytes(workspace),
+        workspace_bytes=DEFAULT_WORKSPACE_BYTES if req.workspace is None else _bytes(req.workspace),
         cuda_context_bytes=DEFAULT_CUDA_CONTEXT_BYTES
-        if cuda_context is None
-        else _bytes(cuda_context),
+        if req.cuda_context is None
+        else _bytes(req.cuda_context),
     )
     if tp is not None or pp is not None:
         if isinstance(gpus, int) and gpus != setup.tp * setup.pp:

@@ -17,25 +17,26 @@ from gpuplan.api.common import (
     size_bytes,
     usable_memory,
 )
-from gpuplan.catalog import get_precision, load_architecture
+from gpuplan.api.requests import TrainRequest
+from gpuplan.catalog import get_precision
+from gpuplan.catalog.frameworks import get_framework
+from gpuplan.catalog.recipes import get_recipe
 from gpuplan.engine.activations import parse_recompute
 from gpuplan.engine.allocator import predicts
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.cost import DEFAULT_NETWORK_BYTES_PER_S
-from gpuplan.engine.frameworks.overrides import TrainOverrides
 from gpuplan.engine.frameworks.profile import FrameworkProfile, validate_profile
 from gpuplan.engine.frozen import field, fields, record, replace
 from gpuplan.engine.gpu import GpuSpec
-from gpuplan.engine.lora import LoraSpec, default_targets
+from gpuplan.engine.lora import SAVED, LoraSpec, default_targets
 from gpuplan.engine.loss import parse_loss
 from gpuplan.engine.recipes import TrainingRecipe
 from gpuplan.engine.serving import (
     DEFAULT_CUDA_CONTEXT_BYTES,
-    DEFAULT_HEADROOM,
 )
 from gpuplan.engine.sharding import Layout, fsdp_layout
 from gpuplan.engine.training import TrainingBill, TrainingSetup, training_bill
-from gpuplan.engine.weights import WeightFormat
+from gpuplan.engine.weights import WeightFormat, as_stored
 from gpuplan.errors import GpuplanError
 from gpuplan.planner.training import TrainAttempt
 from gpuplan.planner.training import fewest_gpus as fewest_train_gpus
@@ -233,58 +234,12 @@ def _speed_json(b: TrainingBill) -> dict[str, Any]:
 
 
 def train(
-    model: str | dict[str, Any] | Architecture,
-    gpu: str | GpuSpec = "h100",
-    *,
-    gpus: int | str | None = None,
-    zero: int | None = None,
-    fsdp: str | bool | None = None,
-    dp: int | None = None,
-    tp: int | None = None,
-    pp: int | None = None,
-    sp: bool = False,
-    cp: int = 1,
-    ep: int = 1,
-    etp: int | None = None,
-    vpp: int = 1,
-    recipe: str | TrainingRecipe | None = None,
-    seq: int = 4096,
-    micro_batch: int = 1,
-    grad_accum: int | None = None,
-    checkpointing: str | bool | None = None,
-    attention: str = "flash",
-    method: str | None = None,
-    optimizer: str | None = None,
-    lora_rank: int | None = None,
-    lora_targets: tuple[str, ...] | list[str] | str | None = None,
-    qlora: bool = False,
-    lora_base: str | None = None,
-    lora_modules_to_save: tuple[str, ...] | list[str] | str | None = None,
-    offload: str | None = None,
-    offload_activations: bool = False,
-    capacity_factor: float = 1.0,
-    headroom: float = DEFAULT_HEADROOM,
-    gpu_memory: str | int | None = None,
-    cuda_context: str | int | None = None,
-    mfu: float | None = None,
-    network_bandwidth: str | float | None = None,
-    framework: str | FrameworkProfile | None = None,
-    loss: str | None = None,
-    compile: bool | None = None,
-    grads: str | None = None,
-    reshard_after_forward: bool | None = None,
-    optimizer_in_backward: bool | None = None,
-    fp8: str | None = None,
-    fp8_all_gather: bool | None = None,
-    dropout: float | None = None,
-    optimizer_kernel: str | None = None,
-    compile_loss: bool | None = None,
-    framework_overrides: dict[str, Any] | None = None,
-    global_batch: int | None = None,
-    stage: int | str | None = None,
+    model: str | dict[str, Any] | Architecture, gpu: str | GpuSpec = "h100", **knobs: Any
 ) -> TrainingPlan:
     """Size training (or LoRA/QLoRA fine-tuning) `model` on `gpu`: the per-GPU bill, on how many.
 
+    The knobs are `TrainRequest`'s (api/requests.py TRAIN: the one declaration the CLI, the web
+    and the MCP tools are generated from, each with its help), checked once when it is built:
     gpus: a count (dp = gpus ÷ (tp × pp × cp)), "auto" (fewest that fit, from the lesson's lower
     bound), or None: "auto". zero: ZeRO stage 0-3; fsdp: an FSDP sharding strategy instead.
     recipe: a training recipe id (see `gpuplan.catalog.recipes`; default: the framework's).
@@ -307,84 +262,99 @@ def train(
     this pipeline stage ("first", "last" or an index) instead of the heaviest. vpp: virtual
     pipeline stages (model chunks) per pipeline rank, interleaved 1F1B (needs pp). etp: the
     experts' tensor-parallel degree when it differs from tp (Megatron
-    --expert-tensor-parallel-size; ep × etp then spans dp × cp × tp).
+    --expert-tensor-parallel-size; ep × etp then spans dp × cp × tp). network_bandwidth:
+    inter-node bytes/s per GPU per direction; mfu: pin the utilisation; capacity_factor: MoE.
     """
-    profile = resolve_framework(
-        framework,
-        framework_overrides,
-        compile=compile,
-        compile_loss=compile if compile_loss is None else compile_loss,
-        grads=grads,
-        reshard_after_forward=reshard_after_forward,
-        optimizer_in_backward=optimizer_in_backward,
-        fp8=fp8,
-        fp8_all_gather=fp8_all_gather,
-        dropout=dropout,
-        optimizer_kernel=optimizer_kernel,
-    )
+    req = TrainRequest(gpu=gpu, **knobs)
+    profile = _profile(req)
+    fsdp = req.fsdp
     if isinstance(fsdp, bool):
         fsdp = "full_shard" if fsdp else None
-    qlora, lora_rank = _method(method, qlora, lora_rank)
-    gpus = _gpus_from_dp(gpus, dp, tp, pp, cp)
-    _check_counts(
-        gpus,
-        zero,
-        fsdp,
-        tp=tp,
-        pp=pp,
-        cp=cp,
-        ep=ep,
-        vpp=vpp,
-        seq=seq,
-        micro_batch=micro_batch,
-        grad_accum=grad_accum,
-        lora_rank=lora_rank,
-    )
+    qlora, lora_rank = _method(req.method, req.qlora, req.lora_rank)
+    gpus = _gpus_from_dp(req.gpus, req.dp, req.tp, req.pp, req.cp)
+    _check_counts(gpus, req.zero, fsdp, lora_rank=lora_rank)
     ref = resolve(model)
-    spec = resolve_gpu(gpu, gpu_memory)
-    headroom = usable_memory(spec, headroom)
-    mfu = None if mfu is None else real_number("MFU", mfu)
-    capacity_factor = real_number("capacity-factor", capacity_factor, MAX_CAPACITY_FACTOR)
-    rec = _recipe(recipe, optimizer, profile)
-    lora, base = _lora(ref.arch, lora_rank, lora_targets, qlora, lora_base, lora_modules_to_save)
-    layout = _layout(profile, spec, zero, fsdp, tp, pp, cp, ep, sp, vpp, etp)
-    setup = TrainingSetup(
+    spec = resolve_gpu(gpu, req.gpu_memory)
+    setup = _setup(req, profile, ref, spec, fsdp, qlora, lora_rank)
+    zero = req.zero
+    implied_zero = profile.zero if zero is None and fsdp is None and profile.zero >= 0 else None
+    if isinstance(gpus, int):
+        setup = _on_gpus(setup, gpus, implied_zero, req.global_batch)
+        return TrainingPlan(_with_headers(training_bill(setup), ref), ref.model_id, ref.hf_id)
+    if gpus not in (None, "auto"):
+        raise GpuplanError(f"gpus must be a number or 'auto', got {gpus!r}")
+    given = {"tp": req.tp, "pp": req.pp, "recompute": req.checkpointing, "offload": req.offload}
+    fixed = {name for name, value in given.items() if value is not None}
+    if req.offload_activations:
+        fixed.add("offload")
+    held = _held_zero(setup.layout, zero, fsdp, implied_zero, req.offload)
+    return _fewest_gpus(setup, ref, fixed, held)
+
+
+def _profile(req: Any) -> FrameworkProfile:
+    """The request's framework profile with its framework knobs set."""
+    return resolve_framework(
+        req.framework,
+        req.framework_overrides,
+        compile=req.compile,
+        compile_loss=req.compile if req.compile_loss is None else req.compile_loss,
+        grads=req.grads,
+        reshard_after_forward=req.reshard_after_forward,
+        optimizer_in_backward=req.optimizer_in_backward,
+        fp8=req.fp8,
+        fp8_all_gather=req.fp8_all_gather,
+        dropout=req.dropout,
+        optimizer_kernel=req.optimizer_kernel,
+    )
+
+
+def _setup(
+    req: Any,
+    profile: FrameworkProfile,
+    ref: Any,
+    spec: GpuSpec,
+    fsdp: str | None,
+    qlora: bool,
+    lora_rank: int | None,
+) -> TrainingSetup:
+    """The training setup of a request before its GPU count is known (dp = 1)."""
+    headroom = usable_memory(spec, req.headroom)
+    mfu = None if req.mfu is None else real_number("MFU", req.mfu)
+    capacity_factor = real_number("capacity-factor", req.capacity_factor, MAX_CAPACITY_FACTOR)
+    rec = _recipe(req.recipe, req.optimizer, profile)
+    lora, base = _lora(
+        ref.arch, lora_rank, req.lora_targets, qlora, req.lora_base, req.lora_modules_to_save
+    )
+    tp, pp = req.tp, req.pp
+    layout = _layout(
+        profile, spec, req.zero, fsdp, tp, pp, req.cp, req.ep, req.sp, req.vpp, req.etp
+    )
+    cuda_context = req.cuda_context
+    return TrainingSetup(
         arch=ref.arch,
         recipe=rec,
         gpu=spec,
         layout=layout,
-        seq=int(seq),
-        micro_batch=int(micro_batch),
-        grad_accum=int(grad_accum) if grad_accum else 0,
-        recompute=parse_checkpointing(checkpointing, profile.recompute),
-        kernel="flash" if attention == "sdpa" else attention,
+        seq=int(req.seq),
+        micro_batch=int(req.micro_batch),
+        grad_accum=int(req.grad_accum) if req.grad_accum else 0,
+        recompute=parse_checkpointing(req.checkpointing, profile.recompute),
+        kernel="flash" if req.attention == "sdpa" else req.attention,
         lora=lora,
         base=base,
-        offload=offload or "none",
-        offload_activations=bool(offload_activations),
+        offload=req.offload or "none",
+        offload_activations=bool(req.offload_activations),
         capacity_factor=float(capacity_factor),
         headroom=float(headroom),
         cuda_context_bytes=DEFAULT_CUDA_CONTEXT_BYTES
         if cuda_context is None
         else _bytes(cuda_context),
         mfu=None if mfu is None else float(mfu),
-        network_bytes_per_s=_bandwidth(network_bandwidth),
+        network_bytes_per_s=_bandwidth(req.network_bandwidth),
         framework=profile,
-        loss=parse_loss(loss).mode_text() if loss else "",
-        stage=_stage(stage, pp or 1),
+        loss=parse_loss(req.loss).mode_text() if req.loss else "",
+        stage=_stage(req.stage, pp or 1),
     )
-    implied_zero = profile.zero if zero is None and fsdp is None and profile.zero >= 0 else None
-    if isinstance(gpus, int):
-        setup = _on_gpus(setup, gpus, implied_zero, global_batch)
-        return TrainingPlan(_with_headers(training_bill(setup), ref), ref.model_id, ref.hf_id)
-    if gpus not in (None, "auto"):
-        raise GpuplanError(f"gpus must be a number or 'auto', got {gpus!r}")
-    given = {"tp": tp, "pp": pp, "recompute": checkpointing, "offload": offload}
-    fixed = {name for name, value in given.items() if value is not None}
-    if offload_activations:
-        fixed.add("offload")
-    held = _held_zero(setup.layout, zero, fsdp, implied_zero, offload)
-    return _fewest_gpus(setup, ref, fixed, held)
 
 
 def _recipe(
@@ -392,8 +362,6 @@ def _recipe(
 ) -> TrainingRecipe:
     """The recipe given; else the optimizer alias (also over the default adamw-bf16); else
     the framework's own."""
-    from gpuplan.catalog.recipes import get_recipe
-
     if optimizer is not None and recipe in (None, "adamw-bf16"):
         recipe = optimizer
     if recipe is None:
@@ -458,16 +426,15 @@ def _gpus_from_dp(
 
 
 def _check_counts(
-    gpus: int | str | None, zero: int | None, fsdp: str | None, **counts: int | None
+    gpus: int | str | None, zero: int | None, fsdp: str | None, lora_rank: int | None
 ) -> None:
-    for name, value in counts.items():
-        _positive(name.replace("_", "-"), value)
+    """What the request's knobs cannot check one by one: the GPU count dp implies, the rank a
+    method implies, and a ZeRO stage beside an FSDP mode."""
+    _positive("lora-rank", lora_rank)
     if isinstance(gpus, int):
         _positive("gpus", gpus)
     if zero is not None and fsdp is not None:
         raise GpuplanError("give either a ZeRO stage or an FSDP mode, not both")
-    if zero is not None and (isinstance(zero, bool) or zero not in (0, 1, 2, 3)):
-        raise GpuplanError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero!r}")
 
 
 def _layout(
@@ -533,8 +500,6 @@ def _with_headers(bill: TrainingBill, ref: Any) -> TrainingBill:
     """When the checkpoint's headers were read, the weights line's architecture math is set
     beside the stored bytes the same GPU would hold (its tp/pp placement, ÷ the ZeRO-3/FSDP
     shards), for a full fine-tune in the checkpoint's own 16-bit dtype."""
-    from gpuplan.engine.weights import as_stored
-
     stored = ref.stored
     setup = bill.setup
     weights = setup.recipe.weights
@@ -566,8 +531,6 @@ def resolve_framework(
     compile, compile_loss, grads (set_to_none | persistent), reshard_after_forward (bool),
     optimizer_in_backward, fp8, fp8_all_gather, dropout, optimizer_kernel (fused | foreach |
     for-loop), and `overrides`, any profile field by name."""
-    from gpuplan.catalog.frameworks import get_framework
-
     if isinstance(framework, FrameworkProfile):
         profile = framework
     else:
@@ -696,8 +659,6 @@ def _lora(
 
 def _saved_modules(names: tuple[str, ...] | list[str] | str | None) -> tuple[str, ...]:
     """PEFT modules_to_save, by the names gpuplan models (the embedding and the LM head)."""
-    from gpuplan.engine.lora import SAVED
-
     if isinstance(names, str):
         names = [t.strip() for t in names.split(",") if t.strip()]
     aliases = {"embed_tokens": "embed_tokens", "wte": "embed_tokens", "lm_head": "lm_head"}
@@ -712,112 +673,3 @@ def _saved_modules(names: tuple[str, ...] | list[str] | str | None) -> tuple[str
 
 def _dedupe(targets: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(targets))
-
-
-READERS = ("torchtitan", "torchtune", "megatron", "deepspeed", "hf-trainer")
-HF_KEYS = (
-    "per_device_train_batch_size",
-    "model_name_or_path",
-    "target_modules",
-    "lora_r",
-    "peft_type",
-    "gradient_checkpointing",
-    "sequence_len",  # axolotl
-    "lora_target_linear",
-)
-
-
-def detect_format(text: str, name: str = "") -> str:
-    """Which framework a config is for: by its file name, else by what it contains."""
-    lower = name.lower()
-    stripped = text.lstrip()
-    if lower.endswith(".toml") or "[parallelism]" in text or "[activation_checkpoint]" in text:
-        return "torchtitan"
-    if "MODEL_ARGS" in text or "--num-layers" in text or "pretrain_gpt" in text:
-        return "megatron"
-    if lower.endswith(".json") or stripped.startswith("{"):
-        ds_keys = "zero_optimization" in text or "train_micro_batch_size_per_gpu" in text
-        if ds_keys and "per_device_train_batch_size" not in text:  # else inline in HF args
-            return "deepspeed"
-        return "hf-trainer"
-    if "_component_" not in text and any(key in text for key in HF_KEYS):
-        return "hf-trainer"  # TrainingArguments / TRL / PEFT as YAML or flags
-    if lower.endswith((".yaml", ".yml")) or "_component_" in text:
-        return "torchtune"
-    raise GpuplanError(
-        f"cannot tell which framework this config is for; give --format ({', '.join(READERS)})"
-    )
-
-
-def read_framework_config(
-    text: str,
-    format: str | None = None,
-    *,
-    name: str = "",
-    gpus: int | None = None,
-    overrides: list[str] | None = None,
-) -> TrainOverrides:
-    """Read one framework config (its text) into gpuplan's terms (engine/frameworks)."""
-    from gpuplan.engine.frameworks import deepspeed, hf_trainer, megatron, torchtitan, torchtune
-
-    fmt = (format or detect_format(text, name)).lower().replace("_", "-")
-    if fmt == "torchtitan":
-        return torchtitan.read(text, gpus, lambda model: load_architecture(model).num_layers)
-    if fmt == "torchtune":
-        return torchtune.read(text, overrides)
-    if fmt in ("megatron", "megatron-lm"):
-        return megatron.read(text)
-    if fmt == "deepspeed":
-        return deepspeed.read(text, gpus)
-    if fmt in ("hf-trainer", "hf", "trainer"):
-        return hf_trainer.read(text)
-    raise GpuplanError(f"unknown config format {format!r}; use {', '.join(READERS)}")
-
-
-def train_from(
-    config: str,
-    model: str | dict[str, Any] | Architecture | None = None,
-    *,
-    format: str | None = None,
-    overrides: list[str] | None = None,
-    **kwargs: Any,
-) -> TrainingPlan:
-    """Size training as a framework config describes it. `config` is a path to the config
-    (torchtitan TOML, torchtune YAML, Megatron-LM flags or model_config.yaml, DeepSpeed or
-    TrainingArguments JSON) or its text; `model` is needed when the config does not name one;
-    `overrides` are torchtune's key=value; other keyword arguments (gpus, gpu, ...) go to
-    train() and win over the config's."""
-    text, name = _config_text(config)
-    gpus = kwargs.get("gpus")
-    read = read_framework_config(
-        text, format, name=name, gpus=gpus if isinstance(gpus, int) else None, overrides=overrides
-    )
-    chosen = model if model is not None else read.model
-    if chosen is None:
-        raise GpuplanError(f"this {read.framework} config names no model: give MODEL")
-    given = {k: v for k, v in kwargs.items() if v is not None}
-    plan = train(chosen, **{**read.train_kwargs(), **given})
-    return replace(plan, config_notes=read.notes)
-
-
-def _config_text(config: str) -> tuple[str, str]:
-    """(text, file name) of `config`: the file it names, or the config itself when it is text
-    (several lines, a JSON/TOML opening, or command-line flags)."""
-    import os
-    from pathlib import Path
-
-    from gpuplan.safe_read import MAX_TEXT_BYTES, clean_name, read_text
-
-    if len(config) > MAX_TEXT_BYTES:
-        raise GpuplanError(f"the config is larger than {MAX_TEXT_BYTES // 2**20} MiB")
-    stripped = config.strip()
-    if "\n" in stripped or stripped[:1] in ("{", "[", "-") or " --" in stripped:
-        return config, ""
-    path = Path(stripped)
-    try:
-        found = os.path.lexists(path)
-    except (OSError, ValueError):
-        found = False
-    if not found:
-        raise GpuplanError(f"no such config file: {clean_name(stripped, 200)}")
-    return read_text(path, MAX_TEXT_BYTES, clean_name(stripped, 200)), path.name

@@ -4,7 +4,7 @@ This is the only place (with the CLI and web layers) that reads files; the engin
 """
 
 from gpuplan.catalog.gpus import get_gpu, list_gpus
-from gpuplan.catalog.models import ModelEntry, list_models, load_architecture, read_config
+from gpuplan.catalog.models import ModelEntry, list_models, load_architecture
 from gpuplan.catalog.precisions import get_precision, list_precisions
 
 __all__ = [
@@ -15,5 +15,4 @@ __all__ = [
     "list_models",
     "list_precisions",
     "load_architecture",
-    "read_config",
 ]

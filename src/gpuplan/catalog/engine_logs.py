@@ -23,6 +23,7 @@ from typing import Any
 
 from gpuplan.engine.frozen import field, record
 from gpuplan.errors import GpuplanError
+from gpuplan.safe_read import open_regular
 
 MAX_LOG_BYTES = 16 * 2**20
 MAX_LINE_CHARS = 20_000
@@ -82,6 +83,13 @@ VLLM_PATTERNS: tuple[Pattern, ...] = (
         r"Available KV cache memory: " + _NUM + r" ?GiB",
     ),
     _p("kv_cache_tokens", "GPU KV cache size: ", r"GPU KV cache size: " + _INT + r" tokens"),
+    # the failed-start message (V0 and V1 to 0.8: worker.py / kv_cache_utils.py
+    # raise_if_cache_size_invalid): the KV capacity in tokens that was too small
+    _p(
+        "kv_cache_tokens_limit",
+        "can be stored in KV cache (",
+        r"can be stored in KV cache \((\d{1,12})\)",
+    ),
     _p(
         "concurrency_len",
         "Maximum concurrency for ",
@@ -176,6 +184,7 @@ _ENGINE_NEEDLES = {
         "GPU KV cache size",
         "Available KV cache memory",
         "Maximum concurrency for",
+        "maximum number of tokens that can be stored in KV cache",
         "non-default args: {",
         "LLM engine (v",
     ),
@@ -433,7 +442,8 @@ def parse_log(text: str) -> LogFigures:
     v0 = False
     if engine == "vllm":
         v0 = _is_v0(lines, figures)
-        if "kv_cache_gib" not in figures and "kv_cache_tokens" not in figures and not v0:
+        sized = {"kv_cache_gib", "kv_cache_tokens", "kv_cache_tokens_limit"} & figures.keys()
+        if not sized and not v0:
             problems.append(
                 "the log ends before vLLM sized the KV cache (no 'Available KV cache memory'"
                 " or 'GPU KV cache size' line): truncated, or the start failed earlier"
@@ -467,8 +477,6 @@ def parse_log(text: str) -> LogFigures:
 
 def read_log(path: str | Path) -> LogFigures:
     """Read a log file (at most MAX_LOG_BYTES; encoding noise replaced) and parse it."""
-    from gpuplan.safe_read import open_regular
-
     p = Path(path)
     shown = clean_text(str(p), 200)
     if not os.path.lexists(p):

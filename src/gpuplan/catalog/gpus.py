@@ -74,11 +74,6 @@ def figure_sources(gpu_id: str, key: str) -> list[str]:
     return list(row.get("figure_sources", {}).get(key, []))
 
 
-def source_text(key: str) -> str:
-    """The description and URL of one [sources] key."""
-    return str(load_data("gpus.toml")["sources"][key])
-
-
 def get_gpu(name: str) -> GpuSpec:
     """A GPU by id or alias: 'h100', 'H100-SXM', 'a100-40gb', 'mi300x', '4090'."""
     by_id, names, _ = _table()

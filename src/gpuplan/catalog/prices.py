@@ -6,14 +6,14 @@ from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Any
 
+from gpuplan.catalog.gpus import get_gpu
+from gpuplan.datafiles import load_data
 from gpuplan.errors import GpuplanError
 
 
 @cache
 def price_table() -> dict[str, dict[str, Any]]:
     """GPU id → its price row (usd_per_gpu_hour, source, as_read, source_url)."""
-    from gpuplan.datafiles import load_data
-
     data = load_data("prices.toml")
     sources = data.get("sources", {})
     rows = {}
@@ -29,8 +29,6 @@ def price_table() -> dict[str, dict[str, Any]]:
 
 def parse_prices(items: Iterable[str] | Mapping[str, float] | None) -> dict[str, float]:
     """`["H100=2.5", "b200=6"]` (or a mapping) → {catalog gpu id: usd per GPU-hour}."""
-    from gpuplan.catalog.gpus import get_gpu
-
     if not items:
         return {}
     pairs: list[tuple[str, Any]]

@@ -35,15 +35,6 @@ def _bounded(name: str, items: list[str] | None) -> tuple[str, ...]:
     return values
 
 
-def _positive_or_auto(gpus: int | None) -> int | str:
-    """`gpus`: None is auto (the fewest that fit); 0 or less is refused, never read as auto."""
-    if gpus is None:
-        return "auto"
-    if gpus < 1:
-        raise GpuplanError(f"gpus must be a whole number ≥ 1 (or omitted for auto), got {gpus}")
-    return gpus
-
-
 def condensed(err: BaseException) -> str:
     """One line for a tool failure: a GpuplanError's message, a pydantic validation error's
     fields and first problem, anything else as an internal error naming its type."""
@@ -113,71 +104,105 @@ def build_server() -> Any:
     return server
 
 
+# each tool's arguments: MODEL, then these knobs of its request (api/requests.py), their input
+# schema generated from the declaration (type, closed set, default, help); the request record
+# checks the values once, when the API builds it
+SERVE_TOOL = ("gpu", "gpus", "tp", "pp", "dtype", "kv_dtype", "context", "users")
+SPEED_TOOL = ("prompt", "output", "request_rate", "eager")
+TRAIN_TOOL = ("gpu", "gpus", "zero", "seq", "checkpointing", "lora_rank", "qlora")
+PLAN_TOOL = (
+    "users",
+    "context",
+    "tpot",
+    "ttft",
+    "objective",
+    "gpus",
+    "prices",
+    "top",
+    "tp",
+    "pp",
+    "ep",
+)
+PLAN_TRAIN_TOOL = ("tokens", "days", "gpus", "objective", "top")
+
+
+def tool_knobs(name: str) -> tuple[Any, ...]:
+    """The knobs a tool takes after MODEL (tests/test_declarations.py reads them)."""
+    from gpuplan.api import requests as rq
+
+    return {
+        "serve": (*rq.pick(rq.SERVE, SERVE_TOOL), rq.TIME, *rq.pick(rq.SPEED, SPEED_TOOL)),
+        "train": rq.pick(rq.TRAIN, TRAIN_TOOL),
+        "plan": rq.pick(rq.PLAN, PLAN_TOOL),
+        "plan_train": rq.pick(rq.PLAN, PLAN_TRAIN_TOOL),
+    }[name]
+
+
+def add_tool(server: Any, name: str, doc: str, run: Any, required: tuple[str, ...] = ()) -> None:
+    """Register `run(model, **knobs)` as the tool `name`: its arguments MODEL and the tool's
+    knobs (tool_knobs), typed from their declaration; `required`: knobs the tool needs given."""
+    import inspect
+    from typing import Annotated
+
+    from pydantic import Field
+
+    from gpuplan.web.schema import annotation
+
+    params = [inspect.Parameter("model", inspect.Parameter.KEYWORD_ONLY, annotation=str)]
+    for knob in tool_knobs(name):
+        default = inspect.Parameter.empty if knob.name in required else knob.default
+        kind: Any = Annotated[annotation(knob, bounded=False), Field(description=knob.help or None)]
+        params.append(
+            inspect.Parameter(
+                knob.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind
+            )
+        )
+
+    async def call(**arguments: Any) -> dict[str, Any]:
+        return await _bounded_call(run, **arguments)
+
+    call.__signature__ = inspect.Signature(params, return_annotation=dict[str, Any])  # type: ignore[attr-defined]
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = doc
+    server.add_tool(call, name=name, description=doc)
+
+
 def _add_bill_tools(server: Any) -> None:
     """serve and train: one memory bill per GPU (`gpuplan.serve/1`, `gpuplan.train/1`)."""
+    add_tool(
+        server,
+        "serve",
+        "Serving memory bill per GPU (gpuplan.serve/1): will MODEL fit, on how many GPUs; with"
+        " speed, the layout's TTFT/TPOT/ITL/throughput under `vllm bench serve` (users in flight,"
+        " or Poisson request_rate req/s; prompt/output tokens, 1024/256 unless given; context"
+        " defaults to their sum), where the time goes and the kernel sources, under `speed`.",
+        serve_answer,
+    )
+    add_tool(
+        server,
+        "train",
+        "Training memory bill per GPU and step time (gpuplan.train/1).",
+        train_answer,
+    )
 
-    @server.tool()
-    async def serve(
-        model: str,
-        gpu: str = "h100",
-        gpus: int | None = None,
-        tp: int | None = None,
-        pp: int | None = None,
-        dtype: str | None = None,
-        kv_dtype: str | None = None,
-        context: int | None = None,
-        users: int = 1,
-        speed: bool = False,
-        prompt: int = 1024,
-        output: int = 256,
-        request_rate: float | None = None,
-        eager: bool = False,
-    ) -> dict[str, Any]:
-        """Serving memory bill per GPU (gpuplan.serve/1): will MODEL fit, on how many GPUs; with
-        speed, the layout's TTFT/TPOT/ITL/throughput under `vllm bench serve` (users in flight,
-        or Poisson request_rate req/s; prompt/output tokens; context defaults to their sum),
-        where the time goes and the kernel sources, under `speed`."""
-        from gpuplan.api.serving import serve as run
 
-        count = _positive_or_auto(gpus)
-        ctx = context if context is not None else (prompt + output if speed else 4096)
-        ask: dict[str, Any] = {"speed": speed, "prompt": prompt, "output": output}
-        ask.update(request_rate=request_rate, eager=eager)
+def serve_answer(model: str, **knobs: Any) -> dict[str, Any]:
+    """The serve tool: `gpuplan.serve/1`, with the layout's `speed` when asked."""
+    from gpuplan.api.requests import SPEED_DEFAULTS, serve_context
+    from gpuplan.api.serving import serve
 
-        def answer() -> dict[str, Any]:
-            plan = run(model, gpu, gpus=count, tp=tp, pp=pp, dtype=dtype, kv_dtype=kv_dtype,
-                       context=ctx, users=users)  # fmt: skip
-            return with_speed(plan, users, ask)
+    ask = {k: knobs.pop(k) for k in ("speed", *SPEED_TOOL)}
+    if ask["speed"]:
+        for key, default in SPEED_DEFAULTS.items():
+            ask[key] = default if ask[key] is None else ask[key]
+        knobs["context"] = serve_context(knobs["context"], ask["prompt"], ask["output"])
+    return with_speed(serve(model, **knobs), knobs["users"], ask)
 
-        return await _bounded_call(answer)
 
-    @server.tool()
-    async def train(
-        model: str,
-        gpu: str = "h100",
-        gpus: int | None = None,
-        zero: int | None = None,
-        seq: int = 4096,
-        checkpointing: str = "none",
-        lora_rank: int | None = None,
-        qlora: bool = False,
-    ) -> dict[str, Any]:
-        """Training memory bill per GPU and step time (gpuplan.train/1)."""
-        from gpuplan.api.training import train as run
+def train_answer(model: str, **knobs: Any) -> dict[str, Any]:
+    from gpuplan.api.training import train
 
-        count = _positive_or_auto(gpus)
-        return await _bounded_call(
-            lambda: run(
-                model,
-                gpu,
-                gpus=count,
-                zero=zero,
-                seq=seq,
-                checkpointing=checkpointing,
-                lora_rank=lora_rank,
-                qlora=qlora,
-            ).to_dict()
-        )
+    return train(model, **knobs).to_dict()
 
 
 def with_speed(plan: Any, users: int, ask: dict[str, Any]) -> dict[str, Any]:
@@ -194,66 +219,57 @@ def with_speed(plan: Any, users: int, ask: dict[str, Any]) -> dict[str, Any]:
 def _add_plan_tools(server: Any) -> None:
     """plan and plan_train: ranked plans to a goal (`gpuplan.plan/1`,
     `gpuplan.plan-train-goal/1`), shaped by api/plan_data.py as `gpuplan plan --json` prints them."""
+    add_tool(
+        server,
+        "plan",
+        "Serving plans to a goal (gpuplan.plan/1): GPU type, format, layout, replicas, speed,"
+        ' price; tpot/ttft like "33ms" / "2s"; objective gpus|cost|token-cost|throughput|latency;'
+        " tp/pp/ep pin each replica's layout.",
+        plan_answer,
+    )
+    add_tool(
+        server,
+        "plan_train",
+        'Training plans to a deadline (gpuplan.plan-train-goal/1): tokens like "2T".',
+        plan_train_answer,
+        required=("tokens",),
+    )
 
-    @server.tool()
-    async def plan(
-        model: str,
-        users: int = 1,
-        context: int = 4096,
-        tpot: str | None = None,
-        ttft: str | None = None,
-        objective: str = "gpus",
-        gpus: list[str] | None = None,
-        prices: list[str] | None = None,
-        top: int = 5,
-        tp: int | None = None,
-        pp: int | None = None,
-        ep: bool | None = None,
-    ) -> dict[str, Any]:
-        """Serving plans to a goal (gpuplan.plan/1): GPU type, format, layout, replicas, speed,
-        price; tpot/ttft like "33ms" / "2s"; objective gpus|cost|throughput|latency; tp/pp/ep
-        pin each replica's layout."""
-        from gpuplan.api.plan_data import serving_plan_data
 
-        names, priced = _bounded("gpus", gpus), _bounded("prices", prices)
-        return await _bounded_call(
-            lambda: serving_plan_data(
-                model,
-                gpus=names,
-                context=context,
-                users=users,
-                headroom=0.9,
-                tpot=tpot,
-                ttft=ttft,
-                objective=objective,
-                prices=priced,
-                top=top,
-                pin={k: v for k, v in (("tp", tp), ("pp", pp), ("ep", ep)) if v is not None},
-            )
-        )
+def plan_answer(model: str, **knobs: Any) -> dict[str, Any]:
+    """The plan tool: the request checked (api/requests.py PlanRequest), lists bounded."""
+    from gpuplan.api.plan_data import serving_plan_data
+    from gpuplan.api.requests import PlanRequest
 
-    @server.tool()
-    async def plan_train(
-        model: str,
-        tokens: str,
-        days: float | None = None,
-        gpus: list[str] | None = None,
-        objective: str = "gpus",
-        top: int = 5,
-    ) -> dict[str, Any]:
-        """Training plans to a deadline (gpuplan.plan-train-goal/1): tokens like "2T"."""
-        from gpuplan.api.plan_data import training_goal_data
-        from gpuplan.api.planning import plan_training_goal
+    req = PlanRequest(**knobs)
+    names, priced = _bounded("gpus", list(req.gpus)), _bounded("prices", list(req.prices))
+    pin = {k: v for k in ("tp", "pp", "ep") if (v := getattr(req, k)) is not None}
+    return serving_plan_data(
+        model,
+        gpus=names,
+        context=req.context,
+        users=req.users,
+        headroom=req.headroom,
+        tpot=req.tpot,
+        ttft=req.ttft,
+        objective=req.objective,
+        prices=priced,
+        top=req.top,
+        pin=pin,
+    )
 
-        names = list(_bounded("gpus", gpus)) or ["h100"]
 
-        def run() -> dict[str, Any]:
-            ranked = plan_training_goal(
-                model, tokens=tokens, days=days, gpus=names, objective=objective
-            )[: max(1, top)]
-            return training_goal_data(ranked, days=days, objective=objective, model=model)
+def plan_train_answer(model: str, **knobs: Any) -> dict[str, Any]:
+    from gpuplan.api.plan_data import training_goal_data
+    from gpuplan.api.requests import PlanRequest
+    from gpuplan.api.training_plans import plan_training_goal
 
-        return await _bounded_call(run)
+    req = PlanRequest(**knobs)
+    names = list(_bounded("gpus", list(req.gpus))) or ["h100"]
+    ranked = plan_training_goal(
+        model, tokens=req.tokens, days=req.days, gpus=names, objective=req.objective
+    )[: req.top]
+    return training_goal_data(ranked, days=req.days, objective=req.objective, model=model)
 
 
 def _add_report_tools(server: Any) -> None:

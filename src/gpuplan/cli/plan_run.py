@@ -71,6 +71,12 @@ def run_plan(model: str, values: dict[str, Any], given: set[str]) -> None:
     from gpuplan.api.plan_data import serving_plan_data
     from gpuplan.cli.plan_render import render_serving_plans
 
+    manifest = None
+    if deploy:  # the deployment code loads only for a manifest
+        from gpuplan.api.manifests import serving_manifest_for
+
+        manifest = serving_manifest_for(deploy, v["engine"] or "vllm")
+
     data = serving_plan_data(
         model,
         gpus=v["gpus"],
@@ -86,8 +92,8 @@ def run_plan(model: str, values: dict[str, Any], given: set[str]) -> None:
         top=v["top"],
         units=v["units"],
         engine=v["engine"] or ("vllm" if deploy else None),
-        deploy=deploy,
-        calibration=v["calibration"],
+        manifest=manifest,
+        calibration=_calibration(v["calibration"]),
         pin=pin,
         **goal,
     )
@@ -129,7 +135,7 @@ def _serving_gpu_memory(given: dict[str, Any]) -> Any:
 
 def _serving_matrix(model: str, v: dict[str, Any], gpu_memory: Any) -> None:
     """`plan --matrix`: memory per GPU over context × users, for one GPU type and format."""
-    from gpuplan.api.planning import serving_budget_matrix
+    from gpuplan.api.plan_matrix import serving_budget_matrix
     from gpuplan.cli.plan_render import render_matrix
 
     gpus, dtypes = v["gpus"], v["dtypes"]
@@ -183,3 +189,12 @@ def _plan_training(
     run_plan_training(
         model, gpus[0] if gpus else "h100", options, engine, top, units, as_json, deploy
     )
+
+
+def _calibration(path: str | None) -> Any:
+    """--calibration FILE's fitted speed figures (the calibration reader loads only with it)."""
+    if path is None:
+        return None
+    from gpuplan.api.calibration import load_calibration
+
+    return load_calibration(path)

@@ -39,7 +39,12 @@ def run_plan_training(
         if not as_json:
             _print_answers(model, gpu, options, units)
         raise
-    data = training_plan_data(ranked, engine=engine, units=units, deploy=deploy)
+    manifest = None
+    if deploy:  # the deployment code loads only for a manifest
+        from gpuplan.api.manifests import training_manifest_for
+
+        manifest = training_manifest_for(deploy)
+    data = training_plan_data(ranked, engine=engine, units=units, manifest=manifest)
     if as_json:
         print_json(data)
         return
@@ -51,7 +56,7 @@ def run_plan_training(
 
 def _print_answers(model: str, gpu: str, options: dict[str, Any], units: str) -> None:
     """Nothing fits on these GPUs: the three answers for the same ask as `train` sees it."""
-    from gpuplan.api.planning import training_three_answers
+    from gpuplan.api.train_answers import training_three_answers
     from gpuplan.cli.render import print_answers
 
     asked = ("gpus", "seq", "recipe", "headroom", "lora_rank", "qlora", "gpu_memory", "mfu")
@@ -188,7 +193,7 @@ def run_training_goal(
 ) -> None:
     """`plan --train --tokens 2T --days 7`: per GPU type, the fewest GPUs that make it."""
     from gpuplan.api.plan_data import training_goal_data
-    from gpuplan.api.planning import plan_training_goal
+    from gpuplan.api.training_plans import plan_training_goal
 
     ranked = plan_training_goal(model, gpus=list(gpus) or None, **_goal_arguments(options, goal))
     data = training_goal_data(
@@ -276,7 +281,7 @@ def run_training_matrix(
     model: str, gpu: str, options: dict[str, Any], units: str, as_json: bool, as_csv: bool
 ) -> None:
     """`plan --train --matrix`: memory per GPU vs GPU count for ZeRO 0-3."""
-    from gpuplan.api.planning import training_budget_matrix
+    from gpuplan.api.plan_matrix import training_budget_matrix
     from gpuplan.cli.plan_render import render_matrix
 
     kw = {

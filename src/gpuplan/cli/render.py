@@ -133,7 +133,7 @@ def print_search_and_notes(out: Console, data: dict[str, Any]) -> None:
 def print_answers(
     out: Console, answers: list[dict[str, Any]], units: str, flags: bool = True
 ) -> None:
-    """The ways out of a plan that does not fit (api.planning.serving_answers / training_answers:
+    """The ways out of a plan that does not fit (api.answers.serving_answers / train_answers.training_answers:
     planner/fixes.py asks the engine for each), under the lesson's three answers; with `flags`,
     each with the `serve` / `train` options that give it."""
     if not answers:

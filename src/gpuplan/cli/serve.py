@@ -150,24 +150,7 @@ def serve_command(
         "tensor_split": tensor_split,
     }
     if launch_line is not None or (engine is not None and engine.lower() != "generic"):
-        if speed:
-            raise click.UsageError(
-                "--speed goes without --engine/--from: it times serve's own layout under"
-                " vLLM V1's default scheduler"
-            )
-        if launch_line is not None:
-            plan, fixes = _launch_plan(launch_line, model, engine, gpu, gpu_memory, engine_version)
-        else:
-            layout = {"tp": tp, "pp": pp, "dtype": dtype, "kv_dtype": kv_dtype, "context": context}
-            plan, fixes = _engine_plan(
-                model, engine, knobs, layout, gpus, gpu, gpu_memory, engine_version, revision
-            )
-        data = plan.to_dict(units)
-        if fixes is not None:
-            data["fixes"] = fixes
-        _show(data, as_json, render_engine, units, explain)
-        if not plan.fits:
-            raise click.exceptions.Exit(EXIT_WILL_NOT_START)
+        _engine_answer(model, engine, engine_version, launch_line, knobs, own)
         return
     model = _refuse_engine_settings(model, knobs, engine_version)
     values = {opt.dest: own[opt.dest] for opt in specs.SERVE_OWN_BILL}
@@ -177,6 +160,37 @@ def serve_command(
     except specs.BadValue as err:
         raise click.BadParameter(str(err), param_hint=err.hint) from None
     _show(specs.serve_data(ask, units, speed_ask), as_json, render_serving, units, explain)
+
+
+def _engine_answer(
+    model: str | None,
+    engine: str | None,
+    version: str | None,
+    launch_line: str | None,
+    knobs: dict[str, Any],
+    own: dict[str, Any],
+) -> None:
+    """--engine / --from: the engine's own bill (its flags in `knobs`, serve's options by
+    destination in `own`); exit EXIT_WILL_NOT_START when it would not start."""
+    if own["speed"]:
+        raise click.UsageError(
+            "--speed goes without --engine/--from: it times serve's own layout under"
+            " vLLM V1's default scheduler"
+        )
+    gpu, gpu_memory, units = own["gpu"], own["gpu_memory"], own["units"]
+    if launch_line is not None:
+        plan, fixes = _launch_plan(launch_line, model, engine, gpu, gpu_memory, version)
+    else:
+        layout = {k: own[k] for k in ("tp", "pp", "dtype", "kv_dtype", "context")}
+        plan, fixes = _engine_plan(
+            model, engine, knobs, layout, own["gpus"], gpu, gpu_memory, version, own["revision"]
+        )
+    data = plan.to_dict(units)
+    if fixes is not None:
+        data["fixes"] = fixes
+    _show(data, own["as_json"], render_engine, units, own["explain"])
+    if not plan.fits:
+        raise click.exceptions.Exit(EXIT_WILL_NOT_START)
 
 
 def _show(data: dict, as_json: bool, render: Any, units: str, explain: bool) -> None:

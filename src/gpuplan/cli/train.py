@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from gpuplan.api import requests
 from gpuplan.cli import specs
 from gpuplan.cli.jsonout import print_json
 from gpuplan.cli.options import click_options, parse_gpus
@@ -83,15 +84,11 @@ def _from_config(
     return data
 
 
+# options left at their declared default defer to the --from config (the GPU is always given)
 DEFAULTS = {
-    "seq": 4096,
-    "micro_batch": 1,
-    "cp": 1,
-    "ep": 1,
-    "vpp": 1,
-    "attention": "flash",
-    "capacity_factor": 1.0,
-    "headroom": 0.9,
+    k.name: k.default
+    for k in requests.TRAIN
+    if k.cli and k.name != "gpu" and k.default not in (None, False)
 }
 
 

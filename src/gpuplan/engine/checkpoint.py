@@ -26,6 +26,7 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpuplan.engine.frozen import field, record
+from gpuplan.engine.weights import stage_layers
 
 if TYPE_CHECKING:
     from gpuplan.engine.architecture import Architecture
@@ -397,8 +398,6 @@ class Checkpoint:
         """Stored bytes on the most loaded GPU: its stage's layers ÷ tp, the embedding (and a
         vision encoder) on the first stage, the final norm and LM head on the last; a tied
         embedding is copied to the last stage when pp > 1 (engine/weights.py rules)."""
-        from gpuplan.engine.weights import stage_layers
-
         table = self._layer_table(arch, tp)
         first = Fraction(0)
         last = Fraction(0)

@@ -11,7 +11,7 @@ line naming the key as the config spells it:
 
 The bounds are generous (well above any published model) but finite, so a pasted config cannot ask
 for a billion layers or a NaN head size. Cross-field consistency (heads divisible by KV heads,
-active experts not above experts, ...) is checked by the reader in engine/architecture.py, also with
+active experts not above experts, ...) is checked by the reader in engine/model_reader/, also with
 a one-line error.
 """
 

@@ -8,7 +8,7 @@ its traits, with the record's `when` blocks applied for the values that config h
     family = family_for("falcon")          # the record reading model_type "falcon"
     view, traits = family.resolve(config, name)
 
-An unknown model_type gets the `base` record (a Llama-style decoder); engine/architecture.py says
+An unknown model_type gets the `base` record (a Llama-style decoder); engine/model_reader/ says
 so in the output and refuses configs that declare mechanisms the base record does not read.
 """
 
@@ -21,6 +21,7 @@ from typing import Any
 from gpuplan.datafiles import load_data  # parsed once, cached compiled (marshal)
 from gpuplan.engine.config_schema import FIELDS, ConfigView
 from gpuplan.engine.frozen import record
+from gpuplan.engine.schedules import MOE_LAYERS, SCHEDULES
 from gpuplan.errors import GpuplanError
 
 # trait -> allowed values (a tuple of strings), or the Python type of its value
@@ -34,6 +35,7 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "swa_sinks": bool,
     "output_gate": bool,
     "head_gate": bool,
+    "output_gate_bias": bool,
     "mlp": ("gated", "plain"),
     "mlp_bias": bool,
     "norm": ("rms", "layernorm"),
@@ -47,37 +49,9 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "position_offset": int,
     "lm_head_bias": bool,
     "sliding": bool,
-    "schedule": (
-        "uniform",
-        "alternate",
-        "pattern",
-        "qwen2",
-        "qwen2_moe",
-        "llama4",
-        "interval",
-        "hybrid_pattern",
-        "jamba",
-        "attn_type_list",
-        "full_attn_idxs",
-        "all_mamba",
-        "all_hybrid",
-        "smollm3",
-        "mimo_v2",
-        "listed",
-        "kimi_linear",
-        "cross_listed",
-    ),
+    "schedule": tuple(SCHEDULES),  # the registered rules (engine/schedules.py)
     "layer_kinds": dict,
-    "moe_layers": (
-        "all",
-        "deepseek",
-        "first_k",
-        "qwen",
-        "llama4",
-        "jamba",
-        "ernie",
-        "pattern",
-    ),
+    "moe_layers": tuple(MOE_LAYERS),
     "expert_mlp": ("gated", "plain"),
     "shared_mlp": ("gated", "plain"),
     "shared_expert_gate": bool,
@@ -85,6 +59,7 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "expert_bias": bool,
     "router_score_bias": bool,
     "moe_output_bias": bool,
+    "moe_output_norm": bool,
     "attention_experts": bool,
     "shared_blocks": bool,
     "token_types": int,

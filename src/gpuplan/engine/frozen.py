@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any, TypeVar, dataclass_transform, overload
+from typing import Any, ClassVar, TypeVar, dataclass_transform, get_origin, overload
 
 T = TypeVar("T")
 
@@ -163,7 +163,7 @@ def asdict(obj: Any) -> Any:
         return type(obj)((asdict(k), asdict(v)) for k, v in obj.items())
     if obj is None or isinstance(obj, (str, int, float, bool)):
         return obj
-    import copy
+    import copy  # any other value (rare): not loaded on a serving answer's path
 
     return copy.deepcopy(obj)
 
@@ -226,8 +226,6 @@ def _is_class_var(annotation: Any) -> bool:
         if head.endswith("InitVar"):
             raise TypeError("records do not take InitVar fields")
         return head in ("ClassVar", "typing.ClassVar")
-    from typing import ClassVar, get_origin
-
     return annotation is ClassVar or get_origin(annotation) is ClassVar
 
 

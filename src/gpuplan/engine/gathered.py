@@ -15,6 +15,15 @@ while the current one runs: two units at the forward's peak.
     no reshard               every unit stays gathered from its forward until its backward is
                              done (reshard_after_backward=True frees it then): the whole stage +
                              one all-gather buffer at the end of forward.
+    FSDP1 root kept          FullyShardedDataParallel (FSDP1, what accelerate wraps the HF Trainer's
+                             model in by default) leaves the root unit — everything outside the
+                             wrapped decoder layers: the embedding, final norm and LM head — gathered
+                             from its forward to the end of backward: its post-forward does not free
+                             the root's unsharded flat parameter (_runtime_utils.py
+                             _post_forward_reshard: `not state._is_root`), and a frozen root has no
+                             post-backward hook, so it is freed only by the final callback's
+                             _catch_all_reshard. The root is one more gathered unit at the forward,
+                             the loss and both backward peaks; the layers gather as above.
     pipeline parallel        torch.distributed.pipelining runs every backward but the step's last
                              with reshard-after-backward and gradient sync off (stage.py
                              backward_maybe_with_nosync): the stage stays gathered and its
@@ -46,6 +55,8 @@ class Units:
     weight_bytes: float  # gathered (param) dtype: 2 for bf16, 1 for fp8 all-gather
     grad_bytes: float  # the unsharded gradient's dtype (the param dtype)
     reduce_bytes: float  # the reduce-scatter input's dtype
+    root: int = 0  # FSDP1's root unit (embedding + head), kept gathered all step; 0 otherwise
+    root_bytes: float = 0.0  # its dtype's bytes per parameter
 
 
 @record
@@ -68,6 +79,8 @@ def fsdp_gathered(
     norm + LM head are not resharded after forward; `pipeline`: pp > 1 under
     torch.distributed.pipelining; `trainable`: the units have gradients (not a frozen base)."""
     w = u.weight_bytes
+    if u.root:
+        return _with_root(u, reshard, pipeline, trainable)
     unit = max(u.largest_layer, u.embedding, u.head)
     stage = round(u.stage * w)
     down_last = round(u.last_layer_down * u.grad_bytes) if trainable else 0
@@ -101,4 +114,34 @@ def fsdp_gathered(
         first=first,
         grads_last=down_last,
         grads_first=down_first + previous_rs,
+    )
+
+
+def _with_root(u: Units, reshard: bool, pipeline: bool, trainable: bool) -> Gathered:
+    """FSDP1 with its root unit kept gathered (module docstring): the decoder layers gather as
+    FSDP2's do (`fsdp_gathered` without embedding and head, which live in the root), and the
+    root's unsharded parameters are added to every phase."""
+    layers = Units(
+        first_layer=u.first_layer,
+        largest_layer=u.largest_layer,
+        embedding=0,
+        head=0,
+        stage=u.stage - u.root,
+        first_layer_down=u.first_layer_down,
+        last_layer_down=u.last_layer_down,
+        weight_bytes=u.weight_bytes,
+        grad_bytes=u.grad_bytes,
+        reduce_bytes=u.reduce_bytes,
+    )
+    g = fsdp_gathered(layers, reshard, False, pipeline, trainable)
+    root = round(u.root * u.root_bytes)
+    first = round(u.first_layer * u.weight_bytes) if reshard else g.first
+    return Gathered(
+        forward=g.forward + root,
+        loss=g.loss + root,
+        last=g.last + root,
+        first=first + root,
+        grads_last=g.grads_last,
+        grads_first=g.grads_first,
+        deferred=g.deferred,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import record, replace
 from gpuplan.errors import GpuplanError
 
 # The dtype names the speed model asks for, and the catalog key holding each one's dense peak.
@@ -85,6 +85,4 @@ class GpuSpec:
 
     def with_memory(self, memory_bytes: int) -> GpuSpec:
         """The same GPU measured against a memory figure the user gave (`--gpu-memory`)."""
-        from dataclasses import replace
-
         return replace(self, memory_override=memory_bytes)

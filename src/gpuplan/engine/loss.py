@@ -16,6 +16,15 @@ what it keeps from forward to backward (`saved`):
   plain           F.cross_entropy on the logits in their own dtype (torch.nn.CrossEntropyLoss on a
                   bf16 model's output, as torchtune's recipes call it): log_softmax keeps a·T·V';
                   forward 2·a·T·V', backward 3·a·T·V' (+ a·T·V' if the loop holds the logits).
+  shift copy      transformers 4.46-4.49's ForCausalLMLoss (loss/loss_utils.py) shifts the logits
+                  rather than the labels: `logits[..., :-1, :].contiguous()` copies the fp32
+                  logits once more before the cross entropy, while the model's forward still
+                  holds its bf16 logits: forward (a + 12)·T·V' (`standard`), and a model that
+                  shifts the bf16 logits itself before nn.CrossEntropyLoss (GPTBigCode's
+                  forward in those releases) adds a·T·V' to `plain`'s forward. Later releases
+                  pad the labels instead (no copy); earlier ones let the bf16 logits go when
+                  upcasting (`logits = logits.float()` in the model's forward). Profile field
+                  `loss_shift_copy`.
   chunked:n       torchtune CEWithChunkedOutputLoss (the LM head applied to n chunks of the hidden
                   states, each chunk upcast and reduced on its own): forward holds every chunk's
                   logits (a·T·V'), one chunk's fp32 copy (4·T·V'/n) and the saved log-softmax of all
@@ -90,6 +99,7 @@ class LossSpec:
     chunks: int = DEFAULT_CHUNKS
     keep_logits: bool = False
     compiled: bool = False  # torch.compile over the loss (engine/frameworks: compile)
+    shift_copy: bool = False  # the logits shifted by a copy (module docstring: shift copy)
 
     def mode_text(self) -> str:
         """The mode as `parse_loss` reads it back ('chunked:8')."""
@@ -159,7 +169,8 @@ def loss_memory(spec: LossSpec, tokens: int, vocab: int, hidden: int, a: int) ->
     if spec.mode == "standard":
         upcast = 0 if a == 4 else 4 * tv
         held = logits if spec.keep_logits else 0
-        return LossMemory(4 * tv, logits + upcast + 4 * tv, 12 * tv + held)
+        shifted = 4 * tv if spec.shift_copy else 0
+        return LossMemory(4 * tv, logits + upcast + shifted + 4 * tv, 12 * tv + held)
     if spec.mode == "chunked":
         n = max(1, spec.chunks)
         upcast = 0 if a == 4 else -(-4 * tv // n)
@@ -167,7 +178,8 @@ def loss_memory(spec: LossSpec, tokens: int, vocab: int, hidden: int, a: int) ->
         return LossMemory(4 * tv, logits + 4 * tv + upcast, 4 * tv + 2 * -(-4 * tv // n) + held)
     if spec.mode == "plain":
         held = logits if spec.keep_logits else 0
-        return LossMemory(logits, 2 * logits, 3 * logits + held)
+        shifted = logits if spec.shift_copy else 0
+        return LossMemory(logits, 2 * logits + shifted, 3 * logits + held)
     if spec.mode == "linear_chunked":
         n = max(1, spec.chunks)
         chunk = -(-tv // n)

@@ -32,7 +32,6 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -42,11 +41,10 @@ from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.params import LINEAR_KINDS, layer_params
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.quantization import ModuleRule, QuantizationSpec, kinds_of
+from gpuplan.engine.weights import WeightFormat
 
 if TYPE_CHECKING:
     from gpuplan.engine.checkpoint import Checkpoint
-    from gpuplan.engine.weights import WeightFormat
-
 # --------------------------------------------------------------------------------------
 # Module names
 # --------------------------------------------------------------------------------------
@@ -76,7 +74,8 @@ def _names_table() -> dict[str, dict[str, Any]]:
 def module_names(model_type: str) -> Mapping[str, Any]:
     """The module names of `model_type`'s checkpoints (Llama's when the family has no record)."""
     table = _names_table()
-    return table.get(model_type, table[""])
+    names: Mapping[str, Any] = table.get(model_type, table[""])
+    return names
 
 
 class Linear(NamedTuple):
@@ -242,9 +241,9 @@ def _normalise(pattern: str) -> str:
     return pattern.removesuffix(".weight")
 
 
-@dataclass
-class _Compiled:
-    """One rule ready to test names; `hits` records which of its patterns named something."""
+class _Compiled(NamedTuple):
+    """One rule ready to test names; `hits` records which of its patterns named something (a
+    set filled in place: a plain tuple keeps the import free of `dataclasses`, for cold start)."""
 
     rule: ModuleRule
     literals: dict[str, str]  # dotted name → the pattern as written
@@ -645,7 +644,6 @@ def planned_format(
 ) -> WeightFormat:
     """A quantised checkpoint's weight format: each linear kind's dominant precision for the
     per-kind figures, and the plan itself when layers or projections differ within a kind."""
-    from gpuplan.engine.weights import WeightFormat
 
     plan = quant_plan(arch, spec, layout, base)
     unquantized = tuple(sorted(k for k, p in plan.kinds if p == base and p != layout))

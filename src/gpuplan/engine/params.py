@@ -93,6 +93,8 @@ def attention_params(
             c["norm"] += per_norm * (1 + kv) * a.head_dim
     if a.head_gate:  # g_proj: one sigmoid gate per head (Lfm3Attention, LagunaAttention)
         c["attention"] += h * a.num_heads
+    if a.gate_bias:  # BeamAttention.gate_bias: one per head, broadcast over head_dim
+        c["bias"] += a.num_heads
     if a.sinks:
         c["sinks"] += a.num_heads
     return c
@@ -305,6 +307,8 @@ def moe_params(arch: Architecture) -> Counter[str]:
         c["router"] += h
     if m.output_bias:
         c["bias"] += h
+    if m.output_norm:  # AXK1MoE.post_mlp_layernorm
+        c["norm"] += arch.norm_elements
     return c
 
 
@@ -422,6 +426,29 @@ def count_params(arch: Architecture) -> ParamCounts:
         for kind, count in c.items():
             by_kind[kind] += count * n
     per_layer = tuple(per_kind[spec][1] for spec in arch.layers)
+    embedding, head = _outer_params(arch, by_kind)
+    by_kind["vision"] += arch.vision_params
+    total = sum(by_kind.values())
+    inactive = 0
+    if arch.moe is not None:
+        idle = arch.moe.num_experts - arch.moe.experts_per_token
+        moe_layers = sum(n for spec, n in arch.layer_groups() if spec.moe and spec.ffn)
+        inactive = moe_layers * idle * expert_params(arch)
+    inactive += _idle_attention_experts(arch)
+    return ParamCounts(
+        by_kind={k: v for k, v in by_kind.items() if v},
+        per_layer=per_layer,
+        total=total,
+        active=total - inactive,
+        embedding=embedding,
+        lm_head=head,
+    )
+
+
+def _outer_params(arch: Architecture, by_kind: Counter[str]) -> tuple[int, int]:
+    """The parameters outside the decoder layers, added to `by_kind`: (embedding side, head
+    side) — token (and position, token-type, per-layer) embeddings and their norms and
+    projections; the final norm, BERT's head transform and pooler, and the LM head."""
     h = arch.hidden_size
     e = arch.embedding_dim or h
     rows = arch.vocab_size + arch.extra_vocab_rows
@@ -468,19 +495,4 @@ def count_params(arch: Architecture) -> ParamCounts:
     if arch.lm_head_bias:
         by_kind["bias"] += arch.vocab_size
         head += arch.vocab_size
-    by_kind["vision"] += arch.vision_params
-    total = sum(by_kind.values())
-    inactive = 0
-    if arch.moe is not None:
-        idle = arch.moe.num_experts - arch.moe.experts_per_token
-        moe_layers = sum(n for spec, n in arch.layer_groups() if spec.moe and spec.ffn)
-        inactive = moe_layers * idle * expert_params(arch)
-    inactive += _idle_attention_experts(arch)
-    return ParamCounts(
-        by_kind={k: v for k, v in by_kind.items() if v},
-        per_layer=per_layer,
-        total=total,
-        active=total - inactive,
-        embedding=embedding,
-        lm_head=head,
-    )
+    return embedding, head

@@ -72,6 +72,7 @@ class Amounts:
     step_temp: int  # the optimizer step's temporaries
     optimizer_in_backward: bool = False
     last_stage: bool = True
+    kv_cache: int = 0  # a KV cache built in training, held to the end of forward (and the loss)
 
 
 def phase_parts(a: Amounts) -> dict[str, dict[str, int]]:
@@ -89,6 +90,7 @@ def phase_parts(a: Amounts) -> dict[str, dict[str, int]]:
         "deferred_grads": a.deferred_grads,
         **held,
         "dequant_buffer": a.dequant,
+        "kv_cache": a.kv_cache,
     }
     step_temp = a.step_temp if a.optimizer_in_backward else 0
     bwd = {
@@ -158,6 +160,7 @@ def peak_phase(a: Amounts) -> tuple[str, int]:
         + a.deferred_grads
         + held
         + a.dequant
+        + a.kv_cache
     )
     best, peak = "forward", forward
     if a.last_stage:  # forward's activations, gathered weights and dequant buffer replaced

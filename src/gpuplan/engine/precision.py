@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from gpuplan.datafiles import load_data
 from gpuplan.engine.frozen import record
+from gpuplan.errors import GpuplanError
 from gpuplan.lookup import did_you_mean, normalise
 from gpuplan.units import ceil_div
 
@@ -140,8 +141,6 @@ def get_precision(name: str, for_kv: bool = False) -> Precision:
         raise did_you_mean("precision", name, names)
     p = by_id[key]
     if for_kv and not p.kv:
-        from gpuplan.errors import GpuplanError
-
         kv_ok = ", ".join(x.id for x in by_id.values() if x.kv)
         raise GpuplanError(f"{p.id} is not a KV-cache dtype; use one of {kv_ok}")
     return p

@@ -39,6 +39,7 @@ from gpuplan.engine.state_cache import (
 )
 from gpuplan.engine.weights import WeightFormat, WeightsPerGpu, weights_bytes, weights_per_gpu
 from gpuplan.errors import GpuplanError
+from gpuplan.units import UNIT_SYSTEMS, format_bytes
 
 DEFAULT_WORKSPACE_BYTES = 1_500_000_000  # the lesson's 1.5 GB workspace
 DEFAULT_CUDA_CONTEXT_BYTES = 1_000_000_000  # the lesson's 1 GB of CUDA context
@@ -289,8 +290,6 @@ def _arch_weights_item(
 
 def _shown_equal(a: float, b: int) -> bool:
     """Whether two byte figures read the same in every unit a bill is shown in (2 decimals)."""
-    from gpuplan.units import UNIT_SYSTEMS, format_bytes
-
     return all(format_bytes(a, u) == format_bytes(b, u) for u in UNIT_SYSTEMS)
 
 

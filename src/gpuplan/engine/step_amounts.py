@@ -108,6 +108,7 @@ def amounts(
         step_temp=held_part.step_temp,
         optimizer_in_backward=fw.optimizer_in_backward,
         last_stage=last,
+        kv_cache=_training_kv_cache(setup, spec, st, in_flight),
     )
     return amounts, saved.host
 
@@ -435,12 +436,46 @@ def _gathered(setup: TrainingSetup, st: StageParams, base_fraction: float) -> Ga
         weight_bytes=base_fraction if frozen else (1.0 if fw.fp8_all_gather else bpp(param)),
         grad_bytes=bpp(param),
         reduce_bytes=bpp(r.grads),
+        root=st.embedding + st.lm_head if fw.fsdp_keeps_root and lo.fsdp else 0,
+        root_bytes=_root_bytes(setup, param, base_fraction),
     )
     reshard = fw.reshard_after_forward == "always" or (
         fw.reshard_after_forward == "unless_pp" and lo.pp == 1
     )
     keeps_head = fw.reshard_after_forward == "unless_pp"
     return fsdp_gathered(units, reshard, keeps_head, lo.pp > 1, trainable=not frozen)
+
+
+def _root_bytes(setup: TrainingSetup, param: Precision, base_fraction: float) -> float:
+    """Bytes per parameter of FSDP1's root unit (engine/gathered.py: the embedding and the LM
+    head; the final norm is noise), in the dtype they are stored in: a quantised LoRA base keeps
+    them in bf16 (bitsandbytes quantises only the decoder's linear layers), an unquantised one
+    has one dtype throughout (its average bytes), trained weights are in the parameter dtype."""
+    lora = setup.lora
+    if lora is None:
+        return bpp(param)
+    return 2.0 if lora.quantized else base_fraction
+
+
+def _training_kv_cache(
+    setup: TrainingSetup, spec: ActivationSpec, st: StageParams, in_flight: int
+) -> int:
+    """A KV cache built while training (profile train_kv_cache "qkv"): transformers 4.48's
+    GPTBigCodeModel keeps `use_cache` from the config under gradient checkpointing and each
+    attention returns `present = key_value`, a view of the fused c_attn output (q, k and v:
+    h + 2·kv_dim per token), kept whole in `presents` until the model's forward returns
+    (modeling_gpt_bigcode.py GPTBigCodeModel.forward / GPTBigCodeFlashAttention2.forward). In
+    the activation dtype, or fp32 where the norms feeding the projection are (peft's
+    prepare_model_for_kbit_training, or nn.LayerNorm under autocast before a bitsandbytes
+    layer, which casts its output back to its input's dtype: kbit_fp32_residual)."""
+    if setup.framework.train_kv_cache != "qkv" or not st.layers:
+        return 0
+    arch = setup.arch
+    att = arch.attention
+    width = att.num_heads * att.head_dim + att.num_kv_heads * (att.head_dim + att.v_head_dim)
+    a = 4 if setup.framework.kbit_fp32_residual and setup.lora is not None else spec.act_bytes
+    per_layer = -(-width // setup.layout.tp) * spec.tokens * a
+    return per_layer * len(st.layers) * in_flight
 
 
 def _deferred_wgrad(

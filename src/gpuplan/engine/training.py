@@ -139,16 +139,22 @@ class TrainingSetup:
         fw = self.framework
         default = fw.tp_loss if fw.tp_loss and self.layout.tp > 1 else fw.loss
         return _loss_spec(
-            self.loss or default, fw.keep_logits, fw.compile_loss, fw.compile_plain_loss
+            self.loss or default,
+            fw.keep_logits,
+            fw.compile_loss,
+            fw.compile_plain_loss,
+            fw.loss_shift_copy,
         )
 
 
 @lru_cache(maxsize=256)
-def _loss_spec(text: str, keep_logits: bool, compiled: bool, plain_too: bool) -> LossSpec:
+def _loss_spec(
+    text: str, keep_logits: bool, compiled: bool, plain_too: bool, shift_copy: bool = False
+) -> LossSpec:
     """The loss as run: compiled only where the framework's compile reaches it."""
     spec = parse_loss(text)
     reached = compiled and (plain_too or spec.mode in CHUNKED)
-    return replace(spec, keep_logits=keep_logits, compiled=reached)
+    return replace(spec, keep_logits=keep_logits, compiled=reached, shift_copy=shift_copy)
 
 
 @record

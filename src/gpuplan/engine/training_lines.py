@@ -251,6 +251,7 @@ def step_lines(
         "gemm_workspace": m.gemm_workspace,
         "fp8_weights": m.fp8_weights,
         "dequant_buffer": m.dequant_buffer,
+        "kv_cache": m.kv_cache,
         "optimizer_temporaries": m.optimizer_temporaries,
     }
 
@@ -468,6 +469,16 @@ class _StepLines:
             self.a.dequant,
             "largest linear weight dequantised to bf16 for its matmul (bitsandbytes)",
             "transient",
+        )
+
+    def kv_cache(self) -> LineItem:
+        return _simple(
+            "kv_cache",
+            "KV cache built in training",
+            self.a.kv_cache,
+            "use_cache left on: each layer's fused QKV output, kept whole by its K,V view,"
+            " until the forward returns (engine/step_amounts.py _training_kv_cache)",
+            "activations",
         )
 
     def optimizer_temporaries(self) -> LineItem:

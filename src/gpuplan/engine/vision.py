@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuplan.engine.config_schema import ConfigView
+from gpuplan.engine.towers import tower_count
 from gpuplan.errors import GpuplanError
 
 # canonical vision fields -> their spellings in vision_config (rules in config_schema.FIELDS)
@@ -139,8 +140,6 @@ def multimodal_params(
     """Encoder + projector parameters of a multimodal config.json, and a note for each tower or
     projector it does not count exactly (0 and no note for a text-only config)."""
     if any(isinstance(config.get(k), Mapping) for k in ("vision_config", "audio_config")):
-        from gpuplan.engine.towers import tower_count  # a wrapper: the tower table first
-
         counted = tower_count(config, name)
         if counted is not None:
             note = (
@@ -228,7 +227,7 @@ def _fuyu_patches(config: Mapping[str, Any], name: str) -> int:
         {"vision_patch_size": 30, "vision_channels": 3},
     )
     h = v.require("hidden_size")
-    return v.require("vision_patch_size") ** 2 * v.require("vision_channels") * h + h
+    return int(v.require("vision_patch_size") ** 2 * v.require("vision_channels") * h + h)
 
 
 def _text_hidden(config: Mapping[str, Any], v: ConfigView) -> int:
@@ -239,7 +238,7 @@ def _text_hidden(config: Mapping[str, Any], v: ConfigView) -> int:
         {"hidden_size": ("hidden_size", "n_embd", "d_model")},
         {},
     )
-    return view.get("hidden_size") or v.require("vision_hidden_size")
+    return int(view.get("hidden_size") or v.require("vision_hidden_size"))
 
 
 def _vit_tower(v: ConfigView, kind: str, outer: str, raw: Mapping[str, Any]) -> int:
@@ -260,42 +259,42 @@ def _vit_tower(v: ConfigView, kind: str, outer: str, raw: Mapping[str, Any]) -> 
     n = layers * (attn + mlp + 2 * norm) + channels * patch * patch * h
     side = (v.get("vision_image_size") or 224) // patch
     if kind == "clip_vision_model":  # class token, positions (+1 for it), pre and post LayerNorm
-        return n + h + (side * side + 1) * h + 4 * h
+        return int(n + h + (side * side + 1) * h + 4 * h)
     if kind == "pixtral":  # ln_pre RMSNorm (the patch conv has no bias)
-        return n + h
+        return int(n + h)
     if kind == "moonvit":  # conv bias, a 64×64 learned 2-D position table, final LayerNorm
         rows = v.get("vision_pos_rows") * v.get("vision_pos_cols")
-        return n + h + rows * h + 2 * h
+        return int(n + h + rows * h + 2 * h)
     # SigLIP family: conv bias, positions, post LayerNorm, and the attention-pooling head
     n += h + side * side * h + 2 * h
     if raw.get("vision_use_head", kind == "siglip_vision_model" and outer != "paligemma"):
         n += h + (4 * h * h + 4 * h) + 2 * h + (2 * h * inter + inter + h)
-    return n
+    return int(n)
 
 
 def _projector(config: Mapping[str, Any], v: ConfigView, outer: str, th: int) -> int:
     """The projector from the tower's width h into the text model's th, per wrapper."""
     h = v.require("vision_hidden_size")
     if outer == "gemma3":
-        return h * th + h  # mm_input_projection + mm_soft_emb_norm
+        return int(h * th + h)  # mm_input_projection + mm_soft_emb_norm
     if outer == "mistral3":
         merge = v.get("vision_merge_size")
-        return h * h * merge * merge + h + h * th + th * th  # patch merger, norm, 2-layer MLP
+        return int(h * h * merge * merge + h + h * th + th * th)  # patch merger, norm, 2-layer MLP
     if outer == "kimi_vl":
         m = 4 * h
-        return m * m + m + m * th + th + 2 * m  # pre-norm, 2-layer MLP
+        return int(m * m + m + m * th + th + 2 * m)  # pre-norm, 2-layer MLP
     wrapper = ConfigView(config, v.name.split(":")[0], _OUTER_KEYS, {"vision_scale_factor": 2})
     if outer == "paligemma":  # one biased linear into projection_dim
         out = v.get("vision_projection_dim") or wrapper.get("vision_projection_dim") or th
-        return h * out + out
+        return int(h * out + out)
     if outer in ("idefics3", "smolvlm"):  # pixel shuffle by scale_factor², one linear, no bias
         scale = wrapper.get("vision_scale_factor")
-        return h * scale * scale * th
+        return int(h * scale * scale * th)
     # LLaVA: a 2-layer MLP over the (possibly concatenated) feature layers, + image_newline
     feats = config.get("vision_feature_layer")
     k = len(feats) if isinstance(feats, list) else 1
     newline = th if outer in ("llava_next", "llava_next_video", "llava_onevision") else 0
-    return k * h * th + th + th * th + th + newline
+    return int(k * h * th + th + th * th + th + newline)
 
 
 def _qwen2_vl(v: ConfigView) -> int:
@@ -314,7 +313,7 @@ def _qwen2_vl(v: ConfigView) -> int:
     block = 4 * e + (3 * e * e + 3 * e) + (e * e + e) + (e * m + m) + (m * e + e)
     n += v.get("vision_layers") * block
     merged = e * v.get("vision_merge_size") ** 2
-    return n + 2 * e + merged * merged + merged + merged * out + out
+    return int(n + 2 * e + merged * merged + merged + merged * out + out)
 
 
 def _qwen2_5_vl(v: ConfigView, th: int) -> int:
@@ -332,7 +331,7 @@ def _qwen2_5_vl(v: ConfigView, th: int) -> int:
     block = 2 * h + (h * qkv + qkv) + (h * h + h) + 3 * h * i + 2 * i + h
     n += v.get("vision_layers") * block
     merged = h * v.get("vision_merge_size") ** 2
-    return n + h + merged * merged + merged + merged * out + out
+    return int(n + h + merged * merged + merged + merged * out + out)
 
 
 def _vision_kv_width(v: ConfigView, h: int) -> int:
@@ -344,7 +343,7 @@ def _vision_kv_width(v: ConfigView, h: int) -> int:
     heads = v.require("vision_heads")
     if heads % kv or h % heads:
         raise v.fail("vision_kv_heads", f"({kv}) must divide num_heads ({heads}), which divide h")
-    return kv * (h // heads)
+    return int(kv * (h // heads))
 
 
 def _qwen3_vl(v: ConfigView, th: int) -> int:
@@ -366,7 +365,7 @@ def _qwen3_vl(v: ConfigView, th: int) -> int:
     merged = h * v.get("vision_merge_size") ** 2
     linears = merged * merged + merged + merged * out + out
     n += 2 * h + linears
-    return n + len(v.get("vision_deepstack")) * (2 * merged + linears)
+    return int(n + len(v.get("vision_deepstack")) * (2 * merged + linears))
 
 
 def _llama4_vision_params(config: Mapping[str, Any], v: ConfigView, th: int) -> int:
@@ -391,4 +390,4 @@ def _llama4_vision_params(config: Mapping[str, Any], v: ConfigView, th: int) -> 
     n += channels * patch * patch * h + h + (side * side + 1) * h + 4 * h
     n += inter * p_in + p_out * p_out
     n += out * th
-    return n
+    return int(n)

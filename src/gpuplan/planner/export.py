@@ -1,46 +1,25 @@
-"""Launch configs for real engines, from a plan.
+"""Launch lines for real serving engines, from a plan: each engine's adapter
+(engine/profiles/<engine>/) spells the plan as its own flags. Only what the plan decided is
+written: parallel layout, dtypes, context, memory fraction and the concurrency the KV cache was
+sized for. (Training exports — DeepSpeed, Accelerate FSDP, Megatron-LM — are
+planner/training_export.py.)
 
-Serving (here): each engine's adapter (engine/profiles/<engine>/) spells the plan as its own
-flags. Only what the plan decided is written: parallel layout, dtypes, context, memory fraction
-and the concurrency the KV cache was sized for.
-
-Training (planner/training_export.py, re-exported here): DeepSpeed's ds_config, Accelerate's
-FSDP config with its `accelerate launch` line, and Megatron-LM's command-line flags.
+Importing this module loads the engine adapters: import it only where a launch line is asked for.
 """
 
 from __future__ import annotations
 
+from gpuplan.engine.profiles import PlanLaunch, get_adapter
 from gpuplan.engine.serving import ServingBill
 from gpuplan.errors import GpuplanError
-from gpuplan.planner.training_export import (
-    TRAIN_ENGINES,
-    TrainExport,
-    accelerate_command,
-    deepspeed_config,
-    fsdp_config,
-    megatron_args,
-    training_export,
-)
 
-__all__ = [
-    "ENGINES",
-    "TRAIN_ENGINES",
-    "TrainExport",
-    "accelerate_command",
-    "deepspeed_config",
-    "fsdp_config",
-    "launch_command",
-    "megatron_args",
-    "training_export",
-]
+__all__ = ["ENGINES", "launch_command"]
 
 ENGINES = ("vllm", "sglang", "trtllm")
 
 
 def launch_command(bill: ServingBill, model: str, engine: str = "vllm") -> str:
     """The command line that launches this plan on `engine` (its adapter spells the flags)."""
-    from gpuplan.engine.profiles import PlanLaunch, get_adapter
-
     if engine not in ENGINES:
         raise GpuplanError(f"unknown engine {engine!r}; export to one of {', '.join(ENGINES)}")
     s = bill.setup

@@ -24,14 +24,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gpuplan.catalog import list_gpus
 from gpuplan.engine.frozen import asdict, field, record
 from gpuplan.errors import GpuplanError
 
 SIXTEEN_BIT = ("bf16", "fp16", "fp32")
 
-# The answers, in the order a fix list presents them.
-SERVING_ANSWERS = ("fewer_bytes", "bigger_gpu", "more_gpus", "smaller_ask")
-TRAINING_ANSWERS = ("shard_states", "recompute", "lora", "bigger_gpu", "more_gpus", "relayout")
 # The lesson's three answers (part 6: fewer bytes, a bigger GPU, more GPUs), and which one each
 # way out gives: sharding, recompute, adapters and a new split all put fewer bytes on each GPU.
 THREE_ANSWERS = {
@@ -60,7 +58,7 @@ ANSWER_TITLES = {
 class Fix:
     """One way out that fits: what to change, and the plan that results."""
 
-    answer: str  # one of SERVING_ANSWERS / TRAINING_ANSWERS
+    answer: str  # one of THREE_ANSWERS' keys
     label: str  # one line for a person, e.g. "Serve the weights in fp8"
     change: dict[str, Any]  # keyword arguments to change; None = back to the default
     gpus: int
@@ -141,8 +139,6 @@ def _memory_basis(kwargs: dict[str, Any], gpu: Any) -> str | None:
 def _bigger_gpus(kwargs: dict[str, Any], gpu: Any) -> Iterator[dict[str, Any]]:
     """The changes that select each catalog GPU of the same vendor with more memory than `gpu`,
     smallest first, measured on the same basis as the current GPU."""
-    from gpuplan.catalog import list_gpus
-
     basis = _memory_basis(kwargs, gpu)
 
     def memory(g: Any) -> int:

@@ -31,6 +31,7 @@ import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gpuplan.catalog.frameworks import get_framework
 from gpuplan.engine.frozen import record
 from gpuplan.engine.sharding import Layout
 from gpuplan.errors import GpuplanError
@@ -80,8 +81,6 @@ def engine_recipe(engine: str | None, recipe: str) -> str:
     """The recipe a plan for `engine` bills: in place of gpuplan's default (`adamw-bf16`), the
     recipe of the engine's framework profile (Megatron-LM: bf16 weights with fp32 gradients, 18
     bytes/param); any other recipe, or no engine, is kept."""
-    from gpuplan.catalog.frameworks import get_framework
-
     if engine is None or recipe != DEFAULT_RECIPE:
         return recipe
     return get_framework(ENGINE_FRAMEWORK[engine]).recipe

@@ -10,7 +10,6 @@ travels in the body as an object.
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +17,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpuplan import api
+from gpuplan.api.requests import TrainRequest as TrainKnobs
+from gpuplan.api.requests import serve_context
 from gpuplan.errors import GpuplanError
 from gpuplan.web.schema import (
     MAX_CONFIG_DEPTH,
@@ -64,7 +65,7 @@ def catalog_model(name: str) -> str:
 def _hub_config(repo_id: str) -> dict[str, Any]:
     """A repo's config.json from the Hugging Face cache, else the Hub (config and headers only;
     HF_HUB_OFFLINE keeps it to the cache). Only a repo id reaches here, never a path."""
-    from gpuplan.catalog.sources import from_cache, from_hub
+    from gpuplan.catalog.sources.remote import from_cache, from_hub
 
     src = from_cache(repo_id, None)
     if src is None and os.environ.get("HF_HUB_OFFLINE"):
@@ -150,8 +151,9 @@ def _speed(req: ServeRequest, plan: Any) -> dict[str, Any]:
 
     ask = req.speed
     assert ask is not None
-    prompt = ask.prompt or max(1, req.context * 3 // 4)
-    output = ask.output or max(1, req.context - prompt)
+    context = serve_context(req.context)
+    prompt = ask.prompt or max(1, context * 3 // 4)
+    output = ask.output or max(1, context - prompt)
     refuse_unfit(plan.fits, plan.bill.setup)
     return layout_speed(
         plan.bill.setup,
@@ -177,7 +179,7 @@ def run_train(req: TrainRequest) -> dict[str, Any]:
     """`gpuplan.api.train` with the controls it accepts; `view.ignored_controls` names the rest."""
     from gpuplan.planner.fixes import overflow, training_fixes
 
-    accepted = inspect.signature(api.train).parameters
+    accepted = {k.name for k in TrainKnobs.KNOBS}
     fields = req.model_dump(
         exclude={"model", "config", "overrides", "units", "server_gpus", "fixes"}
     )

@@ -2,13 +2,19 @@
 
 Shared by the server process (validation, the work budget, the cache key) and the worker
 processes that compute the answers (web/compute.py), so it imports pydantic and nothing heavy.
+The bodies' knobs are generated from their one declaration (api/requests.py): type, closed set,
+bounds, default and description; only the web's own fields (model or pasted config, overrides,
+units, server size, fixes) are written here.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+
+from gpuplan.api import requests
+from gpuplan.api.requests import Knob, pick
 
 MAX_BODY_BYTES = 256 * 1024
 MAX_SWEEP_POINTS = 64
@@ -34,6 +40,52 @@ OverrideKey = Literal[
 ]
 
 
+def annotation(knob: Knob, bounded: bool = True) -> Any:
+    """A knob's pydantic type: its closed set as a Literal, its bounds as Field constraints
+    (`bounded=False`: the type alone, for the MCP tools, whose values the request record checks);
+    optional where its default is None."""
+    if knob.choices:
+        kind: Any = Literal[knob.choices]
+    elif knob.kind in ("count", "tokens", "gpus"):
+        kind = Annotated[int, Field(ge=knob.ge, le=knob.le, strict=True)] if bounded else int
+        if knob.kind == "gpus":
+            kind = kind | Literal["auto"]
+    elif knob.kind == "number":
+        kind = (
+            Annotated[float, Field(ge=knob.ge, gt=knob.gt, le=knob.le, allow_inf_nan=False)]
+            if bounded
+            else float
+        )
+    else:
+        kind = _KIND_TYPES[knob.kind] if bounded else _PLAIN.get(knob.kind, knob.type)
+    return kind | None if knob.default is None else kind
+
+
+_KIND_TYPES: dict[str, Any] = {
+    "name": Name,
+    "size": Size,
+    "flag": bool,
+    "name_or_flag": bool | Name,
+    "names": list[Name],
+    "mapping": dict[str, Any],
+}
+
+
+_PLAIN: dict[str, Any] = {"names": list[str]}
+
+
+def fields_for(knobs: tuple[Knob, ...]) -> dict[str, Any]:
+    """pydantic field definitions of `knobs`: type, default, and the knob's help as description."""
+    return {
+        k.name: (annotation(k), Field(default=_json_default(k.default), description=k.help or None))
+        for k in knobs
+    }
+
+
+def _json_default(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -47,9 +99,6 @@ class _Request(BaseModel):
         default=None,
         description="Change a few numbers of the model's config (e.g. num_key_value_heads) to see what they cost",
     )
-    gpu: Name = Field(default="h100", description="GPU id or alias (see /api/gpus)")
-    gpu_memory: Size | None = Field(default=None, description="Override the GPU memory, e.g. 80GB")
-    headroom: float = Field(default=0.9, gt=0, le=1, allow_inf_nan=False)
     units: Literal["GB", "GiB"] = "GB"
     server_gpus: Count = Field(default=8, description="GPUs in the drawn server (display only)")
 
@@ -79,57 +128,78 @@ class _Request(BaseModel):
         return None
 
 
-class SpeedAsk(BaseModel):
-    """The layout's speed under `vllm bench serve` (api/serving_speed.py): `users` requests in
-    flight, or Poisson arrivals at `request_rate`; prompt / output default to 3/4 and 1/4 of the
-    context, as `gpuplan plan` takes them."""
-
+class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    prompt: Annotated[int, Field(ge=1, le=1_000_000, strict=True)] | None = None
-    output: Annotated[int, Field(ge=1, le=100_000, strict=True)] | None = None
-    request_rate: Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)] | None = None
-    eager: bool = False
+
+# the knobs each body takes, by name (api/requests.py declares them); a file path never (web
+# requests read no file: serve's --revision and --calibration stay on the command line)
+SERVE_FIELDS = (
+    "gpu",
+    "gpus",
+    "tp",
+    "pp",
+    "dtype",
+    "kv_dtype",
+    "context",
+    "users",
+    "headroom",
+    "gpu_memory",
+    "workspace",
+    "cuda_context",
+)
+SPEED_FIELDS = ("prompt", "output", "request_rate", "eager")
+TRAIN_FIELDS = (
+    "gpu",
+    "gpus",
+    "tp",
+    "pp",
+    "dp",
+    "zero",
+    "fsdp",
+    "micro_batch",
+    "seq",
+    "checkpointing",
+    "method",
+    "lora_rank",
+    "optimizer",
+    "headroom",
+    "gpu_memory",
+)
+FIXES = (bool, Field(default=True, description="When it does not fit, look for the cheapest fix"))
+
+SpeedAsk: Any = create_model(
+    "SpeedAsk",
+    __base__=_Strict,
+    __doc__="The layout's speed under `vllm bench serve` (api/serving_speed.py): `users` requests"
+    " in flight, or Poisson arrivals at `request_rate`; prompt / output default to 3/4 and 1/4 of"
+    " the context, as `gpuplan plan` takes them.",
+    **fields_for(pick(requests.SPEED, SPEED_FIELDS)),
+)
+ServeRequest: Any = create_model(
+    "ServeRequest",
+    __base__=_Request,
+    __doc__="The inputs of `gpuplan.api.serve`, plus display options.",
+    **fields_for(pick(requests.SERVE, SERVE_FIELDS)),
+    fixes=FIXES,
+    speed=(SpeedAsk | None, Field(default=None, description="Also time the layout (TTFT, TPOT)")),
+)
 
 
-class ServeRequest(_Request):
-    """The inputs of `gpuplan.api.serve`, plus display options."""
-
-    gpus: Count | Literal["auto"] | None = Field(
-        default=None, description="GPU count, 'auto' (fewest that fit), or null (1 if it fits)"
-    )
-    tp: Count | None = None
-    pp: Count | None = None
-    dtype: Name | None = Field(default=None, description="Weight format (see /api/precisions)")
-    kv_dtype: Name | None = None
-    context: Annotated[int, Field(ge=1, le=10_000_000)] = 4096
-    users: Annotated[int, Field(ge=1, le=1_000_000)] = 1
-    workspace: Size | None = None
-    cuda_context: Size | None = None
-    fixes: bool = Field(default=True, description="When it does not fit, look for the cheapest fix")
-    speed: SpeedAsk | None = Field(default=None, description="Also time the layout (TTFT, TPOT)")
-
-
-class TrainRequest(_Request):
-    """The training controls; passed to `gpuplan.api.train` where it accepts them."""
-
-    gpus: Count | Literal["auto"] | None = None
-    tp: Count | None = None
-    pp: Count | None = None
-    dp: Count | None = None
-    dtype: Name | None = None
-    zero: Annotated[int, Field(ge=0, le=3)] | None = None
-    fsdp: bool | None = None
-    micro_batch: Annotated[int, Field(ge=1, le=4096)] | None = None
-    seq: Annotated[int, Field(ge=1, le=10_000_000)] | None = None
-    checkpointing: bool | Name | None = None
-    method: Literal["full", "lora", "qlora"] | None = None
-    lora_rank: Annotated[int, Field(ge=1, le=4096)] | None = None
-    optimizer: Name | None = None
-    fixes: bool = Field(default=True, description="When it does not fit, look for the fixes")
-
+class _TrainBase(_Request):
     def searches(self) -> bool:
-        return super().searches() and self.dp is None
+        return super().searches() and getattr(self, "dp", None) is None
+
+
+TrainRequest: Any = create_model(
+    "TrainRequest",
+    __base__=_TrainBase,
+    __doc__="The training controls; passed to `gpuplan.api.train` where it accepts them.",
+    **fields_for(pick(requests.TRAIN, TRAIN_FIELDS)),
+    # the page's weight-format control, not a train() input (listed as ignored; never any text)
+    dtype=(Name | None, Field(default=None, description="Weight format (not a training input)")),
+    fixes=(bool, Field(default=True, description="When it does not fit, look for the fixes")),
+)
 
 
 SERVE_SWEEPS = ("context", "users", "gpus")

@@ -15,14 +15,20 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import quote
 
+from gpuplan import progress
 from gpuplan.catalog.sources import safetensors_header as st
+from gpuplan.catalog.sources.gguf_header import parse_gguf
+from gpuplan.catalog.sources.hf_cache import check_revision
 from gpuplan.engine.checkpoint import StoredTensor
 from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
+from gpuplan.safe_read import load_json
 
 DEADLINE_S = 20.0  # one model's whole resolution: the listing and every header read
 READ_TIMEOUT_S = 5.0  # one socket read; a stream is also cut when the deadline passes
@@ -40,8 +46,6 @@ _noticed: list[bool] = []
 def _waiting(what: str) -> Iterator[None]:
     """Around one Hub request: if it takes longer than NOTICE_AFTER_S, say what is awaited,
     where, for how long at most, and how to skip the Hub."""
-    from gpuplan import progress
-
     if progress.listener is None or _noticed:
         yield
         return
@@ -96,8 +100,6 @@ class HubRepo:
 
 
 def _deadline() -> float:
-    import time
-
     return time.monotonic() + DEADLINE_S
 
 
@@ -125,10 +127,6 @@ def _fail(repo_id: str, err: Exception) -> GpuplanError:
 def repo_listing(repo_id: str, revision: str | None) -> HubRepo:
     """The repository's files and commit (the model-info API `HfApi.model_info` calls:
     /api/models/{repo}[/revision/{rev}]), streamed under the resolution's deadline."""
-    from urllib.parse import quote
-
-    from gpuplan.catalog.sources.hf_cache import check_revision
-
     deadline = _deadline()
     url = f"{endpoint()}/api/models/{repo_id}"
     if revision is not None:
@@ -138,8 +136,6 @@ def repo_listing(repo_id: str, revision: str | None) -> HubRepo:
         raw = _get(url, _headers(), deadline, MAX_LISTING_BYTES + 1, 0, repo_id)
     if len(raw) > MAX_LISTING_BYTES:
         raise GpuplanError(f"{repo_id}: the Hub's listing is larger than 64 MiB")
-    from gpuplan.safe_read import load_json
-
     info = load_json(raw, f"{repo_id}: the Hub's listing", cap=MAX_LISTING_BYTES)
     siblings = info.get("siblings") if isinstance(info, dict) else None
     if not isinstance(siblings, list):
@@ -173,8 +169,6 @@ def _get(
     READ_TIMEOUT_S and the stream is cut once `deadline` passes, so a server that sends one
     byte at a time ends in one line, as one that never answers does. At most `length` bytes
     (from `start` when the server ignored Range)."""
-    import time
-
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise _late(shown)
@@ -234,8 +228,6 @@ def _late(shown: str) -> GpuplanError:
 
 
 def read_json(repo: HubRepo, filename: str) -> dict[str, Any]:
-    from gpuplan.safe_read import load_json
-
     raw = read_range(repo, filename, 0, MAX_JSON_BYTES + 1)
     if len(raw) > MAX_JSON_BYTES:
         raise GpuplanError(f"{repo.repo_id}/{filename}: larger than {MAX_JSON_BYTES // 2**20} MiB")
@@ -271,8 +263,6 @@ class RangeStream:
 
 def gguf_header(repo: HubRepo, filename: str) -> tuple[dict[str, Any], list[StoredTensor]]:
     """One GGUF file's metadata and tensor infos, read from the front of the file."""
-    from gpuplan.catalog.sources.gguf_header import parse_gguf
-
     return parse_gguf(RangeStream(repo, filename), f"{repo.repo_id}/{filename}")  # type: ignore[arg-type]
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import GpuplanError
+from gpuplan.safe_read import load_json, read_text
 
 MAX_BYTES = 4 * 1024 * 1024
 
@@ -42,8 +43,6 @@ def read_modelopt(folder: Path) -> dict[str, Any] | None:
     path = folder / "hf_quant_config.json"
     if not path.is_file():
         return None
-    from gpuplan.safe_read import load_json, read_text
-
     data = load_json(read_text(path, MAX_BYTES), str(path), cap=MAX_BYTES)
     return quantization_config_from_modelopt(data, str(path))
 

@@ -28,6 +28,7 @@ import json
 import shlex
 from typing import Any
 
+from gpuplan.engine.frameworks import deepspeed
 from gpuplan.engine.frameworks.overrides import (
     TrainOverrides,
     boolean,
@@ -280,8 +281,6 @@ def _sharding(doc: dict[str, Any], kwargs: dict[str, Any], notes: list[str]) -> 
             " (or put the dict inline under `deepspeed`)"
         )
     if isinstance(ds, dict):
-        from gpuplan.engine.frameworks import deepspeed
-
         read = deepspeed.read(json.dumps(_resolve_auto(ds, doc, kwargs)))
         for key in ("zero", "offload"):
             if key in read.kwargs:
@@ -306,6 +305,12 @@ def _sharding(doc: dict[str, Any], kwargs: dict[str, Any], notes: list[str]) -> 
         if modes[0] != "full_shard":
             raise GpuplanError("FSDP CPU offload is modelled with full_shard only")
         out["offload"] = "params"
+    if str(config.get("version", 1)) == "2":  # accelerate fsdp_version 2: fully_shard
+        out["framework_overrides"] = {"fsdp_keeps_root": False}
+        notes.append(
+            "fsdp_version 2: accelerate applies fully_shard with reshard_after_forward=True,"
+            " so the root (embedding, LM head) is resharded after forward like every unit"
+        )
     if "reshard_after_forward" in config:
         out["reshard_after_forward"] = boolean(
             "fsdp_config.reshard_after_forward", config["reshard_after_forward"]

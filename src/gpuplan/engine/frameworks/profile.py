@@ -19,6 +19,15 @@ DeepSpeed or the Hugging Face Trainer, because each decides differently:
                         every unit unsharded until backward (FSDP2 `reshard_after_forward=False`,
                         ZeRO-2-like); `unless_pp` is torchtitan's default (never with pipeline
                         parallelism, whose micro-batches would otherwise re-gather).
+  FSDP1 root            `fsdp_keeps_root`: FullyShardedDataParallel (FSDP1: accelerate's default
+                        fsdp_version, so the HF Trainer's) keeps its root unit — embedding, final
+                        norm, LM head — gathered from forward to the end of backward
+                        (engine/gathered.py); FSDP layouts only (not DeepSpeed ZeRO-3).
+  KV cache in training  `train_kv_cache`: "qkv" when the model's forward builds its KV cache while
+                        training (use_cache left on: transformers 4.48 GPTBigCode does not turn it
+                        off under gradient checkpointing) and each layer's cache is a view of its
+                        fused QKV projection's output, which it keeps whole until the forward —
+                        the loss included — returns; "none" otherwise.
   optimizer             `foreach` (torch.optim on CUDA by default) builds one temporary per
                         state tensor for the whole group (torch/optim/adam.py `_multi_tensor_adam`:
                         `torch._foreach_sqrt(exp_avg_sqs)`); `for-loop` one parameter's worth at a
@@ -63,6 +72,7 @@ OPTIMIZER_KERNELS = ("none", "foreach", "for-loop")
 FUSIONS = ("none", "te")
 FP8 = ("none", "te", "torchao")
 BUCKETS = ("none", "deepspeed")
+KV_CACHES = ("none", "qkv")
 
 
 @record(cache_hash=True)
@@ -77,6 +87,7 @@ class FrameworkProfile:
     reduce_fp32: bool = False
     reshard_after_forward: str = "always"
     gather_units: int = 2
+    fsdp_keeps_root: bool = False  # FSDP1: the root unit (embedding + head) stays gathered
     buckets: str = "deepspeed"
     reduce_bucket_elems: int = 500_000_000
     allgather_bucket_elems: int = 500_000_000
@@ -85,6 +96,8 @@ class FrameworkProfile:
     loss: str = "standard"
     tp_loss: str = ""  # the loss mode when tp > 1 ("": the same as `loss`)
     keep_logits: bool = False
+    train_kv_cache: str = "none"  # "qkv": a fused QKV output kept per layer (module docstring)
+    loss_shift_copy: bool = False  # transformers 4.46-4.49 ForCausalLMLoss (engine/loss.py)
     recompute: str = "none"
     fused: str = "none"
     compile: bool = False
@@ -126,6 +139,7 @@ def validate_profile(p: FrameworkProfile) -> None:
         ("fused", FUSIONS),
         ("fp8", FP8),
         ("buckets", BUCKETS),
+        ("train_kv_cache", KV_CACHES),
     ):
         value = getattr(p, name)
         if value not in allowed:

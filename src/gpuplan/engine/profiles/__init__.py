@@ -21,6 +21,8 @@ other than the adapters' own package data.
 
 from __future__ import annotations
 
+import importlib
+import json
 import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -30,14 +32,16 @@ from gpuplan.engine.bill import Bill, LineItem
 from gpuplan.engine.frozen import field, record
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.precision import Precision
+from gpuplan.engine.profiles.common import GIB, engine_kv_precision, engine_weight_format, gib
 from gpuplan.engine.profiles.flags import FlagTable, ParsedFlags
 from gpuplan.engine.weights import WeightFormat
 from gpuplan.errors import GpuplanError
+from gpuplan.safe_read import load_yaml
 
 if TYPE_CHECKING:
     from gpuplan.engine.checkpoint import Checkpoint
 
-GIB = 2**30
+__all__ = ["GIB", "gib"]  # re-exported for the adapters (defined in common.py)
 
 # The knobs every engine has, each spelled its own way (an adapter's `knobs` maps them).
 KNOBS = (
@@ -238,8 +242,6 @@ class EngineAdapter:
     ) -> WeightFormat:
         """The weights as the engine loads them, from its dtype / quantization arguments;
         `stored` (the checkpoint's headers) gives exact bytes when nothing converts them."""
-        from gpuplan.engine.profiles.common import engine_weight_format
-
         return engine_weight_format(
             arch,
             args.get(self.knob("dtype") or ""),
@@ -248,8 +250,6 @@ class EngineAdapter:
         )
 
     def kv_precision(self, weights: WeightFormat, args: Mapping[str, Any]) -> Precision:
-        from gpuplan.engine.profiles.common import engine_kv_precision
-
         return engine_kv_precision(weights, args.get(self.knob("kv_cache_dtype") or ""))
 
     def launch(
@@ -331,8 +331,6 @@ MAX_CONFIG_CHARS = 1_000_000
 
 def read_yaml_mapping(text: str) -> dict[str, Any]:
     """A YAML config file's top-level mapping (bounded; a one-line error otherwise)."""
-    from gpuplan.safe_read import load_yaml
-
     if len(text) > MAX_CONFIG_CHARS:
         raise GpuplanError(f"config file is larger than {MAX_CONFIG_CHARS:,} characters")
     data = load_yaml(text, "config file")
@@ -345,7 +343,6 @@ def read_yaml_mapping(text: str) -> dict[str, Any]:
 
 def yaml_flag_tokens(text: str) -> list[str]:
     """A YAML mapping of flags as command-line words (utils/argparse_utils.py::load_config_file)."""
-    import json
 
     out: list[str] = []
     for key, value in read_yaml_mapping(text).items():
@@ -395,8 +392,6 @@ def get_adapter(name: str) -> EngineAdapter:
     """The adapter of engine `name`, or a one-line error naming the engines there are."""
     key = (name or "").lower()
     if key not in _ADAPTERS and key in _BUILTIN:
-        import importlib
-
         importlib.import_module(_BUILTIN[key])
     if key not in _ADAPTERS:
         raise GpuplanError(f"unknown engine {name!r}; choose one of {', '.join(engine_names())}")
@@ -436,11 +431,6 @@ def validate_launch(launch: EngineLaunch) -> None:
         raise GpuplanError(
             f"pipeline parallel size {launch.pp} exceeds the {launch.arch.num_layers} layers"
         )
-
-
-def gib(n: float) -> int:
-    """n GiB as whole bytes."""
-    return round(n * GIB)
 
 
 def budget_item(

@@ -16,11 +16,20 @@ from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.checkpoint import Checkpoint
 from gpuplan.engine.frozen import record
 from gpuplan.engine.gpu import GpuSpec
+from gpuplan.engine.module_plan import planned_format
 from gpuplan.engine.params import count_params
-from gpuplan.engine.precision import Precision
-from gpuplan.engine.profiles import gib
-from gpuplan.engine.weights import WeightFormat, per_layer_bytes
+from gpuplan.engine.precision import Precision, get_precision, torch_dtype_precision
+from gpuplan.engine.quantization import standard_layout
+from gpuplan.engine.weights import WeightFormat, as_stored, per_layer_bytes
 from gpuplan.errors import GpuplanError
+
+GIB = 2**30
+
+
+def gib(n: float) -> int:
+    """n GiB as whole bytes."""
+    return round(n * GIB)
+
 
 VOCAB_PADDING = 64  # vLLM vocab_parallel_embedding.py: DEFAULT_VOCAB_PADDING_SIZE (SGLang alike)
 
@@ -218,11 +227,6 @@ def engine_weight_format(
     gptq, compressed-tensors, ...) named for a config without a quantization_config is sized
     as the method's standard layout, with a note (engine/quantization.py). `stored` (the
     checkpoint's headers) gives the exact bytes when nothing converts them."""
-    from gpuplan.engine.module_plan import planned_format
-    from gpuplan.engine.precision import get_precision, torch_dtype_precision
-    from gpuplan.engine.quantization import standard_layout
-    from gpuplan.engine.weights import as_stored
-
     key = (dtype or "auto").lower()
     if key not in DTYPES:
         raise GpuplanError(f"--dtype {dtype!r} is not one of auto, bfloat16, float16, float32")
@@ -255,8 +259,6 @@ def engine_weight_format(
 def engine_kv_precision(weights: WeightFormat, kv_cache_dtype: str | None) -> Precision:
     """KV dtype: 'auto' is the model's activation dtype (fp32 for --dtype float32); fp8 names
     (fp8, fp8_e4m3, fp8_e5m2, fp8_ds_mla) are one byte."""
-    from gpuplan.engine.precision import get_precision
-
     key = (kv_cache_dtype or "auto").lower()
     if key == "auto":
         return weights.base

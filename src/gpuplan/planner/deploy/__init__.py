@@ -27,6 +27,7 @@ from gpuplan.planner.deploy.placement import Placement, cluster_gpu, dns_name
 from gpuplan.planner.deploy.serving import ServeDeploy
 from gpuplan.planner.deploy.training import TrainDeploy, node_script, sky_run
 from gpuplan.planner.export import launch_command
+from gpuplan.planner.training_export import training_export
 
 SERVE_TARGETS = ("k8s", "kserve", "skypilot", "ray")
 TRAIN_TARGETS = ("k8s", "skypilot")
@@ -121,8 +122,6 @@ def serving_manifest(
 
 def training_manifest(bill: TrainingBill, engine: str, target: str, model: str) -> Manifest:
     """The `target` manifest that launches `bill`'s layout with the `engine` export."""
-    from gpuplan.planner.training_export import training_export
-
     if target not in TRAIN_TARGETS:
         raise GpuplanError(
             f"unknown training deploy target {target!r}; use one of {', '.join(TRAIN_TARGETS)}"

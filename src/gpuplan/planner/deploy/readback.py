@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from gpuplan.engine.frozen import field, record
+from gpuplan.engine.profiles import get_adapter
 from gpuplan.errors import GpuplanError
 from gpuplan.planner.deploy.placement import gpu_by_label
 from gpuplan.planner.deploy.serving import engine_line
@@ -109,8 +110,6 @@ def _isvc(doc: dict[str, Any]) -> DeployedPlan:
 
 
 def _rayservice(doc: dict[str, Any]) -> DeployedPlan:
-    from gpuplan.engine.profiles import get_adapter
-
     spec = doc["spec"]
     app = yaml.safe_load(spec["serveConfigV2"])["applications"][0]
     llm = app["args"]["llm_configs"][0]

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from gpuplan.engine.architecture import Architecture
-from gpuplan.engine.precision import Precision
+from gpuplan.engine.precision import Precision, get_precision
 from gpuplan.engine.profiles import EngineAdapter, EngineBill, EngineLaunch, register
 from gpuplan.engine.profiles.flags import load_flag_table
+from gpuplan.engine.profiles.llamacpp.bill import llamacpp_bill, options_from_args
 from gpuplan.engine.weights import WeightFormat
 
 # llama.cpp's cache type names → gpuplan's precision ids (catalog/data/precisions.toml)
@@ -48,8 +49,6 @@ class LlamaCppAdapter(EngineAdapter):
         self, arch: Architecture, args: Mapping[str, Any], stored: Any = None
     ) -> WeightFormat:
         """A GGUF's weights are its stored blocks, loaded as they are."""
-        from gpuplan.engine.precision import get_precision
-
         base = get_precision("fp16")
         return WeightFormat(base, base, stored=stored)
 
@@ -57,8 +56,6 @@ class LlamaCppAdapter(EngineAdapter):
         return self.cache_types(args)[0]
 
     def cache_types(self, args: Mapping[str, Any]) -> tuple[Precision, Precision]:
-        from gpuplan.engine.precision import get_precision
-
         k = str(args.get("cache_type_k") or "f16")
         v = str(args.get("cache_type_v") or "f16")
         return (
@@ -67,9 +64,8 @@ class LlamaCppAdapter(EngineAdapter):
         )
 
     def bill(self, launch: EngineLaunch) -> EngineBill:
-        from gpuplan.engine.profiles.llamacpp.bill import llamacpp_bill, options_from_args
-
-        return llamacpp_bill(launch, options_from_args(launch.args), self.cache_types(launch.args))
+        options = options_from_args(launch.args, version=launch.version)
+        return llamacpp_bill(launch, options, self.cache_types(launch.args))
 
 
 ADAPTER = register(LlamaCppAdapter())

@@ -11,13 +11,20 @@ Rules, each from the llama.cpp source (read at the 2025-2026 b6xxx-b7xxx release
                     free memory); layer → first GPU whose split point exceeds
                     (il − i_gpu_start) / act_gpu_layers (the same function)
     --split-mode    layer: whole layers per GPU (above); row: every offloaded matrix split
-                    across GPUs by --tensor-split rows, KV cache and small tensors on --main-gpu;
-                    none: one GPU
+                    across GPUs by --tensor-split rows (the split buffer type heads each GPU's
+                    buffer list, src/llama-model.cpp make_gpu_buft_list), the layer's KV cache
+                    and small tensors on its own device as in layer mode (b5605's 4-GPU log,
+                    llama.cpp#14075); builds before the backend-registry loader (~b4000) kept
+                    them on --main-gpu; none: one GPU
     tied LM head    a GGUF without output.weight duplicates token_embd as the output tensor on
                     the output layer's device (TENSOR_DUPLICATED)
-    context         n_ctx = --ctx-size or, at 0, the model's training context, padded to a
-                    multiple of 256 (src/llama-context.cpp, GGML_PAD(n_ctx, 256)); the server's
-                    parallel slots share those cells (unified KV cache)
+    context         n_ctx = --ctx-size or, at 0, the model's training context, padded: to 256
+                    from PR #17046 (Nov 2025, about b7000; src/llama-context.cpp
+                    GGML_PAD(n_ctx, 256), and per sequence GGML_PAD(n_ctx / n_seq, 256) when
+                    the cache is not unified); before it to llama_kv_cache::get_padding (src/
+                    llama-kv-cache.cpp: 256 with flash attention, else 32). Flash attention is
+                    on by default (-fa auto) from about b6300, off before. The server's parallel
+                    slots share those cells
     KV per layer    n_ctx × (row_size(type_k, n_embd_k_gqa) + row_size(type_v, n_embd_v_gqa)),
                     sliding-window layers min(n_ctx, pad(n_swa × slots + n_ubatch, 256)) cells
                     unless --swa-full (src/llama-kv-cache.cpp, llama-kv-cache-iswa.cpp); on the
@@ -26,9 +33,22 @@ Rules, each from the llama.cpp source (read at the 2025-2026 b6xxx-b7xxx release
                     (catalog/data/precisions.toml)
 
 Weights are the GGUF's exact tensor bytes (catalog/sources/gguf_header.py). The compute
-buffers llama.cpp reserves for one n_ubatch graph are estimated, not derived (a range is given):
-the output device holds n_ubatch × vocab f32 logits; without flash attention each device holds
-n_head × n_ctx × n_ubatch f32 attention scores; plus a few hidden-size activations.
+buffers are the peak of the worst-case graph ggml-backend's scheduler reserves (ggml-alloc reuses
+a tensor's memory once its last consumer ran, so the buffer is the largest set of tensors alive
+at once, not their sum), one n_ubatch-token graph over all n_ctx cells, all f32
+(src/llama-context.cpp graph_reserve, ggml/src/ggml-alloc.c):
+    output device   n_outputs × n_vocab logits + the n_ubatch × n_embd normed hidden state;
+                    n_outputs = n_ubatch in builds before ~b7000, the sequences after (the
+                    reserve graph keeps one output per sequence: logs of b10121)
+    attention       without flash attention the n_head × n_ctx × n_ubatch scores (soft_max
+                    runs in place) + the layer's q, k, v, output and residual rows; with it, the
+                    device's copy of the n_kv × n_ubatch f32 mask is held as well, and a
+                    quantized cache is cast to f16 (one layer's K and V over all cells)
+    feed-forward    the n_ubatch × n_ff up and gate rows + the residual rows
+    host            the n_ubatch × n_embd input embeddings and the n_ctx × n_ubatch mask (graph
+                    inputs live in the CPU's buffer), and the logits when the output layer is there
+A range is given: pipeline-parallel copies (several GPUs, n_copies) and backend kernels' scratch
+are not modelled.
 """
 
 from __future__ import annotations
@@ -55,6 +75,13 @@ DEFAULT_UBATCH = 512  # common.h: n_ubatch
 FIT_MARGIN = gib(1.0)  # common.h: fit_params_target, 1 GiB free per device
 FIT_MIN_CTX = 4096  # common.h: fit_params_min_ctx
 CUDA_CONTEXT = gib(0.35)  # CUDA context + cuBLAS handles per device (allowance, not measured here)
+PAD_256_BUILD = 7000  # PR #17046 (Nov 2025): n_ctx padded to 256 in llama-context.cpp
+FA_AUTO_BUILD = 6300  # about when -fa auto (on where supported) became the default
+OLD_PADDING = (256, 32)  # llama_kv_cache::get_padding before PR #17046: with / without FA
+ROW_LAYER_DEVICE_BUILD = 4000  # about when row split left each layer on its own device
+FIT_BUILD = 7000  # about when -c 0 (the training context) and --fit became the defaults
+OLD_DEFAULT_CTX = 4096  # common/common.h n_ctx between ~b4400 and FIT_BUILD (0 before it)
+CTX_4096_BUILD = 4400  # about when common.h's default n_ctx went from 0 to 4096
 
 
 # --------------------------------------------------------------------------------------
@@ -75,15 +102,32 @@ class LlamaCppOptions:
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
     ubatch_size: int = DEFAULT_UBATCH
-    flash_attn: bool = True  # auto: on where the backend supports it (CUDA does)
+    flash_attn: bool | None = None  # None: the build's default (auto = on from ~b6300)
     no_kv_offload: bool = False
     swa_full: bool = False
     gpus: int = 1
+    kv_unified: bool = True  # -np auto (or 1): one stream; -np N: N streams unless --kv-unified
+    build: int | None = None  # the llama.cpp build number whose rules apply (None: newest)
+
+    @property
+    def fa(self) -> bool:
+        """Flash attention as the build runs it: the flag, else its default."""
+        if self.flash_attn is not None:
+            return self.flash_attn
+        return self.build is None or self.build >= FA_AUTO_BUILD
 
 
-def options_from_args(args: Mapping[str, Any], gpus: int | None = None) -> LlamaCppOptions:
+def build_number(version: str | None) -> int | None:
+    """'b4202' / '4202' → 4202; anything else (the adapter's newest) → None."""
+    text = str(version or "").lower().lstrip("b")
+    return int(text) if text.isdigit() and len(text) <= 6 else None
+
+
+def options_from_args(
+    args: Mapping[str, Any], gpus: int | None = None, version: str | None = None
+) -> LlamaCppOptions:
     """llama-server's arguments (its own names) as settings, validated, defaults filled in."""
-    changes: dict[str, Any] = {}
+    changes: dict[str, Any] = {"build": build_number(version)}
     changes.update(_size_args(args))
     changes.update(_gpu_layers_arg(args))
     changes.update(_cache_type_args(args))
@@ -104,6 +148,8 @@ def _size_args(args: Mapping[str, Any]) -> dict[str, Any]:
             changes[key] = value
     if changes.get("n_parallel") == -1:
         changes["n_parallel"] = DEFAULT_PARALLEL
+    elif changes.get("n_parallel", 1) > 1 and not args.get("kv_unified"):
+        changes["kv_unified"] = False  # -np N: one KV stream per sequence (llama-server)
     if changes.get("n_parallel") == 0 or changes.get("ubatch_size") in (0, -1):
         raise GpuplanError("llama.cpp --parallel and --ubatch-size must be at least 1")
     return changes
@@ -308,8 +354,37 @@ def _cells(arch: Architecture, o: LlamaCppOptions, n_ctx: int, il: int) -> int:
     return min(n_ctx, _pad(window * o.n_parallel + o.ubatch_size))
 
 
-def _pad(n: int) -> int:
-    return -(-n // CTX_PAD) * CTX_PAD
+def _pad(n: int, to: int = CTX_PAD) -> int:
+    return -(-n // to) * to
+
+
+def requested_context(o: LlamaCppOptions, train_ctx: int) -> int:
+    """-c as given; unset, the training context (-c 0: builds before ~b4400 and from ~b7000)
+    or common.h's 4,096 (between; the b4010 and b5398 logs show one of each)."""
+    if o.ctx_size:
+        return o.ctx_size
+    if o.build is not None and CTX_4096_BUILD <= o.build < FIT_BUILD:
+        return OLD_DEFAULT_CTX
+    return train_ctx
+
+
+def gpu_layers(o: LlamaCppOptions, n_layer: int) -> int:
+    """-ngl as given; unset, every layer (newer builds: all, then --fit) or none (builds before
+    ~b7000: llama_model_default_params' n_gpu_layers = 0)."""
+    if o.n_gpu_layers is not None:
+        return o.n_gpu_layers
+    return 0 if o.build is not None and o.build < FIT_BUILD else n_layer + 1
+
+
+def context_cells(o: LlamaCppOptions, requested: int) -> int:
+    """The KV cells llama.cpp allocates for a requested context (this module's docstring):
+    from ~b7000 padded to 256 (per sequence when the cache is not unified), before that to
+    get_padding's 256 (flash attention) or 32."""
+    if o.build is None or o.build >= PAD_256_BUILD:
+        if o.kv_unified or o.n_parallel <= 1:
+            return _pad(requested)
+        return _pad(requested // o.n_parallel) * o.n_parallel
+    return _pad(requested, OLD_PADDING[0] if o.fa else OLD_PADDING[1])
 
 
 @record
@@ -334,8 +409,32 @@ def place(
         raise GpuplanError(
             f"{arch.name}: the llama.cpp engine sizes GGUF files; pass the path of a .gguf file"
         )
+    groups = _tensor_groups(ckpt, arch.num_layers)
+    return _layout(arch, o, kv_types, n_ctx, ngl, groups)
+
+
+def kv_layout(
+    arch: Architecture,
+    o: LlamaCppOptions,
+    kv_types: tuple[Precision, Precision],
+    n_ctx: int,
+    ngl: int,
+) -> Placement:
+    """The same placement without a GGUF file: every layer's KV cells and compute buffers on
+    its device (weights zero), for a model known only by its config."""
+    return _layout(arch, o, kv_types, n_ctx, ngl, ({}, 0, 0, 0))
+
+
+def _layout(
+    arch: Architecture,
+    o: LlamaCppOptions,
+    kv_types: tuple[Precision, Precision],
+    n_ctx: int,
+    ngl: int,
+    groups: tuple[dict[int, int], int, int, int],
+) -> Placement:
     n_layer = arch.num_layers
-    per_layer, embd, out, norm = _tensor_groups(ckpt, n_layer)
+    per_layer, embd, out, norm = groups
     gpus = [Device(f"GPU{g}") for g in range(o.gpus)]
     host = Device("host")
     splits = split_points(o.tensor_split, o.gpus)
@@ -365,8 +464,8 @@ def _put_layer(
     kv: int,
 ) -> None:
     """Layer `il` onto GPU `g` (None: the host). --split-mode row: each GPU takes its
-    --tensor-split share of the matrices and --main-gpu the layer; --no-kv-offload keeps its
-    KV in host RAM."""
+    --tensor-split share of the matrices, the layer's own device (--main-gpu in builds before
+    ~b4000) its KV cache; --no-kv-offload keeps its KV in host RAM."""
     if g is None:
         host.layers.append(il)
         host.weights += weights
@@ -376,7 +475,8 @@ def _put_layer(
         for gi, dev in enumerate(gpus):
             share = splits[gi] - (splits[gi - 1] if gi else 0.0)
             dev.weights += round(weights * share)
-        target = gpus[min(o.main_gpu, o.gpus - 1)]
+        old = o.build is not None and o.build < ROW_LAYER_DEVICE_BUILD
+        target = gpus[min(o.main_gpu, o.gpus - 1)] if old else gpus[g]
         target.layers.append(il)
     else:
         target = gpus[g]
@@ -392,9 +492,9 @@ def _placement_notes(o: LlamaCppOptions, has_output: bool) -> tuple[str, ...]:
     notes = []
     if o.split_mode == "row" and o.gpus > 1:
         notes.append(
-            "--split-mode row: matrices split across GPUs by --tensor-split; the KV cache and"
-            f" norms on GPU{min(o.main_gpu, o.gpus - 1)} (small tensors are counted in the row"
-            " split: an approximation)"
+            "--split-mode row: matrices split across GPUs by --tensor-split, each layer's KV"
+            " cache and norms on its own device (small tensors are counted in the row split:"
+            " an approximation)"
         )
     if not has_output:
         notes.append(
@@ -406,21 +506,36 @@ def _placement_notes(o: LlamaCppOptions, has_output: bool) -> tuple[str, ...]:
 def _compute_buffers(
     arch: Architecture, o: LlamaCppOptions, n_ctx: int, gpus: list[Device], host: Device, ngl: int
 ) -> None:
-    """Estimated compute buffers of one n_ubatch graph (ggml-backend scheduler reserve)."""
-    ub, h = o.ubatch_size, arch.hidden_size
+    """The compute buffers of the reserved worst-case graph: the peak of live f32 tensors
+    per device (this module's docstring; ggml-alloc.c frees a tensor after its last use)."""
+    ub = min(o.ubatch_size, n_ctx)
+    h, a = arch.hidden_size, arch.attention
     ff = (
         arch.mlp.intermediate_size
         if arch.mlp
-        else (arch.moe.expert_intermediate_size if arch.moe else 4 * h)
+        else (arch.moe.expert_intermediate_size * arch.moe.experts_per_token if arch.moe else 4 * h)
     )
-    scores = 0 if o.flash_attn else arch.attention.num_heads * n_ctx * ub * 4
-    base = ub * 4 * (4 * h + 2 * ff)
-    logits = ub * arch.vocab_size * 4
+    kv_dim = a.num_kv_heads * a.head_dim
+    n_kv = n_ctx // _streams(o)  # the cells one sequence's stream attends over
+    rows = ub * 4 * (a.num_heads * a.head_dim + 2 * kv_dim + 3 * h)  # q, k, v, out, residual
+    mask = n_kv * ub * 4
+    # a quantized cache is cast to f16 for flash attention, one layer's K and V at a time
+    cast = 2 * n_ctx * kv_dim * 2 if o.fa and o.cache_type_k not in ("f16", "bf16", "f32") else 0
+    attention = rows + (mask + cast if o.fa else a.num_heads * n_kv * ub * 4)
+    ffn = ub * 4 * (2 * ff + 2 * h)
+    n_out = ub if o.build is not None and o.build < FIT_BUILD else min(ub, o.n_parallel)
+    output = 4 * (n_out * arch.vocab_size + ub * h)
     for dev in gpus:
         if dev.layers:
-            dev.compute = base + scores + (logits if arch.num_layers in dev.layers else 0)
-    host.compute = ub * h * 4 * 4 + (logits if arch.num_layers in host.layers else 0)
-    host.compute += arch.vocab_size * o.n_parallel * 4  # the logits output buffer (host)
+            peaks = [attention, ffn] + ([output] if arch.num_layers in dev.layers else [])
+            dev.compute = max(peaks)
+    host.compute = ub * h * 4 + mask + (output if arch.num_layers in host.layers else 0)
+
+
+def _streams(o: LlamaCppOptions) -> int:
+    """KV streams: one per sequence when the cache is not unified (builds from ~b7000)."""
+    new = o.build is None or o.build >= PAD_256_BUILD
+    return o.n_parallel if new and not o.kv_unified and o.n_parallel > 1 else 1
 
 
 def _gpu_fits(p: Placement, memory: int, margin: int) -> bool:
@@ -441,10 +556,11 @@ def fit(
     train_ctx = arch.max_position_embeddings or 4096
     memory = launch.gpu.memory_bytes
     notes: list[str] = []
-    ctx_set = o.ctx_size > 0
-    ngl_set = o.n_gpu_layers is not None
-    n_ctx = _pad(o.ctx_size if ctx_set else train_ctx)
-    ngl = o.n_gpu_layers if ngl_set else n_layer + 1
+    old = o.build is not None and o.build < FIT_BUILD  # no --fit: what is given is kept
+    ctx_set = o.ctx_size > 0 or old
+    ngl_set = o.n_gpu_layers is not None or old
+    n_ctx = context_cells(o, requested_context(o, train_ctx))
+    ngl = gpu_layers(o, n_layer)
     assert ngl is not None
     p = place(launch, o, kv_types, n_ctx, ngl)
     if _gpu_fits(p, memory, FIT_MARGIN):
@@ -562,7 +678,7 @@ def _gpu_items(
             "Compute buffer",
             heaviest.compute,
             f"one {options.ubatch_size}-token graph: activations"
-            + (", attention scores" if not options.flash_attn else "")
+            + (", attention scores" if not options.fa else "")
             + (", logits" if arch.num_layers in heaviest.layers else "")
             + " (estimated)",
             {"ubatch": options.ubatch_size},
@@ -635,7 +751,7 @@ def _settings(
         "split_mode": options.split_mode,
         "cache_type_k": k.id,
         "cache_type_v": v.id,
-        "flash_attn": options.flash_attn,
+        "flash_attn": options.fa,
         "gpus": options.gpus,
         "devices": [d.to_dict() for d in p.devices],
     }

@@ -7,6 +7,7 @@ from typing import ClassVar
 
 from gpuplan.engine.profiles import EngineAdapter, EngineBill, EngineLaunch, register
 from gpuplan.engine.profiles.flags import load_flag_table
+from gpuplan.engine.profiles.sglang.bill import sglang_bill
 
 
 class SglangAdapter(EngineAdapter):
@@ -31,8 +32,6 @@ class SglangAdapter(EngineAdapter):
     kv_fp8_name = "fp8_e4m3"
 
     def bill(self, launch: EngineLaunch) -> EngineBill:
-        from gpuplan.engine.profiles.sglang.bill import sglang_bill
-
         return sglang_bill(launch)
 
 

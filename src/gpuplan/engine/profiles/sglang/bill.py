@@ -47,6 +47,7 @@ from gpuplan.engine.profiles.common import (
     require_budget,
     stage_weights,
 )
+from gpuplan.engine.profiles.vllm.non_torch import interconnect_class
 from gpuplan.engine.state_cache import FP32, layer_state_shape
 from gpuplan.errors import GpuplanError
 
@@ -134,8 +135,6 @@ def default_mem_fraction(
 
 def context_bytes(rules: dict[str, Any], launch: EngineLaunch) -> int:
     """Device memory in use before the weights: CUDA context, plus NCCL at tp × pp > 1."""
-    from gpuplan.engine.profiles.vllm.non_torch import interconnect_class
-
     table = rules["context_gib"]
     if launch.tp * launch.pp == 1:
         return gib(table["single"])

@@ -13,6 +13,7 @@ from gpuplan.engine.profiles import (
     register,
 )
 from gpuplan.engine.profiles.flags import ParsedFlags, load_flag_table
+from gpuplan.engine.profiles.trtllm.bill import trtllm_bill
 
 
 class TrtllmAdapter(EngineAdapter):
@@ -68,8 +69,6 @@ class TrtllmAdapter(EngineAdapter):
         return ParsedFlags(args, (), tuple(unmodelled), (), (), None)
 
     def bill(self, launch: EngineLaunch) -> EngineBill:
-        from gpuplan.engine.profiles.trtllm.bill import trtllm_bill
-
         return trtllm_bill(launch)
 
 

@@ -10,6 +10,7 @@ from typing import ClassVar
 from gpuplan.engine.profiles import EngineAdapter, EngineBill, EngineLaunch, register
 from gpuplan.engine.profiles.common import parse_version
 from gpuplan.engine.profiles.flags import load_flag_table
+from gpuplan.engine.profiles.vllm.bill import vllm_bill
 from gpuplan.engine.profiles.vllm.rules import RULES
 from gpuplan.errors import GpuplanError
 
@@ -48,8 +49,6 @@ class VllmAdapter(EngineAdapter):
         return ".".join(map(str, v))
 
     def bill(self, launch: EngineLaunch) -> EngineBill:
-        from gpuplan.engine.profiles.vllm.bill import vllm_bill
-
         return vllm_bill(launch)
 
 

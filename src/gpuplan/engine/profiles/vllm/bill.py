@@ -22,7 +22,7 @@ import math
 from typing import Any
 
 from gpuplan.engine.bill import LineItem
-from gpuplan.engine.frozen import record
+from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.profiles import (
     GIB,
     EngineBill,
@@ -34,6 +34,7 @@ from gpuplan.engine.profiles import (
 from gpuplan.engine.profiles.common import (
     StageWeights,
     cuda_total_bytes,
+    kv_bytes_per_token_layer,
     padded_vocab,
     pp_layers,
     require_budget,
@@ -60,6 +61,7 @@ from gpuplan.engine.profiles.vllm.kv_layout import (
 from gpuplan.engine.profiles.vllm.non_torch import non_torch_bytes
 from gpuplan.engine.profiles.vllm.profile_run import PeakTerms, ProfileBatch, peak_terms
 from gpuplan.engine.profiles.vllm.rules import rules_for
+from gpuplan.engine.state_cache import state_bytes_per_layer
 from gpuplan.errors import GpuplanError
 
 ACT_SPREAD = gib(0.5)  # about the worst activation error across the logs, either side
@@ -435,8 +437,6 @@ def v0_state_slots(max_num_seqs: int, eager: bool) -> int:
 def v0_state_bytes(launch: EngineLaunch, layers: range) -> int:
     """One sequence's state on one V0 worker: its stage's state layers ÷ tp, conv and SSM states
     in the model dtype (the V0 cache is allocated with the LM head's dtype)."""
-    from gpuplan.engine.state_cache import state_bytes_per_layer
-
     base = launch.weights.base
     return sum(
         n * state_bytes_per_layer(launch.arch, spec, base, launch.tp, "engine", base)
@@ -492,9 +492,6 @@ def _state_mode(
 def _with_draft_layers(layout: KvLayout, launch: EngineLaunch) -> KvLayout:
     """A draft model's attention layers share the KV pages (one more layer slot each) when their
     page is the target's; otherwise they are left out (noted)."""
-    from gpuplan.engine.frozen import replace
-    from gpuplan.engine.profiles.common import kv_bytes_per_token_layer
-
     draft = launch.draft
     assert draft is not None
     per_layer = kv_bytes_per_token_layer(draft, launch.kv, launch.tp)
