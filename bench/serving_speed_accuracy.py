@@ -5,9 +5,8 @@
 Each case of tests/data/serving_speed/measurements.toml (a published benchmark with its source)
 is predicted by the operator-level model with the scheduler simulation
 (`gpuplan.engine.speed.serving.serving_speed`) from its model, GPU, layout, formats, engine and
-version, load mode (static batch, fixed --max-concurrency, Poisson --request-rate), lengths (and
-their spread where the source draws them from a random dataset's range), the scheduler flags the
-source's launch command sets (token budget, SGLang's --scheduler-recv-interval /
+version, load mode (static batch, fixed --max-concurrency, Poisson --request-rate), lengths, the
+scheduler flags the source's launch command sets (token budget, SGLang's --scheduler-recv-interval /
 --num-continuous-decode-steps) and CUDA-graph setting, and every figure the source measured
 (output and total tokens/s, TTFT, TPOT, ITL, E2E as mean / median / p99) is compared.
 
@@ -102,7 +101,6 @@ def _load(row: dict) -> Load:
         concurrency=c,
         request_rate=float(row.get("request_rate", 0.0)),
         num_prompts=n,
-        spread=float(row.get("length_spread", 0.0)),
     )
 
 

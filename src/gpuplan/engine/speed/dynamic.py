@@ -16,33 +16,24 @@ if TYPE_CHECKING:
 
 
 def _arrivals(load: Load, n: int) -> np.ndarray:
-    """Send times: all at 0 (concurrency: the client's semaphore holds them back), or Poisson
-    arrivals at the rate. The gaps are the exponential distribution's n quantiles at (i + ½)/n in
-    a seeded random order rather than n independent draws: the run that is expected rather than
-    one draw of it (a draw's total can miss n/rate by several √n/rate, and the run's duration,
-    hence its throughput, with it); the benchmark's own draws (vllm/benchmarks/serve.py
-    get_request, sglang bench_serving) depend on its RNG state and cannot be replayed."""
+    """Send times: all at 0 (concurrency: the client's semaphore holds them back), or Poisson."""
     import numpy as np
 
     if load.mode != "rate":
         return np.zeros(n)
-    u = (np.arange(n) + 0.5) / n
-    gaps = np.random.default_rng(load.seed).permutation(-np.log1p(-u) / load.request_rate)
+    gaps = np.random.default_rng(load.seed).exponential(1.0 / load.request_rate, n)
     return np.concatenate(([0.0], np.cumsum(gaps[:-1])))
 
 
 def _lengths(mean: int, spread: float, n: int, rng: np.random.Generator) -> np.ndarray:
     """Request lengths: the mean, or uniform on mean·[1 − spread, 1 + spread] (a random
-    dataset's range ratio r gives spread (1 − r)/(1 + r) around its mean), as that uniform's n
-    evenly spaced quantiles in a seeded random order (the run's total is then the mean's, as the
-    result file's total_input_tokens / total_output_tokens say; `_arrivals`)."""
+    dataset's range ratio r gives spread (1 − r)/(1 + r) around its mean)."""
     import numpy as np
 
     if spread <= 0:
         return np.full(n, mean, dtype=np.int64)
     lo, hi = max(1, round(mean * (1 - spread))), max(1, round(mean * (1 + spread)))
-    even = np.floor(lo + (np.arange(n) + 0.5) / n * (hi + 1 - lo)).astype(np.int64)
-    return rng.permutation(np.minimum(even, hi))
+    return rng.integers(lo, hi + 1, n)
 
 
 class _Itl:

@@ -42,7 +42,6 @@ class KernelFigures:
     link_latency_us: float
     sources: tuple[str, ...]
     gemm_fp4: float = 0.0  # share of the fp4 peak; 0: as gemm_fp8 (kernels.toml)
-    gemm_k_half: float = 0.0  # K at which a GEMM reaches half its large-K rate (widths.py)
 
 
 @record

@@ -3,9 +3,8 @@
 A step carries `decode` sequences (one token each, at their contexts) and prefill chunks
 (`prefill` tokens in all). With M = decode + prefill tokens, per stage:
 
-    dense GEMMs   max(2·(N_dense + K½·ΣN)·M' ÷ F_gemm, W_dense ÷ (η_hbm·BW))   M' = M rounded up
-                  to the MMA tile (kernels.toml); K½·ΣN·M: each output column costs K½ more K
-                  per real row (widths.py, DeepGEMM's K sweep)
+    dense GEMMs   max(2·N_dense·M' ÷ F_gemm, W_dense ÷ (η_hbm·BW))      M' = M rounded up to the
+                                                                        MMA tile (kernels.toml)
     LM head       the same over the sampled tokens only (vLLM computes logits for the last token
                   of each sequence: the decode tokens and the prompts this step completes)
     routed        touched experts T = E·(1 − (1 − k/E)^M) (uniform routing); bytes T/E of the
@@ -117,8 +116,7 @@ def _experts(s: RankShape, m: float, bw: float) -> tuple[float, float]:
     per_expert = m * s.top_k / touched
     busiest = busiest_rank_experts(s.num_experts, s.top_k, m, s.expert_ranks)
     rows = busiest * _tile(per_expert, s.kernels.grouped_tile_m)
-    tiles = s.kernels.gemm_k_half * s.expert_width * busiest * per_expert  # real rows' tiles
-    flops = 2 * (s.expert_params * rows + tiles) * s.moe_layers
+    flops = 2 * s.expert_params * rows * s.moe_layers
     nbytes = s.experts_bytes * busiest * s.expert_ranks / s.num_experts
     tc, tm = _roof(flops, s.expert_flops, nbytes, bw)
     return tc, tm + moe_activation_bytes(s, m) / bw
@@ -176,17 +174,10 @@ def stage_step(
     m = decode + prefill
     tile = s.kernels.gemm_tile_m
     comp = mem = 0.0
-    kh = s.kernels.gemm_k_half
-    rows = sampled if sampled is not None else decode
     for c, t in (
+        _roof(2 * s.dense_params * _tile(m, tile), s.dense_flops, s.dense_bytes, bw),
         _roof(
-            2 * (s.dense_params * _tile(m, tile) + kh * s.dense_width * m),
-            s.dense_flops,
-            s.dense_bytes,
-            bw,
-        ),
-        _roof(
-            2 * (s.lm_params * _tile(rows, tile) + kh * s.lm_width * rows),
+            2 * s.lm_params * _tile(sampled if sampled is not None else decode, tile),
             s.dense_flops,
             s.lm_bytes,
             bw,
