@@ -5,9 +5,10 @@
 Each case of tests/data/serving_speed/measurements.toml (a published benchmark with its source)
 is predicted by the operator-level model with the scheduler simulation
 (`gpuplan.engine.speed.serving.serving_speed`) from its model, GPU, layout, formats, engine and
-version, load mode (static batch, fixed --max-concurrency, Poisson --request-rate), lengths and
-CUDA-graph setting, and every figure the source measured (output and total tokens/s, TTFT, TPOT,
-ITL, E2E as mean / median / p99) is compared.
+version, load mode (static batch, fixed --max-concurrency, Poisson --request-rate), lengths, the
+scheduler flags the source's launch command sets (token budget, SGLang's --scheduler-recv-interval /
+--num-continuous-decode-steps) and CUDA-graph setting, and every figure the source measured
+(output and total tokens/s, TTFT, TPOT, ITL, E2E as mean / median / p99) is compared.
 
 The model's five fitted figures (kernels.toml [fitted]) are chosen on a grid to minimise the
 median |error|; with --fit the grid is searched again for every source with that source left
@@ -139,6 +140,10 @@ def _case(row: dict) -> Case:
             cuda_graphs=row.get("cuda_graphs", True),
             max_num_batched_tokens=row.get("max_num_batched_tokens"),
             expert_parallel=bool(row.get("ep", False)),
+            poll_steps=max(
+                int(row.get("scheduler_recv_interval", 1)),
+                int(row.get("num_continuous_decode_steps", 1)),
+            ),
         )
         serving_speed(setup)  # refusals surface here
     except GpuplanError as e:

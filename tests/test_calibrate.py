@@ -73,13 +73,31 @@ def test_round_trip_fit_on_one_run_predicts_the_others(tmp_path):
     report = calibrate(subset, fit_on=(0,))
     assert report.after[0] < report.before[0]
     # held-out settings of the same run within 10 % (the issue's bar); today's figures: median
-    # |error| 5.2 % and 2.2 % (from 2.6 % and 6.1 % at the global figures)
-    assert report.after[1] <= 0.053 and report.after[2] <= 0.022
+    # |error| 5.2 % and 2.2 % (from 2.5 % and 6.1 % at the global figures)
+    assert report.after[1] <= 0.0525 and report.after[2] <= 0.0217
     path = tmp_path / "cal.json"
     save_calibration(report, path)
     knobs = load_calibration(path)
     assert knobs == report.knobs
     assert run_errors(subset[1], knobs) == run_errors(subset[1], report.knobs)
+
+
+def test_round_trip_on_the_405b_sweep():
+    """The same round trip on the 405B TP8 file: fitted on its 1 request/s run, its 2/s random
+    run, its 8/s random run (past saturation: the measured median TTFT is 124 s) and its 4/s
+    ShareGPT run are predicted within 10 %."""
+    runs = measured_runs(
+        read_results([RESULTS / "datacrunch_h200_llama-3.1-405b_tp8_sglang_online.jsonl"]),
+        "llama-3.1-405b",
+        "h200",
+        tp=8,
+        dtype="bf16",
+        engine="sglang",
+    )
+    report = calibrate([runs[0], runs[1], runs[3], runs[4]], fit_on=(0,))
+    assert report.after[0] < report.before[0]
+    # today's figures: 4.0 %, 1.7 % and 3.7 % (from 8.6 %, 1.7 % and 8.3 %)
+    assert report.after[1] <= 0.0401 and report.after[2] <= 0.0166 and report.after[3] <= 0.0375
 
 
 def test_a_file_that_is_not_a_result_or_calibration_is_refused(tmp_path, capsys):

@@ -128,21 +128,24 @@ class _Run:
         self.filled, self.gen = np.zeros(n, np.int64), np.zeros(n, np.int64)
         self.first, self.last = np.zeros(n), np.zeros(n)
         self.done, self.start = np.zeros(n), np.zeros(n)
-        self.queue = np.arange(0 if self.rate else self.sent)
-        self.nxt = 0 if self.rate else self.sent  # rate: next arrival not yet queued
+        self.inbox = np.arange(0 if self.rate else self.sent)  # sent, not yet received
+        self.queue = np.zeros(0, np.int64)  # received by the scheduler, not admitted
+        self.nxt = 0 if self.rate else self.sent  # rate: next arrival not yet sent
         self.run = np.zeros(0, np.int64)
         self.itl = _Itl()
         self.finished, self.t = 0, 0.0
+        self.since_poll, self.prefilled = 0, False  # decode steps since the last receive
 
     def admit(self) -> None:
-        """Queue the arrivals up to now; admit from the queue's head what the sequence cap and
-        the KV cache allow."""
+        """Send the arrivals up to now; receive them into the scheduler's queue when it polls
+        (`receive`); admit from the queue's head what the sequence cap and the KV cache allow."""
         import numpy as np
 
         if self.rate and self.nxt < self.n and self.arrive[self.nxt] <= self.t:
             upto = int(np.searchsorted(self.arrive, self.t, side="right"))
-            self.queue = np.concatenate((self.queue, np.arange(self.nxt, upto)))
+            self.inbox = np.concatenate((self.inbox, np.arange(self.nxt, upto)))
             self.nxt = upto
+        self.receive()
         policy = self.eng.p
         room = policy.max_seqs - len(self.run)
         if room > 0 and len(self.queue):
@@ -150,6 +153,25 @@ class _Run:
             room = _kv_room(policy, self.run, head, self.plen, self.olen, self.gen)
             self.run = np.concatenate((self.run, self.queue[:room]))
             self.queue = self.queue[room:]
+
+    def receive(self) -> None:
+        """The scheduler takes the sent requests when nothing runs, right after a prefill step, or
+        once `poll_steps` decode steps have run since it last did (policy.py's request intake)."""
+        import numpy as np
+
+        due = self.since_poll >= self.eng.p.poll_steps or self.prefilled or not len(self.run)
+        if due and len(self.inbox):
+            self.queue = np.concatenate((self.queue, self.inbox))
+            self.inbox = self.inbox[:0]
+        if due:
+            self.since_poll, self.prefilled = 0, False
+
+    def _poll_cap(self, k: int) -> int:
+        """Decode steps to run before the next receive matters: up to the poll when a sent
+        request waits in the inbox."""
+        if len(self.inbox) and self.eng.p.poll_steps > 1:
+            return max(1, min(k, self.eng.p.poll_steps - self.since_poll))
+        return k
 
     def decode_span(self, dec: np.ndarray, ctx: float) -> None:
         """Decode-only steps, advanced in bulk to the next completion or arrival."""
@@ -160,6 +182,7 @@ class _Run:
         t0, st0 = eng.time(nd, ctx, 0, 0.0, 0.0, nd)
         if self.rate and self.nxt < self.n:
             k = max(1, min(k, math.ceil((self.arrive[self.nxt] - self.t) / t0)))
+        k = self._poll_cap(k)
         t1, _ = eng.time(nd, ctx + (k - 1) * nd, 0, 0.0, 0.0, nd)
         span = k * (t0 + t1) / 2
         eng.charge("decode", st0, span / t0)
@@ -171,6 +194,7 @@ class _Run:
         self.t += span
         self.gen[dec] += k
         self.last[dec] = self.t
+        self.since_poll += k
 
     def prefill_step(self, dec: np.ndarray, ctx: float, chunks: np.ndarray, q: np.ndarray) -> None:
         """One step carrying prefill chunks `q` of `chunks` (and the decodes `dec`)."""
@@ -182,6 +206,7 @@ class _Run:
         self.start[chunks[filled[chunks] == 0]] = self.t
         self.eng.charge("prefill", st)
         self.t += dt
+        self.prefilled = True
         if nd:
             self.itl.add(self.t - self.last[dec])
         self.gen[dec] += 1
@@ -204,7 +229,7 @@ class _Run:
         if not self.rate and self.sent < self.n:
             more = min(len(ended), self.n - self.sent)
             self.arrive[self.sent : self.sent + more] = self.t
-            self.queue = np.concatenate((self.queue, np.arange(self.sent, self.sent + more)))
+            self.inbox = np.concatenate((self.inbox, np.arange(self.sent, self.sent + more)))
             self.sent += more
 
 

@@ -30,7 +30,16 @@ decodes, the token budget of a step, the sequence cap, and which steps replay CU
                       graphs replay generation-only steps (cuda_graph_config), steps carrying
                       context chunks run eager.
     static            a batch prefilled in one step, then decoded together (gptSessionBenchmark,
-                      `vllm bench latency`)."""
+                      `vllm bench latency`).
+
+Request intake (`poll_steps`): SGLang's scheduler takes new requests from its queue at the top of
+each event-loop turn, but `--scheduler-recv-interval N` skips that receive until N decode steps
+have run since the last one (a prefill step, or an idle loop with nothing running, triggers it at
+once: sglang/srt/managers/scheduler_recv_skipper.py weighs DECODE as 1 and other modes as 1000
+against the threshold), and `--num-continuous-decode-steps N` runs N decode steps per loop turn
+before the next receive (sglang/srt/managers/scheduler.py). Either way a request sent while a
+decode batch runs waits up to N decode steps before its prefill can be scheduled; N = 1 (both
+flags' default, and every other engine) receives at every step."""
 
 from __future__ import annotations
 
@@ -58,6 +67,7 @@ class Policy:
     gqa_decode: bool = True  # the decode attention kernel reads each KV head once per group
     kv_tokens: int = 0  # KV-cache tokens of the replica (0: admission not limited by memory)
     reserve: float = 0.0  # share of a request's output tokens reserved when it is admitted
+    poll_steps: int = 1  # decode steps between two receives of new requests (module docstring)
 
 
 def _version(text: str | None) -> tuple[int, ...]:
@@ -76,6 +86,7 @@ def engine_policy(
     gpu: GpuSpec,
     cuda_graphs: bool = True,
     max_num_batched_tokens: int | None = None,
+    poll_steps: int = 1,
 ) -> Policy:
     """The step rules of `engine` at `version` on `gpu` (module docstring); None: vLLM V1."""
     name = (engine or "vllm").lower()
@@ -97,4 +108,6 @@ def engine_policy(
         p = replace(p, budget=max_num_batched_tokens)
     if not cuda_graphs:
         p = replace(p, graph_tokens=0, graph_prefill=False)
+    if poll_steps > 1:
+        p = replace(p, poll_steps=poll_steps)
     return p

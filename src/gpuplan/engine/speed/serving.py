@@ -25,6 +25,9 @@ class SpeedSetup:
     cuda_graphs: bool = True
     max_num_batched_tokens: int | None = None
     expert_parallel: bool = False  # routed experts whole on each rank (EP = tp), not split tp ways
+    # decode steps between the scheduler's receives of new requests (SGLang
+    # --scheduler-recv-interval / --num-continuous-decode-steps; policy.py): 1 = every step
+    poll_steps: int = 1
     knobs: SpeedKnobs = field(default_factory=default_knobs)
 
 
@@ -97,6 +100,7 @@ def serving_speed(setup: SpeedSetup) -> SpeedResult:
         setup.serving.gpu,
         setup.cuda_graphs,
         setup.max_num_batched_tokens,
+        setup.poll_steps,
     )
     policy = replace(policy, kv_tokens=kv_tokens(setup))
     sim = simulate(shape, setup.knobs, policy, ld)

@@ -141,10 +141,25 @@ class _StageWeights:
     stage: int
 
 
+def replicated_params(arch: Architecture, layer: int) -> float:
+    """Parameters of a layer's GEMMs every tensor-parallel rank runs whole rather than split:
+    MLA's down-projections of q and kv (hidden x (q_lora_rank + kv_lora_rank + rope dim): vLLM
+    model_executor/models/deepseek_v2.py builds `fused_qkv_a_proj` / `q_a_proj` /
+    `kv_a_proj_with_mqa` replicated, SGLang likewise) and a MoE layer's router (hidden x E, vLLM's
+    `gate` ReplicatedLinear). Their FLOPs do not shrink with tp."""
+    a, n = arch.attention, 0.0
+    if a.kv_lora_rank:
+        n += arch.hidden_size * ((a.q_lora_rank or 0) + a.kv_lora_rank + a.qk_rope_head_dim)
+    if arch.layers[layer].moe and arch.moe is not None:
+        n += arch.hidden_size * arch.moe.num_experts
+    return float(n)
+
+
 def _stage_weights(arch: Architecture, fmt: WeightFormat, tp: int, pp: int) -> _StageWeights:
     """Parameters and bytes of the heaviest stage on one rank, by operator: the routed experts
     (all of the stage's, ÷ tp), the LM head (last stage; timed on its own unless tied on one
-    stage), and the dense rest (weights_per_gpu less embedding, vision tower, experts and head)."""
+    stage), and the dense rest (weights_per_gpu less embedding, vision tower, experts and head),
+    whose replicated GEMMs (`replicated_params`) every rank multiplies whole."""
     w = weights_per_gpu(arch, fmt, tp, pp)
     counts = count_params(arch)
     layers = stage_layers(arch.num_layers, pp)[w.stage]
@@ -166,7 +181,8 @@ def _stage_weights(arch: Architecture, fmt: WeightFormat, tp: int, pp: int) -> _
     return _StageWeights(
         layers=len(layers),
         moe_layers=moe_layers,
-        dense_params=max(0.0, body * len(layers) / arch.num_layers / tp),
+        dense_params=max(0.0, body * len(layers) / arch.num_layers / tp)
+        + sum(replicated_params(arch, i) for i in layers) * (1 - 1 / tp),
         dense_bytes=max(0.0, float(dense_bytes)),
         lm_params=head if last else 0.0,
         lm_bytes=float(lm_bytes),
