@@ -68,6 +68,11 @@ class SimResult:
     queue: Stat = field(default_factory=lambda: Stat(0.0, 0.0, 0.0))
 
 
+def _one(value: float) -> Stat:
+    """A figure every request shares: its mean, median and p99 alike."""
+    return Stat(value, value, value)
+
+
 def _weighted(values: list[tuple[float, float]]) -> Stat:
     """Mean, median, p99 of weighted samples (numpy's linear percentile on equal weights)."""
     if not values:
@@ -146,7 +151,6 @@ def _static(load: Load, eng: _Engine) -> SimResult:
     tpot = span / k if k > 0 else 0.0
     itl = _weighted([(t0, 1.0), ((t0 + t1) / 2, 1.0), (t1, 1.0)] if k > 0 else [])
     end = ttft + span
-    one = lambda v: Stat(v, v, v)  # noqa: E731
     return SimResult(
-        one(ttft), one(tpot), itl, one(end), c * o / end, c * (o + p) / end, end, c, eng.acc
+        _one(ttft), _one(tpot), itl, _one(end), c * o / end, c * (o + p) / end, end, c, eng.acc
     )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.architecture import Architecture, LayerSpec
 from gpuplan.engine.frozen import record
 from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.kv_cache import kv_cache_bytes_per_sequence_per_gpu
@@ -111,7 +111,7 @@ MOE_KERNELS = 8  # fused add+norm, router GEMM, top-k, align/sort, w13 grouped G
 SHARED_KERNELS = 3
 
 
-def stage_kernels(arch: Architecture, specs: list) -> float:
+def stage_kernels(arch: Architecture, specs: list[LayerSpec]) -> float:
     """Kernels a forward of these layers launches (counts from the vLLM model files named above):
     the fixed per-kernel cost of step.py multiplies them."""
     mla = bool(arch.attention.kv_lora_rank)

@@ -69,7 +69,7 @@ def touched_experts(num_experts: int, k: int, tokens: float) -> float:
     (the occupancy of E bins; exact for one token: k)."""
     if tokens <= 0 or num_experts <= 0:
         return 0.0
-    return num_experts * (1.0 - (1.0 - k / num_experts) ** tokens)
+    return float(num_experts * (1.0 - (1.0 - k / num_experts) ** tokens))
 
 
 def moe_activation_bytes(s: RankShape, m: float) -> float:
