@@ -339,3 +339,29 @@ def test_plan_speed_names_its_sources(tmp_path):
     assert (
         code == 0 and "calibration" in json.loads(out)["options"][0]["speed"]["sources"]["fitted"]
     )
+
+
+def test_one_rule_for_the_timed_load_on_every_surface():
+    """`serve --speed`, the MCP serve tool and the web body resolve an unset prompt / output the
+    same way (3/4 of the context and the rest: api/requests.py speed_tokens), and a load longer
+    than the context the bill is sized for is refused in one line, never timed against it."""
+    from fastapi.testclient import TestClient
+
+    from gpuplan.cli.mcp import SPEED_TOOL, serve_answer
+    from gpuplan.web.app import create_app
+
+    code, out, _ = _cli("serve", "llama-3.1-8b", "--context", "2048", "--speed", "--json")
+    assert code == 0
+    cli = json.loads(out)["speed"]["load"]
+    unset = dict.fromkeys(SPEED_TOOL)
+    mcp = serve_answer("llama-3.1-8b", gpu="h100", context=2048, users=1, speed=True, **unset)
+    with TestClient(create_app()) as client:
+        body = {"model": "llama-3.1-8b", "context": 2048, "speed": {}}
+        web = client.post("/api/serve", json=body).json()["speed"]["load"]
+    expected = (2048 * 3 // 4, 2048 - 2048 * 3 // 4)
+    for load in (cli, mcp["speed"]["load"], web):
+        assert (load["prompt_tokens"], load["output_tokens"]) == expected
+    code, _, err = _cli("serve", "llama-3.1-8b", "--context", "512", "--speed", "--prompt", "1024")
+    assert code == 2 and "exceed the context (512)" in err and len(err.strip().splitlines()) == 1
+    with pytest.raises(GpuplanError, match="exceed the context"):
+        serve_speed("llama-3.1-8b", "h100", context=512, prompt=1024, output=256)

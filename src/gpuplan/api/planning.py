@@ -13,6 +13,7 @@ from gpuplan.api.common import (
     resolve_kv,
     resolve_weight_format,
 )
+from gpuplan.api.requests import speed_tokens
 from gpuplan.api.serving import ServingPlan
 from gpuplan.catalog.prices import gpu_price, parse_prices
 from gpuplan.engine.frozen import record, replace
@@ -202,14 +203,11 @@ def plan(
 def _load(context: int, prompt_tokens: int | None, output_tokens: int | None) -> tuple[int, int]:
     """Prompt and output tokens per request: as given (0 is a value, refused, not "the
     default"), else 3/4 of the context and the rest; together within the context."""
-    prompt = prompt_tokens if prompt_tokens is not None else max(1, context * 3 // 4)
-    output = output_tokens if output_tokens is not None else max(1, context - prompt)
-    _positive("prompt tokens", prompt)
-    _positive("output tokens", output)
-    if prompt + output > context:
-        raise GpuplanError(
-            f"prompt ({prompt:,}) + output ({output:,}) tokens exceed the context ({context:,})"
-        )
+    if prompt_tokens is not None:
+        _positive("prompt tokens", prompt_tokens)
+    if output_tokens is not None:
+        _positive("output tokens", output_tokens)
+    prompt, output = speed_tokens(context, prompt_tokens, output_tokens)
     return prompt, output
 
 

@@ -267,7 +267,6 @@ SPEED = (
     ),
     CALIBRATION,
 )
-SPEED_DEFAULTS = {"prompt": 1024, "output": 256}  # serve --speed without --prompt / --output
 TIME = Knob(
     "speed",
     "flag",
@@ -286,6 +285,22 @@ def serve_context(context: int | None, prompt: int | None = None, output: int | 
     if prompt is not None and output is not None:
         return prompt + output
     return DEFAULT_CONTEXT
+
+
+def speed_tokens(context: int, prompt: int | None, output: int | None) -> tuple[int, int]:
+    """Prompt and output tokens of a timed request, one rule for `serve --speed`, the web, MCP and
+    `plan`: as given, else 3/4 of the context and the rest. A load longer than the context the
+    memory bill is sized for is refused in one line (its KV would not be the bill's)."""
+    prompt = prompt if prompt is not None else max(1, context * 3 // 4)
+    output = output if output is not None else max(1, context - prompt)
+    if prompt < 1 or output < 1:
+        raise GpuplanError(f"prompt ({prompt:,}) and output ({output:,}) tokens must be ≥ 1")
+    if prompt + output > context:
+        raise GpuplanError(
+            f"prompt ({prompt:,}) + output ({output:,}) tokens exceed the context ({context:,}) the"
+            " memory bill is sized for: raise the context or shorten the prompt / output"
+        )
+    return prompt, output
 
 
 ServeRequest: Any = request_record("ServeRequest", SERVE, "The inputs of `gpuplan.api.serve`.")

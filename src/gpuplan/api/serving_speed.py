@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuplan.api.calibration import load_calibration
+from gpuplan.api.requests import serve_context, speed_tokens
 from gpuplan.api.serving import serve
 from gpuplan.engine.serving import ServingSetup
 from gpuplan.engine.speed.kernels import SpeedKnobs, default_knobs
@@ -155,8 +156,8 @@ def serve_speed(
     gpu: Any = "h100",
     *,
     users: int = 1,
-    prompt: int = 1024,
-    output: int = 256,
+    prompt: int | None = None,
+    output: int | None = None,
     request_rate: float | None = None,
     eager: bool = False,
     calibration: str | None = None,
@@ -164,7 +165,9 @@ def serve_speed(
 ) -> dict[str, Any]:
     """`gpuplan.serve` at context prompt + output for `users`, then the speed of its layout
     (`layout`: serve's tp, pp, gpus, dtype, kv_dtype, gpu_memory, revision ...)."""
-    plan = serve(model, gpu, context=prompt + output, users=users, **layout)
+    context = serve_context(layout.pop("context", None), prompt, output)
+    prompt, output = speed_tokens(context, prompt, output)
+    plan = serve(model, gpu, context=context, users=users, **layout)
     refuse_unfit(plan.fits, plan.bill.setup)
     return layout_speed(
         plan.bill.setup,

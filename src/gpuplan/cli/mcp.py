@@ -174,7 +174,7 @@ def _add_bill_tools(server: Any) -> None:
         "serve",
         "Serving memory bill per GPU (gpuplan.serve/1): will MODEL fit, on how many GPUs; with"
         " speed, the layout's TTFT/TPOT/ITL/throughput under `vllm bench serve` (users in flight,"
-        " or Poisson request_rate req/s; prompt/output tokens, 1024/256 unless given; context"
+        " or Poisson request_rate req/s; prompt/output tokens, 3/4 and 1/4 of the context unless given; context"
         " defaults to their sum), where the time goes and the kernel sources, under `speed`.",
         serve_answer,
     )
@@ -188,14 +188,13 @@ def _add_bill_tools(server: Any) -> None:
 
 def serve_answer(model: str, **knobs: Any) -> dict[str, Any]:
     """The serve tool: `gpuplan.serve/1`, with the layout's `speed` when asked."""
-    from gpuplan.api.requests import SPEED_DEFAULTS, serve_context
+    from gpuplan.api.requests import serve_context, speed_tokens
     from gpuplan.api.serving import serve
 
     ask = {k: knobs.pop(k) for k in ("speed", *SPEED_TOOL)}
     if ask["speed"]:
-        for key, default in SPEED_DEFAULTS.items():
-            ask[key] = default if ask[key] is None else ask[key]
         knobs["context"] = serve_context(knobs["context"], ask["prompt"], ask["output"])
+        ask["prompt"], ask["output"] = speed_tokens(knobs["context"], ask["prompt"], ask["output"])
     return with_speed(serve(model, **knobs), knobs["users"], ask)
 
 

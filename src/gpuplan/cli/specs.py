@@ -198,7 +198,6 @@ SERVE_OWN_BILL = (
     SPEED,
     *opts(requests.SPEED, request_rate=opt(_SPEED["request_rate"], reader=read_rate)),
 )
-SPEED_DEFAULTS = requests.SPEED_DEFAULTS
 DEFAULT_CONTEXT = requests.DEFAULT_CONTEXT
 
 
@@ -364,10 +363,16 @@ def speed_ask(values: dict[str, Any]) -> dict[str, Any] | None:
             if values.get(dest):
                 raise BadValue(f"{flag} goes with --speed", flag)
         return None
+    context = (
+        read_context(values["context"])
+        if values["context"] is not None
+        else requests.serve_context(None, values["prompt"], values["output"])
+    )
+    prompt, output = requests.speed_tokens(context, values["prompt"], values["output"])
     return {
         "users": values["users"],
-        "prompt": values["prompt"] or SPEED_DEFAULTS["prompt"],
-        "output": values["output"] or SPEED_DEFAULTS["output"],
+        "prompt": prompt,
+        "output": output,
         "request_rate": values["request_rate"],
         "eager": bool(values["eager"]),
         "calibration": values["calibration"],

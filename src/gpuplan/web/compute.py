@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from gpuplan import api
 from gpuplan.api.requests import TrainRequest as TrainKnobs
-from gpuplan.api.requests import serve_context
+from gpuplan.api.requests import serve_context, speed_tokens
 from gpuplan.errors import GpuplanError
 from gpuplan.web.schema import (
     MAX_CONFIG_DEPTH,
@@ -145,15 +145,14 @@ def run_serve(req: ServeRequest) -> dict[str, Any]:
 
 
 def _speed(req: ServeRequest, plan: Any) -> dict[str, Any]:
-    """The layout's `speed` (api/serving_speed.py); prompt / output default to 3/4 and the rest
-    of the context."""
+    """The layout's `speed` (api/serving_speed.py); prompt / output as given, else 3/4 and the rest
+    of the context (api/requests.py speed_tokens)."""
     from gpuplan.api.serving_speed import layout_speed, refuse_unfit
 
     ask = req.speed
     assert ask is not None
     context = serve_context(req.context)
-    prompt = ask.prompt or max(1, context * 3 // 4)
-    output = ask.output or max(1, context - prompt)
+    prompt, output = speed_tokens(context, ask.prompt, ask.output)
     refuse_unfit(plan.fits, plan.bill.setup)
     return layout_speed(
         plan.bill.setup,

@@ -173,7 +173,7 @@ SpeedAsk: Any = create_model(
     __base__=_Strict,
     __doc__="The layout's speed under `vllm bench serve` (api/serving_speed.py): `users` requests"
     " in flight, or Poisson arrivals at `request_rate`; prompt / output default to 3/4 and 1/4 of"
-    " the context, as `gpuplan plan` takes them.",
+    " the context (api/requests.py speed_tokens, the CLI's and `gpuplan plan`'s rule too).",
     **fields_for(pick(requests.SPEED, SPEED_FIELDS)),
 )
 ServeRequest: Any = create_model(
