@@ -22,6 +22,7 @@ from gpuplan.api.requests import serve_context, speed_tokens
 from gpuplan.errors import GpuplanError
 from gpuplan.web.schema import (
     MAX_CONFIG_DEPTH,
+    SERVE_FIELDS,
     SERVE_SWEEPS,
     TRAIN_SWEEPS,
     ServeRequest,
@@ -104,24 +105,8 @@ def _model_arg(req: _Request) -> Any:
         ) from None
 
 
-SERVE_KWARGS = (
-    "gpu",
-    "gpus",
-    "tp",
-    "pp",
-    "dtype",
-    "kv_dtype",
-    "context",
-    "users",
-    "headroom",
-    "gpu_memory",
-    "workspace",
-    "cuda_context",
-)
-
-
 def serve_kwargs(req: ServeRequest) -> dict[str, Any]:
-    kwargs = {name: getattr(req, name) for name in SERVE_KWARGS}
+    kwargs = {name: getattr(req, name) for name in SERVE_FIELDS}
     kwargs["model"] = _model_arg(req)
     return kwargs
 
