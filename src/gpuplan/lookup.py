@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from gpuplan.errors import GpuplanError
 
@@ -19,3 +20,13 @@ def did_you_mean(kind: str, name: str, choices: Iterable[str]) -> GpuplanError:
     close = difflib.get_close_matches(normalise(name), pool, n=3, cutoff=0.5)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     return GpuplanError(f"unknown {kind} {name!r}{hint} (see `gpuplan {kind}s`)")
+
+
+def dotted(node: Any, path: str) -> Any:
+    """The value at a dotted `path` ("vision_config.hidden_size") in nested mappings; None when
+    any step is absent or not a mapping."""
+    for part in path.split("."):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuplan.lookup import dotted
 from gpuplan.units import format_bytes
 
 # The figures whose ratio to the reference plan a comparison reports.
@@ -155,15 +156,6 @@ _INPUTS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _get(data: dict[str, Any], path: str) -> Any:
-    node: Any = data
-    for part in path.split("."):
-        if not isinstance(node, dict):
-            return None
-        node = node.get(part)
-    return node
-
-
 def _show(path: str, value: Any, units: str) -> str:
     if value is None:
         return "none"
@@ -196,7 +188,7 @@ def describe_change(
     units = str(after.get("units") or "GB")
     inputs = []
     for path, name in _INPUTS:
-        a, b = _get(before, path), _get(after, path)
+        a, b = dotted(before, path), dotted(after, path)
         if a != b:
             inputs.append(
                 {"name": name, "before": _show(path, a, units), "after": _show(path, b, units)}

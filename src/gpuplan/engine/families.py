@@ -24,6 +24,7 @@ from gpuplan.engine.config_schema import FIELDS, ConfigView
 from gpuplan.engine.frozen import record
 from gpuplan.engine.schedules import MOE_LAYERS, SCHEDULES
 from gpuplan.errors import GpuplanError
+from gpuplan.lookup import dotted
 
 # trait -> allowed values (a tuple of strings), or the Python type of its value
 TRAITS: dict[str, tuple[str, ...] | type] = {
@@ -128,9 +129,7 @@ class Family:
 
     def refuse_unmodelled(self, raw: Mapping[str, Any], name: str) -> None:
         for key in self.unmodelled:
-            value: Any = raw
-            for part in key.split("."):
-                value = value.get(part) if isinstance(value, Mapping) else None
+            value = dotted(raw, key)
             if value not in (None, False, 0, "", [], {}):
                 raise GpuplanError(
                     f"{name}: config field {key!r} ({str(value)[:40]}) is a variant of the"

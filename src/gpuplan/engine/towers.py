@@ -29,6 +29,7 @@ from gpuplan.datafiles import load_data
 from gpuplan.engine.frozen import field as record_field
 from gpuplan.engine.frozen import record
 from gpuplan.errors import GpuplanError
+from gpuplan.lookup import dotted
 
 _RECORD_KEYS = {
     "wrappers",
@@ -165,7 +166,7 @@ def field_values(
         paths = _paths(spec)
         value: Any = None
         for path in paths:
-            value = _lookup(config, path)
+            value = dotted(config, path)
             if value is not None:
                 break
         if prefix is not None:
@@ -196,15 +197,6 @@ def _paths(spec: Any) -> tuple[str, ...]:
     if isinstance(spec, Mapping):
         spec = spec["path"]
     return tuple(spec) if isinstance(spec, list | tuple) else (spec,)
-
-
-def _lookup(config: Mapping[str, Any], path: str) -> Any:
-    node: Any = config
-    for part in path.split("."):
-        if not isinstance(node, Mapping):
-            return None
-        node = node.get(part)
-    return node
 
 
 def _checked(value: Any, key: str, name: str) -> Any:
