@@ -93,6 +93,15 @@ def _build(cfg: dict[str, Any], meta: bool) -> Any:
         return builder.from_config(_hf_config(cfg, "eager"))
 
 
+def _default_meta(model_type: str) -> tuple[Any, Any]:
+    """transformers' default config of `model_type` and its causal LM built on the meta device."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = AutoConfig.for_model(model_type)
+        with torch.device("meta"):
+            return config, AutoModelForCausalLM.from_config(config)
+
+
 def _setting(config: Any, names: tuple[str, ...], nested: str) -> int:
     """A config attribute under any of its names (the first of a per-layer list), or DBRX's
     ffn_config attribute `nested`."""
@@ -607,11 +616,7 @@ def test_default_config_caches_match_a_forward_pass(model_type: str) -> None:
 
 @pytest.mark.parametrize("model_type", DEFAULT_CONFIG_TYPES)
 def test_transformers_default_configs_are_exact(model_type: str) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        config = AutoConfig.for_model(model_type)
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config)
+    config, model = _default_meta(model_type)
     expected = sum(p.numel() for p in model.parameters())
     arch = architecture_from_config(config.to_dict(), model_type)
     counts = count_params(arch)
@@ -929,11 +934,7 @@ def test_kimi_full_rank_gate_replaces_the_low_rank_pair() -> None:
 def test_glm4_moe_without_head_dim_floors_it_as_transformers_does() -> None:
     """Glm4MoeConfig's defaults have 96 heads over hidden 4096 and no head_dim:
     Glm4MoeAttention takes hidden_size // heads (42), and the reading says so in a note."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        config = AutoConfig.for_model("glm4_moe")
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config)
+    config, model = _default_meta("glm4_moe")
     arch = architecture_from_config(config.to_dict(), "glm4_moe")
     assert count_params(arch).total == sum(p.numel() for p in model.parameters())
     assert count_params(arch).active == _reference_active(model, model.config)
@@ -944,11 +945,7 @@ def test_glm4_moe_without_head_dim_floors_it_as_transformers_does() -> None:
 def test_git_counts_its_image_encoder_with_the_text_model() -> None:
     """GitForCausalLM holds its CLIP-style image encoder and projection (towers.toml [git]):
     the whole model is counted, and the tower's tokens per image are GIT's image_patch_tokens."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        config = AutoConfig.for_model("git")
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config)
+    config, model = _default_meta("git")
     arch = architecture_from_config(config.to_dict(), "git")
     assert count_params(arch).total == sum(p.numel() for p in model.parameters())
     patch_tokens = model.git.encoder.layer[0].attention.self.image_patch_tokens
@@ -958,12 +955,8 @@ def test_git_counts_its_image_encoder_with_the_text_model() -> None:
 def test_cpmant_is_exact_and_says_its_prompt_tokens_are_cached() -> None:
     """CpmAntForCausalLM: parameters exact; its forward pass prepends prompt_length prompt
     tokens, so the cache holds TOKENS + prompt_length tokens, which the note says."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        config = AutoConfig.for_model("cpmant")
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config)
-        raw = {k: v for k, v in AutoConfig.for_model("cpmant").to_dict().items() if v is not None}
+    config, model = _default_meta("cpmant")
+    raw = {k: v for k, v in AutoConfig.for_model("cpmant").to_dict().items() if v is not None}
     arch = architecture_from_config(config.to_dict(), "cpmant")
     assert count_params(arch).total == sum(p.numel() for p in model.parameters())
     assert any(f"prepends {config.prompt_length} prompt tokens" in n for n in arch.notes)
