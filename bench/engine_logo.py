@@ -758,11 +758,15 @@ def evaluate(term: Term, results: list[Result]) -> TermReport:
         refit,
         Score.of([(r, term.shipped) for r in rows]),
         Score.of([(r, refit) for r in rows]) if refit is not None else None,
-        Score.of(logo_pairs) if logo_pairs else None,
+        _scored(Score.of(logo_pairs)) if logo_pairs else None,
         tuple(missing),
         _worst(lines),
         tuple(lines),
     )
+
+
+def _scored(score: Score) -> Score | None:
+    return score if score.n_fig or score.n_kv else None
 
 
 def _worst(lines: list[GpuLine]) -> str:
