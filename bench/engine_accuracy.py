@@ -5,6 +5,9 @@
     PYTHONPATH=src python3 bench/engine_accuracy.py --fit      # the fitted constants, with
                                                               # leave-one-GPU-out and
                                                               # leave-one-version-out errors
+    PYTHONPATH=src python3 bench/engine_accuracy.py --logo     # every fitted term refitted
+                                                              # without each GPU type
+                                                              # (bench/engine_logo.py)
 
 Cases: tests/data/engine_logs/*.json (tests/engine_cases.py reads them). Each is predicted from
 its model's config.json, its GPU, its engine version and the launch arguments its source
@@ -27,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+import engine_logo  # noqa: E402
 from engine_cases import (  # noqa: E402
     GPU_CLASSES,
     LlamaCppResult,
@@ -462,7 +466,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--markdown", action="store_true")
     p.add_argument("--fit", action="store_true")
+    p.add_argument("--logo", action="store_true", help="bench/engine_logo.py's report")
     opts = p.parse_args(argv)
+    if opts.logo:
+        return engine_logo.main(["--markdown"] if opts.markdown else [])
     results = [predict(c) for c in load_cases()]
     if opts.fit:
         print("\n".join(fit_report(results)))
