@@ -190,8 +190,10 @@ def load_cases(files: tuple[str, ...] = LOG_FILES) -> list[Case]:
     out = []
     for name in files:
         for c in json.loads((DATA / "engine_logs" / name).read_text())["cases"]:
-            if c["engine"] in ("trtllm", "tensorrt-llm"):
-                continue  # one TRT engine-path case; checked by its own test
+            if c["engine"] in ("trtllm", "tensorrt-llm") and (
+                (c.get("launch_args") or {}).get("backend") != "pytorch"
+            ):
+                continue  # TensorRT-engine runs: trtllm_records() / predict_trtllm_engine
             out.append(_new_case(c, name) if "launch_args" in c else _old_case(c, name))
     return out
 
@@ -454,7 +456,7 @@ def trtllm_records(files: tuple[str, ...] = ENGINE_FILES) -> list[dict[str, Any]
         c
         for name in files
         for c in json.loads((DATA / "engine_logs" / name).read_text())["cases"]
-        if c["engine"] == "trtllm"
+        if c["engine"] == "trtllm" and c["launch_args"].get("backend") == "tensorrt"
     ]
 
 

@@ -55,7 +55,7 @@ def test_the_new_logs_are_sourced_and_every_figure_is_in_the_lines_quoted():
         for c in json.loads((DATA / "engine_logs" / name).read_text())["cases"]
     }
     ids = [c["case_id"] for c in CASES]
-    assert len(ids) == len(set(ids)) == 12 and not old & set(ids)
+    assert len(ids) == len(set(ids)) == 14 and not old & set(ids)
     for c in CASES:
         assert c["source_url"] or "index id" in c["caveats"], c["case_id"]
         for x in _numbers(c["logged"]):
@@ -109,3 +109,21 @@ def test_engine_kv_blocks_floors_tokens_then_rounds_blocks_up():
     assert engine_kv_blocks(free, frac, per_token, block) == -(-tokens // block) == 16778
     assert engine_kv_blocks(0, 0.9, per_token, block) == 0
     assert engine_kv_blocks(-5, 0.9, per_token, block) == 0
+
+
+def test_trtllm_pytorch_flow_fraction_is_of_the_memory_left_after_profiling():
+    """TensorRT-LLM's PyTorch flow (_util.py _cal_max_memory): the pool is
+    free_gpu_memory_fraction × (total − peak), not a fraction of the total as in vLLM. Two runs
+    of one model on one card differing only in the fraction (0.9 default, 0.25; lm7's
+    RTX 4070 SUPER log) hold pools in the ratio 0.25 / 0.9, as the adapter's bills do; and the
+    PyTorch flow hands its tokens to the same block manager (13,189 blocks × 32)."""
+    cases = {c.case_id: c for c in load_cases(ENGINE_FILES) if c.engine == "trtllm"}
+    hi = cases["trtllm-lm7-rtx4070super-wsl-smollm2-135m-pytorch-frac09"]
+    lo = cases["trtllm-lm7-rtx4070super-wsl-smollm2-135m-pytorch-frac025"]
+    logged = lo.logged["kv_cache_tokens"] / hi.logged["kv_cache_tokens"]
+    assert logged == pytest.approx(0.25 / 0.9, rel=0.001)
+    assert hi.logged["kv_cache_tokens"] == hi.logged["num_blocks"] * hi.logged["tokens_per_block"]
+    b_hi, b_lo = predict(hi).bill, predict(lo).bill
+    assert b_lo.kv_cache_bytes / b_hi.kv_cache_bytes == pytest.approx(0.25 / 0.9, rel=1e-6)
+    assert b_lo.kv_capacity_tokens / b_hi.kv_capacity_tokens == pytest.approx(logged, rel=0.002)
+    assert b_hi.kv_bytes_per_token == 30 * 3 * 64 * 2 * 2  # SmolLM2-135M, bf16 K and V
