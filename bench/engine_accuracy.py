@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import engine_logo  # noqa: E402
 from engine_cases import (  # noqa: E402
+    ALL_LOG_FILES,
     GPU_CLASSES,
     LlamaCppResult,
     Result,
@@ -42,7 +43,9 @@ from engine_cases import (  # noqa: E402
     load_cases,
     predict,
     predict_llamacpp,
+    predict_trtllm_engine,
     summary_counts,
+    trtllm_records,
 )
 from gpuplan.engine.profiles.common import padded_vocab  # noqa: E402
 from gpuplan.engine.profiles.vllm.rules import rules_at  # noqa: E402
@@ -452,12 +455,49 @@ def cpp_summary(results: list[LlamaCppResult]) -> list[str]:
     return lines
 
 
-def corpus_line(results: list[Result], cpp: list[LlamaCppResult]) -> str:
+# --- TensorRT-LLM engine-backend logs: the pool from the free memory the runtime logged ---------
+
+
+def trt_lines(results: list[Any]) -> list[str]:
+    """Each TensorRT-engine log: blocks from the logged free memory (trtllm/bill.py
+    engine_kv_blocks) against the logged blocks, and the KV bytes per token against the
+    logged pool."""
+    lines = ["TensorRT-LLM engine logs (blocks from the logged free memory; KV bytes per token):"]
+    for r in results:
+        lg = r.record["logged"]
+        blocks = "-" if r.blocks is None else f"{r.blocks[0]:,}–{r.blocks[1]:,}"
+        per = f"{r.per_token:,} B/token ({'config.json' if r.per_token_from_config else 'from the log'})"
+        err = "" if r.kv_bytes_error is None else f", KV bytes {r.kv_bytes_error:+.2%}"
+        outcome = (
+            " failed start: not predicted (the runtime shrinks max_seq_len to the pool)"
+            if r.failed
+            else ""
+        )
+        lines.append(
+            f"  {r.record['case_id'][:56]:<56} blocks {blocks} (logged {lg.get('num_blocks', '-')})"
+            f" {_mark(r.blocks_ok)}; {per}{err}{outcome}"
+        )
+    ok = [r.blocks_ok for r in results if r.blocks_ok is not None]
+    kv = [abs(r.kv_bytes_error) <= 0.005 for r in results if r.kv_bytes_error is not None]
+    fails = [False for r in results if r.failed]
+    lines.append(
+        f"TensorRT-LLM engine: blocks as logged {_frac((sum(ok), len(ok)))}; KV bytes per token"
+        f" within 0.5 % {_frac((sum(kv), len(kv)))}; failed starts predicted {_frac((sum(fails), len(fails)))}"
+    )
+    return lines
+
+
+def corpus_line(
+    results: list[Result], cpp: list[LlamaCppResult], trt: list[Any] | None = None
+) -> str:
+    trt = trt or []
     gpus = {r.case.gpu for r in results} | {r.record["gpu"] for r in cpp}
+    gpus |= {r.record["gpu"] for r in trt}
     engines: dict[str, int] = defaultdict(int)
     for r in results:
         engines[r.case.engine] += 1
     engines["llamacpp"] += len(cpp)
+    engines["trtllm"] += len(trt)
     parts = ", ".join(f"{k} {v}" for k, v in sorted(engines.items()))
     return f"corpus: {len(results) + len(cpp)} logs on {len(gpus)} GPU types ({parts})"
 
@@ -470,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = p.parse_args(argv)
     if opts.logo:
         return engine_logo.main(["--markdown"] if opts.markdown else [])
-    results = [predict(c) for c in load_cases()]
+    results = [predict(c) for c in load_cases(ALL_LOG_FILES)]
     if opts.fit:
         print("\n".join(fit_report(results)))
         print("\n".join(graph_report(results)))
@@ -485,7 +525,10 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(cpp_table(cpp, opts.markdown)))
     print()
     print("\n".join(bullet + s for s in cpp_summary(cpp)))
-    print(bullet + corpus_line(results, cpp))
+    trt = [predict_trtllm_engine(r) for r in trtllm_records()]
+    print()
+    print("\n".join(bullet + s for s in trt_lines(trt)))
+    print(bullet + corpus_line(results, cpp, trt))
     return 0
 
 

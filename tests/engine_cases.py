@@ -28,6 +28,7 @@ from gpuplan.engine.profiles.llamacpp.bill import (
     options_from_args,
     requested_context,
 )
+from gpuplan.engine.profiles.trtllm.bill import engine_kv_blocks
 from gpuplan.errors import GpuplanError
 
 DATA = Path(__file__).parent / "data"
@@ -37,6 +38,9 @@ LOG_FILES = (
     "public-logs.json",
     "public-logs-3.json",
 )
+# SGLang and TensorRT-LLM logs of issue 20 (tests/test_engine_logs_engines.py holds their bars)
+ENGINE_FILES = ("public-logs-5.json",)
+ALL_LOG_FILES = LOG_FILES + ENGINE_FILES
 GIB = 2**30
 
 # the GPU a case ran on, from its `gpu_model` text (older files), most specific first
@@ -186,8 +190,10 @@ def load_cases(files: tuple[str, ...] = LOG_FILES) -> list[Case]:
     out = []
     for name in files:
         for c in json.loads((DATA / "engine_logs" / name).read_text())["cases"]:
-            if c["engine"] in ("trtllm", "tensorrt-llm"):
-                continue  # one TRT engine-path case; checked by its own test
+            if c["engine"] in ("trtllm", "tensorrt-llm") and (
+                (c.get("launch_args") or {}).get("backend") != "pytorch"
+            ):
+                continue  # TensorRT-engine runs: trtllm_records() / predict_trtllm_engine
             out.append(_new_case(c, name) if "launch_args" in c else _old_case(c, name))
     return out
 
@@ -438,3 +444,78 @@ def _fails(record: dict[str, Any], p: Any) -> bool:
         except GpuplanError:
             return False
     return any((d.kv + d.compute) / MIB > mib for d in p.devices[:-1])
+
+
+# --------------------------------------------------------------------------------------
+# TensorRT-LLM engine-backend logs (ENGINE_FILES): the KV pool from the free memory logged
+# --------------------------------------------------------------------------------------
+
+
+def trtllm_records(files: tuple[str, ...] = ENGINE_FILES) -> list[dict[str, Any]]:
+    return [
+        c
+        for name in files
+        for c in json.loads((DATA / "engine_logs" / name).read_text())["cases"]
+        if c["engine"] == "trtllm" and c["launch_args"].get("backend") == "tensorrt"
+    ]
+
+
+@dataclass(frozen=True)
+class TrtllmEngineResult:
+    """One TensorRT-engine log against trtllm/bill.py's engine_kv_blocks: the blocks the logged
+    free memory gives (a range: 'available' is printed to 0.01 GiB) and the KV bytes per token
+    (from config.json, or implied by the log when the model is not named)."""
+
+    record: dict[str, Any]
+    per_token: int
+    per_token_from_config: bool
+    blocks: tuple[int, int] | None  # (low, high) for available ± 0.005 GiB
+    kv_bytes_error: float | None  # logged KV bytes vs blocks × block × per-token, relative
+
+    @property
+    def failed(self) -> bool:
+        return str(self.record.get("outcome", "started")).startswith("failed")
+
+    @property
+    def blocks_ok(self) -> bool | None:
+        logged = self.record["logged"].get("num_blocks")
+        if self.blocks is None or logged is None:
+            return None
+        return self.blocks[0] <= logged <= self.blocks[1]
+
+
+def _trt_per_token(record: dict[str, Any]) -> tuple[int, bool]:
+    """Bytes per token: the adapter's (config.json and the KV dtype argument), else the log's
+    KV bytes ÷ tokens."""
+    lg = record["logged"]
+    if record.get("config") or record.get("model_id") and record["model_id"].count("/") == 1:
+        try:
+            config = config_for(record["model_id"], record.get("config"))
+        except FileNotFoundError:
+            config = None
+        if config is not None:
+            args = {k: v for k, v in record["launch_args"].items() if k == "kv_cache_dtype"}
+            plan = engine_serve(config, "h100", engine="trtllm", args=args, name="log")
+            return plan.bill.kv_bytes_per_token, True  # bytes per token do not depend on the GPU
+    kv = lg.get("kv_cache_bytes") or lg["kv_cache_gib"] * GIB
+    return round(kv / lg["kv_cache_tokens"]), False
+
+
+def predict_trtllm_engine(record: dict[str, Any]) -> TrtllmEngineResult:
+    lg = record["logged"]
+    per_token, from_config = _trt_per_token(record)
+    blocks = None
+    if lg.get("available_gib") is not None and lg.get("tokens_per_block"):
+        frac = float(
+            lg.get("fraction") or record["launch_args"].get("free_gpu_memory_fraction", 0.9)
+        )
+        low, high = ((lg["available_gib"] + d) * GIB for d in (-0.005, 0.005))
+        blocks = (
+            engine_kv_blocks(int(low), frac, per_token, lg["tokens_per_block"]),
+            engine_kv_blocks(int(high), frac, per_token, lg["tokens_per_block"]),
+        )
+    err = None
+    if from_config and lg.get("kv_cache_tokens"):
+        logged = lg.get("kv_cache_bytes") or lg["kv_cache_gib"] * GIB
+        err = lg["kv_cache_tokens"] * per_token / logged - 1
+    return TrtllmEngineResult(record, per_token, from_config, blocks, err)

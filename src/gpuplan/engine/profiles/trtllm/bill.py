@@ -3,12 +3,19 @@ KvCacheCreator, read in 2025–2026 versions).
 
     peak        = weights + activation peak of a max_num_tokens dummy context + non-torch
     available   = (total − peak) × free_gpu_memory_fraction                 _cal_max_memory
-    max_tokens  = available // kv_bytes_per_token, in blocks of tokens_per_block (default 32)
+    max_tokens  = available // kv_bytes_per_token, rounded up to blocks of tokens_per_block (32)
     kv_bytes_per_token = layers × kv_heads_per_rank × head_dim × 2 × bytes (MLA: latent + rope)
 
 Unlike vLLM the fraction applies to the memory still free after loading and profiling. The
 activation and non-torch terms reuse the vLLM-calibrated models (no sampler run), so they carry a
 wider range.
+
+The TensorRT-engine backend (C++ runtime) sizes the pool by the same rule from the memory free
+once the engine, its execution context and the runtime buffers are in place
+(cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp, BaseKVCacheManager::calculateFreeMemBytes:
+free × fraction; calculateMaxNumBlocks: tokens rounded up to whole blocks): `engine_kv_blocks`.
+The engine's own memory (weights and the activation workspace fixed at build time by
+max_num_tokens / max_batch_size) is not modelled, so the bill is the PyTorch flow's.
 """
 
 from __future__ import annotations
@@ -35,6 +42,15 @@ LOGIT_BYTES = 4.0  # one fp32 row of logits per dummy request
 ACT_CONSTANT = gib(0.12)  # allocator rounding and workspaces, as for vLLM's profile run
 CUDA_CONTEXT = gib(0.45)  # device memory in use before any tensor (H100 logs: 79.19 − 78.68 GiB)
 TP_BUFFERS = gib(0.41)  # NCCL at TP > 1 (H100 SXM, vLLM 0.11 logs: 0.54 vs 0.13 GiB)
+
+
+def engine_kv_blocks(free_bytes: int, fraction: float, bytes_per_token: int, block: int) -> int:
+    """Blocks in the primary KV pool: max_tokens = ⌊⌊free × fraction⌋ ÷ bytes per token⌋, then
+    ⌈max_tokens ÷ tokens_per_block⌉ (kvCacheManager.cpp: calculateFreeMemBytes, then
+    calculateMaxNumBlocks' tc::ceilDiv; the PyTorch flow's _util.py hands its max_tokens to the
+    same manager)."""
+    tokens = max(0, int(free_bytes * fraction)) // max(1, bytes_per_token)
+    return -(-tokens // max(1, block))
 
 
 @record
@@ -121,7 +137,7 @@ def _stage_pools(
         w = weights[s].total
         available = int((total - (w + act + nt)) * frac)
         per_token = int(per_layer * len(layers))
-        tokens = max(0, available) // per_token // block * block
+        tokens = engine_kv_blocks(available, 1.0, per_token, block) * block
         pools.append(StagePool(s, w, act, nt, available, per_token, tokens))
     return pools
 
