@@ -36,6 +36,8 @@ def attention(v: ConfigView, t: Traits, hidden: int) -> AttentionSpec | None:
     no attention (Mamba)."""
     if t["attention"] == "none":
         return None
+    if t["compressed_attention"]:
+        return compressed_attention(v)
     heads = v.require("num_attention_heads")
     qk_norm = t["qk_norm"]
     common: dict[str, Any] = {
@@ -99,6 +101,38 @@ def _mla(v: ConfigView, t: Traits, heads: int, common: dict[str, Any]) -> Attent
         indexer_heads=v.require("index_n_heads") if indexer else 0,
         indexer_head_dim=v.require("index_head_dim") if indexer else 0,
         **common,
+    )
+
+
+def compressed_attention(v: ConfigView) -> AttentionSpec:
+    """DeepSeek-V4's attention (DeepseekV4Attention): low-rank queries (q_a, q_a_norm, q_b),
+    one K=V head of head_dim (kv_proj, kv_norm) read by every query head over a sliding window,
+    per-head sinks, and the grouped low-rank output (o_a: o_groups groups of heads x head_dim /
+    o_groups -> o_lora_rank; o_b: o_groups x o_lora_rank -> hidden). The layers' compressors are
+    set per layer type (variation.compressed_layers)."""
+    heads = v.require("num_attention_heads")
+    if v.require("num_key_value_heads") != 1:
+        raise v.fail("num_key_value_heads", "must be 1: DeepSeek-V4 attends over one K=V head")
+    head_dim = v.require("head_dim")
+    groups = v.require("o_groups")
+    if (heads * head_dim) % groups:
+        raise v.fail("o_groups", f"({groups}) must divide heads x head_dim ({heads * head_dim})")
+    if not v.get("sliding_window"):
+        raise v.fail("sliding_window", "must be set: every DeepSeek-V4 layer has a window")
+    rope = v.require("qk_rope_head_dim")
+    if v.present("partial_rotary_factor") and not v.present("qk_rope_head_dim"):
+        rope = int(head_dim * float(v.get("partial_rotary_factor")))
+    return AttentionSpec(
+        num_heads=heads,
+        num_kv_heads=1,
+        head_dim=head_dim,
+        v_head_dim=head_dim,
+        sinks=True,
+        q_lora_rank=v.require("q_lora_rank"),
+        qk_rope_head_dim=rope,
+        shared_kv_head=True,
+        o_groups=groups,
+        o_lora_rank=v.require("o_lora_rank"),
     )
 
 

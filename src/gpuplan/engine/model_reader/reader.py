@@ -98,6 +98,9 @@ class Reader:
             layers = variation.heads_per_layer(v, layers, attention)
         if t["shared_blocks"]:
             layers, extras["shared_blocks"] = variation.shared_blocks(v, layers)
+        if t["compressed_attention"]:
+            assert attention is not None
+            layers = variation.compressed_layers(v, layers, attention)
         return layers, extras
 
     def _note(self, layers: tuple[LayerSpec, ...]) -> None:
@@ -177,6 +180,7 @@ class Reader:
             gated_norm_rank=v.require("gated_norm_rank") if t["gated_norms"] else 0,
             drafter_width=(v.get("backbone_hidden_size") or 0) if t["drafter"] else 0,
             hyper_streams=v.require("hc_mult") if t["hyper_connections"] else 0,
+            hyper_comb=bool(t["hyper_comb"]),
             attn_softcap=v.get("attn_logit_softcapping") or 0.0,
             final_softcap=v.get("final_logit_softcapping") or 0.0,
             added=added_params(t["added"], v, hidden),
