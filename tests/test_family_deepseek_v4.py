@@ -1,0 +1,177 @@
+"""DeepSeek-V4 (model_type deepseek_v4) against transformers' DeepseekV4ForCausalLM.
+
+* parameters and active parameters: transformers' default config (DeepSeek-V4-Flash's sizes) and
+  DeepSeek-V4-Flash's own config.json (tests/data/configs, legacy `compress_ratios`), built on the
+  meta device;
+* caches: a tiny copy of the Flash config (every layer type: sliding only, compressed sparse,
+  heavily compressed) runs forward passes on the CPU, and every tensor its cache holds (the K=V
+  window, the compressed entries, the indexer keys, the compressors' pending windows and
+  overlap states) is summed, each storage once: it equals gpuplan's bytes for that context
+  (layout "expanded": what transformers keeps) at every length tried, prefill and decode.
+
+No number here comes from gpuplan: transformers and torch compute every expected value.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from gpuplan.catalog import get_precision  # noqa: E402
+from gpuplan.engine.architecture import architecture_from_config  # noqa: E402
+from gpuplan.engine.kv_cache import (  # noqa: E402
+    kv_cache_bytes_per_sequence,
+    layer_kv_bytes_per_token,
+)
+from gpuplan.engine.params import count_params  # noqa: E402
+from gpuplan.errors import GpuplanError  # noqa: E402
+from test_families import _build, _default_meta, _reference_active, _tiny  # noqa: E402
+
+pytestmark = pytest.mark.reference
+
+FLASH = json.loads(
+    (Path(__file__).parent / "data/configs/deepseek-ai--DeepSeek-V4-Flash-0731.json").read_text(
+        "utf-8"
+    )
+)
+
+
+def test_default_config_is_exact() -> None:
+    config, model = _default_meta("deepseek_v4")
+    counts = count_params(architecture_from_config(config.to_dict(), "deepseek_v4"))
+    assert counts.total == sum(p.numel() for p in model.parameters())
+    assert counts.active == _reference_active(model, model.config)
+
+
+def test_flash_config_is_exact() -> None:
+    """DeepSeek-V4-Flash's config.json: legacy compress_ratios (46 entries for 43 layers),
+    num_hash_layers, qk_rope_head_dim; transformers' DeepseekV4Config folds them in."""
+    model = _build(FLASH, meta=True)
+    counts = count_params(architecture_from_config(FLASH, "flash"))
+    assert counts.total == sum(p.numel() for p in model.parameters())
+    assert counts.active == _reference_active(model, model.config)
+    kinds = [layer.self_attn.layer_type for layer in model.model.layers]
+    arch = architecture_from_config(FLASH, "flash")
+    rates = {"sliding_attention": 0, **model.config.compress_rates}
+    assert [arch.attention_of(s).compress_rate for s in arch.layers] == [rates[k] for k in kinds]
+
+
+# -- caches of a tiny copy --------------------------------------------------------------------
+
+WINDOW = 32
+RATES = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 8}
+
+
+def _tiny_flash() -> dict[str, Any]:
+    """test_families' tiny copy of the Flash config (4 layers: 2 sliding, CSA, HCA), with a
+    window longer than the shorter runs and small compression rates, so entries, pending windows
+    and the CSA overlap state all appear within a few tokens."""
+    cfg = _tiny(copy.deepcopy(FLASH))
+    cfg.update(sliding_window=WINDOW, compress_rates=RATES, o_lora_rank=16)
+    return cfg
+
+
+def _cache_bytes(cache: Any) -> int:
+    """Bytes of every tensor a DynamicCache's layers hold (attributes and dicts of them), each
+    storage once: V4's compressed layers keep K and V as one tensor."""
+    seen: set[int] = set()
+    total = 0
+    for layer in cache.layers:
+        for name, value in vars(layer).items():
+            if name.startswith("_"):
+                continue
+            tensors = value.values() if isinstance(value, dict) else [value]
+            for t in tensors:
+                if torch.is_tensor(t) and t.data_ptr() not in seen:
+                    seen.add(t.data_ptr())
+                    total += t.numel() * t.element_size()
+    return total
+
+
+def _forward(model: Any, tokens: int, cache: Any = None) -> Any:
+    ids = torch.randint(0, 128, (1, tokens))
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model(input_ids=ids, cache=cache, use_cache=True).cache
+
+
+@pytest.fixture(scope="module")
+def tiny() -> tuple[Any, Any]:
+    cfg = _tiny_flash()
+    model = _build(cfg, meta=False).float().eval()
+    return model, architecture_from_config(cfg, "tiny-v4")
+
+
+@pytest.mark.parametrize("tokens", [3, 4, 5, 9, 17, 30])
+def test_prefill_caches_match_a_forward_pass(tiny: tuple[Any, Any], tokens: int) -> None:
+    model, arch = tiny
+    fp32 = get_precision("fp32", for_kv=True)
+    assert _cache_bytes(_forward(model, tokens)) == kv_cache_bytes_per_sequence(
+        arch, fp32, tokens, "expanded"
+    )
+
+
+def test_decode_steps_match_a_forward_pass(tiny: tuple[Any, Any]) -> None:
+    """13 prompt tokens then 6 decoded one at a time: the compressors' pending windows carry
+    over between calls."""
+    model, arch = tiny
+    cache = _forward(model, 13)
+    for _ in range(6):
+        cache = _forward(model, 1, cache)
+    fp32 = get_precision("fp32", for_kv=True)
+    assert _cache_bytes(cache) == kv_cache_bytes_per_sequence(arch, fp32, 19, "expanded")
+
+
+def test_past_the_window_transformers_keeps_one_token_fewer(tiny: tuple[Any, Any]) -> None:
+    """Beyond the window the sliding part holds window - 1 tokens in transformers' dynamic
+    layers (gpuplan bills the window, as the static layers allocate it): one token of every
+    layer's window part less."""
+    model, arch = tiny
+    fp32 = get_precision("fp32", for_kv=True)
+    one_token = sum(layer_kv_bytes_per_token(arch, s, fp32, "expanded") for s in arch.layers)
+    measured = _cache_bytes(_forward(model, WINDOW + 9))
+    assert measured == kv_cache_bytes_per_sequence(arch, fp32, WINDOW + 9, "expanded") - one_token
+
+
+def test_engine_layout_keeps_the_window_once_and_indexer_keys_in_fp8() -> None:
+    """Engines keep the K=V head once on every layer (transformers' sliding-only layers store it
+    as keys and values) and the indexer keys as DeepSeek-V3.2's fp8 with a scale per 128 values:
+    the difference at one context, derived from the Flash config's shapes."""
+    arch = architecture_from_config(FLASH, "flash")
+    bf16 = get_precision("bf16", for_kv=True)
+    context = 4096
+    sliding_only = sum(1 for s in arch.layers if not arch.attention_of(s).compress_rate)
+    csa = sum(1 for s in arch.layers if arch.attention_of(s).indexer_head_dim)
+    d, di = FLASH["head_dim"], FLASH["index_head_dim"]
+    window = min(context, FLASH["sliding_window"])
+    extra_v = sliding_only * window * d * 2
+    indexer = csa * (context // 4) * (di * 2 - (di + 4))
+    expanded = kv_cache_bytes_per_sequence(arch, bf16, context, "expanded")
+    assert expanded - kv_cache_bytes_per_sequence(arch, bf16, context) == extra_v + indexer
+
+
+# -- variants transformers would not build ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"compress_ratios": [0, 0, 8] + [4] * 43}, "compress_ratios"),
+        ({"num_key_value_heads": 2}, "num_key_value_heads"),
+        ({"compress_rates": {"dense_attention": 2}}, "compress_rates"),
+        ({"o_groups": 7}, "o_groups"),
+    ],
+)
+def test_unbuildable_variants_are_refused_naming_the_key(
+    change: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(GpuplanError, match=named):
+        architecture_from_config({**FLASH, **change}, "flash")
