@@ -175,3 +175,24 @@ def test_unbuildable_variants_are_refused_naming_the_key(
 ) -> None:
     with pytest.raises(GpuplanError, match=named):
         architecture_from_config({**FLASH, **change}, "flash")
+
+
+# -- weights as the checkpoint stores them ------------------------------------------------------
+
+# deepseek-ai/DeepSeek-V4-Flash's model.safetensors.index.json: metadata.total_size, as quoted by
+# a public checkpoint-inventory test (rtp_llm model_loader/test dsv4_checkpoint_inventory, for the
+# checkpoint without dspark stages: the same layers, one MTP layer `mtp.0`)
+FLASH_STORED_BYTES = 159_609_485_896
+
+
+def test_flash_weights_are_the_checkpoint_less_its_mtp_layer() -> None:
+    """fp8 block-128 linear weights, fp4 routed experts (expert_dtype), bf16 compressor and
+    indexer kv/gate projections, bf16 embeddings: the published total holds the 43 layers and
+    one multi-token-prediction layer gpuplan leaves out (transformers does not build it), so
+    the difference is one layer's weights and its few projections."""
+    from gpuplan.api.serving import serve
+
+    path = Path(__file__).parent / "data/configs/deepseek-ai--DeepSeek-V4-Flash-0731.json"
+    ours = serve(str(path), "h200").to_dict()["weights_bytes"]
+    one_layer = ours / FLASH["num_hidden_layers"]
+    assert one_layer < FLASH_STORED_BYTES - ours < 1.1 * one_layer

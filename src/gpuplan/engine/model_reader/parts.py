@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuplan.engine.config_schema import ConfigView
+from gpuplan.engine.frozen import replace
 from gpuplan.engine.model_records import (
     AttentionSpec,
     LayerSpec,
@@ -22,7 +23,8 @@ from gpuplan.engine.model_records import (
     RopeSpec,
     ShortConvSpec,
 )
-from gpuplan.engine.quantization import QuantizationSpec, quantization_from_config
+from gpuplan.engine.precision import Precision
+from gpuplan.engine.quantization import ModuleRule, QuantizationSpec, quantization_from_config
 from gpuplan.engine.schedules import MOE_LAYERS
 from gpuplan.errors import GpuplanError
 
@@ -362,3 +364,53 @@ def quantization(v: ConfigView, notes: list[str]) -> QuantizationSpec | None:
             " as the checkpoint stores them (FastDeploy quantises them only as it loads)"
         )
     return spec
+
+
+# DeepSeek-V4's routed experts stored as fp4 (`expert_dtype`): e2m1 values with one ue8m0 scale
+# per 32 (the MXFP4 layout of DeepSeek's FP4 expert weights)
+_V4_FP4_EXPERTS = Precision(
+    "fp4-e2m1-32",
+    4,
+    group_size=32,
+    scale_bits=8,
+    scope="linear",
+    source="DeepSeek-V4 expert_dtype fp4: e2m1 weights, one ue8m0 scale per 32",
+)
+# projections DeepSeek-V4 checkpoints keep in bf16 beside fp8 weights (DeepseekV4PreTrainedModel.
+# _keep_in_fp32_modules: the compressor's and indexer's kv_proj / gate_proj, no scale_inv)
+_V4_BF16_MODULES = ("compressor.kv_proj", "compressor.gate_proj")
+_V4_BF16_INDEXER = ("indexer.kv_proj", "indexer.gate_proj")
+
+
+def deepseek_v4_quantization(
+    v: ConfigView, spec: QuantizationSpec | None, notes: list[str]
+) -> QuantizationSpec | None:
+    """A DeepSeek-V4 checkpoint's weights as stored: its quantization_config's layout for the
+    linear weights, the routed experts in `expert_dtype` (top level, or folded into the
+    quantization_config as DeepseekV4Config.__post_init__ does), the compressor and indexer
+    kv/gate projections in bf16. An expert_dtype other than fp4 is refused naming it."""
+    raw_qc = v.raw.get("quantization_config")
+    qc = raw_qc if isinstance(raw_qc, Mapping) else {}
+    expert_dtype = v.raw.get("expert_dtype") or qc.get("expert_dtype")
+    if spec is None:
+        if expert_dtype:
+            notes.append(
+                f"expert_dtype {str(expert_dtype)[:16]!r} without a quantization_config: read as the checkpoint dtype"
+            )
+        return None
+    rules = list(spec.rules)
+    rules.append(ModuleRule(_V4_BF16_MODULES + _V4_BF16_INDEXER, "name", "_keep_in_fp32_modules"))
+    if expert_dtype not in (None, "fp4"):
+        raise v.fail(
+            "expert_dtype", f"({str(expert_dtype)[:16]!r}) is not modelled (gpuplan reads fp4)"
+        )
+    if expert_dtype == "fp4":
+        rules.insert(
+            0, ModuleRule(("experts",), "name", "expert_dtype", keep=False, layout=_V4_FP4_EXPERTS)
+        )
+        notes.append(
+            "DeepSeek-V4: routed experts stored as fp4 (expert_dtype: e2m1, one ue8m0 scale per"
+            " 32), the compressor and indexer kv/gate projections in bf16, the other linear"
+            " weights as the quantization_config says"
+        )
+    return replace(spec, rules=tuple(rules))

@@ -124,6 +124,18 @@ class Reader:
                 " parameters are counted, the wider stream is not in the serving workspace"
                 " allowance and training refuses"
             )
+        if self.t["compressed_attention"]:
+            self.notes.append(
+                "DeepSeek-V4 caches: every layer keeps one K=V head of head_dim for its last"
+                f" {v.get('sliding_window')} tokens; compressed sparse attention layers add one"
+                " entry (head_dim, and an index_head_dim indexer key) per 4 tokens, heavily"
+                " compressed ones one per 128 (compress_rates), each compressor its unfinished"
+                " window: billed as transformers' DeepseekV4CSACache / HCACache hold them, entries"
+                " in the KV dtype, indexer keys as DeepSeek-V3.2's fp8; vLLM pages the compressed"
+                " caches as MLA pages of block_size / compress_ratio entries and the compressor"
+                " state as a sliding window of 2 x ratio (CSA) or ratio (HCA) tokens, in its own"
+                " fp8_ds_mla records, which are not modelled"
+            )
         if any(spec.mixer == "cross_attention" for spec in layers):
             self.notes.append(
                 "cross-attention layers hold each request's image K and V (not per text token);"
@@ -166,7 +178,7 @@ class Reader:
             learned_positions=learned,
             max_position_embeddings=v.get("max_position_embeddings") or 0,
             torch_dtype=str(v.get("torch_dtype")).replace("torch.", ""),
-            quantization=parts.quantization(v, self.notes),
+            quantization=self._quantization(),
             hidden_act=str(v.get("hidden_act")),
             notes=tuple(self.notes),
             rope=parts.rope(v) if t["positions"] == "rope" else None,
@@ -186,6 +198,14 @@ class Reader:
             added=added_params(t["added"], v, hidden),
             **extras,
         )
+
+    def _quantization(self) -> Any:
+        """The checkpoint's quantisation (parts.py); DeepSeek-V4's expert dtype and bf16
+        compressor projections on top of its quantization_config."""
+        spec = parts.quantization(self.v, self.notes)
+        if self.t["compressed_attention"]:
+            return parts.deepseek_v4_quantization(self.v, spec, self.notes)
+        return spec
 
     def _check_required(self) -> None:
         """Name every missing size at once: hidden, layers, heads (if attention), vocabulary."""
