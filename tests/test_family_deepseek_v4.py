@@ -196,3 +196,15 @@ def test_flash_weights_are_the_checkpoint_less_its_mtp_layer() -> None:
     ours = serve(str(path), "h200").to_dict()["weights_bytes"]
     one_layer = ours / FLASH["num_hidden_layers"]
     assert one_layer < FLASH_STORED_BYTES - ours < 1.1 * one_layer
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_engine_pools_are_refused_in_one_line(engine: str) -> None:
+    """Engines page the compressed caches their own way (vLLM: MLA pages of block_size /
+    compress_ratio entries, the compressor state as a short sliding window): not modelled, so
+    an engine bill is refused rather than sized as sliding-window attention."""
+    from gpuplan.api.engines import engine_serve
+
+    path = Path(__file__).parent / "data/configs/deepseek-ai--DeepSeek-V4-Flash-0731.json"
+    with pytest.raises(GpuplanError, match="compressed attention"):
+        engine_serve(str(path), "h200", engine=engine)
