@@ -25,6 +25,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from gpuplan.api.engines import engine_serve  # noqa: E402
+from gpuplan.api.serving import serve  # noqa: E402
 from gpuplan.catalog import get_precision  # noqa: E402
 from gpuplan.engine.architecture import architecture_from_config  # noqa: E402
 from gpuplan.engine.kv_cache import (  # noqa: E402
@@ -190,8 +192,6 @@ def test_flash_weights_are_the_checkpoint_less_its_mtp_layer() -> None:
     indexer kv/gate projections, bf16 embeddings: the published total holds the 43 layers and
     one multi-token-prediction layer gpuplan leaves out (transformers does not build it), so
     the difference is one layer's weights and its few projections."""
-    from gpuplan.api.serving import serve
-
     path = Path(__file__).parent / "data/configs/deepseek-ai--DeepSeek-V4-Flash-0731.json"
     ours = serve(str(path), "h200").to_dict()["weights_bytes"]
     one_layer = ours / FLASH["num_hidden_layers"]
@@ -203,8 +203,6 @@ def test_engine_pools_are_refused_in_one_line(engine: str) -> None:
     """Engines page the compressed caches their own way (vLLM: MLA pages of block_size /
     compress_ratio entries, the compressor state as a short sliding window): not modelled, so
     an engine bill is refused rather than sized as sliding-window attention."""
-    from gpuplan.api.engines import engine_serve
-
     path = Path(__file__).parent / "data/configs/deepseek-ai--DeepSeek-V4-Flash-0731.json"
     with pytest.raises(GpuplanError, match="compressed attention"):
         engine_serve(str(path), "h200", engine=engine)
