@@ -39,11 +39,14 @@ from test_families import _build, _default_meta, _reference_active, _tiny  # noq
 
 pytestmark = pytest.mark.reference
 
-FLASH = json.loads(
-    (Path(__file__).parent / "data/configs/deepseek-ai--DeepSeek-V4-Flash-0731.json").read_text(
-        "utf-8"
-    )
-)
+CONFIGS = Path(__file__).parent / "data/configs"
+
+
+def _real(name: str) -> dict[str, Any]:
+    return json.loads((CONFIGS / f"deepseek-ai--{name}.json").read_text("utf-8"))
+
+
+FLASH = _real("DeepSeek-V4-Flash-0731")
 
 
 def test_default_config_is_exact() -> None:
@@ -53,15 +56,18 @@ def test_default_config_is_exact() -> None:
     assert counts.active == _reference_active(model, model.config)
 
 
-def test_flash_config_is_exact() -> None:
-    """DeepSeek-V4-Flash's config.json: legacy compress_ratios (46 entries for 43 layers),
-    num_hash_layers, qk_rope_head_dim; transformers' DeepseekV4Config folds them in."""
-    model = _build(FLASH, meta=True)
-    counts = count_params(architecture_from_config(FLASH, "flash"))
+@pytest.mark.parametrize("name", ["DeepSeek-V4-Flash-0731", "DeepSeek-V4-Pro-0813"])
+def test_real_configs_are_exact(name: str) -> None:
+    """DeepSeek-V4-Flash's and -Pro's config.json: legacy compress_ratios (one entry per layer,
+    then the MTP stages'), num_hash_layers, qk_rope_head_dim; transformers' DeepseekV4Config
+    folds them in. Each layer's compressor is the one transformers builds."""
+    cfg = _real(name)
+    model = _build(cfg, meta=True)
+    arch = architecture_from_config(cfg, name)
+    counts = count_params(arch)
     assert counts.total == sum(p.numel() for p in model.parameters())
     assert counts.active == _reference_active(model, model.config)
     kinds = [layer.self_attn.layer_type for layer in model.model.layers]
-    arch = architecture_from_config(FLASH, "flash")
     rates = {"sliding_attention": 0, **model.config.compress_rates}
     assert [arch.attention_of(s).compress_rate for s in arch.layers] == [rates[k] for k in kinds]
 
@@ -192,7 +198,7 @@ def test_flash_weights_are_the_checkpoint_less_its_mtp_layer() -> None:
     indexer kv/gate projections, bf16 embeddings: the published total holds the 43 layers and
     one multi-token-prediction layer gpuplan leaves out (transformers does not build it), so
     the difference is one layer's weights and its few projections."""
-    path = Path(__file__).parent / "data/configs/deepseek-ai--DeepSeek-V4-Flash-0731.json"
+    path = CONFIGS / "deepseek-ai--DeepSeek-V4-Flash-0731.json"
     ours = serve(str(path), "h200").to_dict()["weights_bytes"]
     one_layer = ours / FLASH["num_hidden_layers"]
     assert one_layer < FLASH_STORED_BYTES - ours < 1.1 * one_layer
@@ -203,6 +209,6 @@ def test_engine_pools_are_refused_in_one_line(engine: str) -> None:
     """Engines page the compressed caches their own way (vLLM: MLA pages of block_size /
     compress_ratio entries, the compressor state as a short sliding window): not modelled, so
     an engine bill is refused rather than sized as sliding-window attention."""
-    path = Path(__file__).parent / "data/configs/deepseek-ai--DeepSeek-V4-Flash-0731.json"
+    path = CONFIGS / "deepseek-ai--DeepSeek-V4-Flash-0731.json"
     with pytest.raises(GpuplanError, match="compressed attention"):
         engine_serve(str(path), "h200", engine=engine)
