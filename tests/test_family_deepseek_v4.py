@@ -176,6 +176,7 @@ def test_engine_layout_keeps_the_window_once_and_indexer_keys_in_fp8() -> None:
         ({"num_key_value_heads": 2}, "num_key_value_heads"),
         ({"compress_rates": {"dense_attention": 2}}, "compress_rates"),
         ({"o_groups": 7}, "o_groups"),
+        ({"layer_types": ["full_attention"] * 43}, "layer_types"),
     ],
 )
 def test_unbuildable_variants_are_refused_naming_the_key(

@@ -168,7 +168,8 @@ def kv_fraction_per_rank(arch: Architecture, tp: int, spec: AttentionSpec | None
 
 
 def kv_cache_bytes_per_token(arch: Architecture, kv: Precision, layout: str = "engine") -> int:
-    """Bytes of KV cache one token adds across all layers (before any sliding-window cap)."""
+    """Bytes of KV cache one token adds across all layers (before any sliding-window cap;
+    DeepSeek-V4's compressed entries amortised over the tokens each one stands for)."""
     per_token = sum(
         n * layer_kv_bytes_per_token(arch, spec, kv, layout) for spec, n in arch.layer_groups()
     )
@@ -177,13 +178,15 @@ def kv_cache_bytes_per_token(arch: Architecture, kv: Precision, layout: str = "e
 
 def _compressed_per_token(arch: Architecture, kv: Precision, layout: str) -> int:
     """DeepSeek-V4's compressed entries per token: each one's bytes ÷ its rate (rounded down)."""
-    total = 0.0
+    if not _has_compressors(arch):
+        return 0
+    total = 0
     for spec, n in arch.layer_groups():
         a = arch.attention_of(spec)
         if spec.has_attention and a.compress_rate:
             entry = kv.bytes_for(a.head_dim) + indexer_key_bytes(a, kv, layout)
-            total += n * entry / a.compress_rate
-    return int(total)
+            total += n * entry // a.compress_rate
+    return total
 
 
 def kv_cache_bytes_per_sequence(

@@ -314,6 +314,13 @@ def deepseek_v4_layer_types(v: ConfigView, n: int) -> list[str]:
     list their MTP layers' too), else two HCA layers then CSA and HCA alternating."""
     names = v.get("layer_types")
     if names is not None:
+        unknown = sorted(set(names) - set(_V4_RATIOS.values()))
+        if unknown:
+            raise v.fail(
+                "layer_types",
+                f"names {unknown[0][:40]!r}, not a DeepSeek-V4 layer type"
+                f" ({', '.join(_V4_RATIOS.values())})",
+            )
         return list(names)
     ratios = v.get("compress_ratios")
     if ratios is not None:
