@@ -188,21 +188,22 @@ def test_unbuildable_variants_are_refused_naming_the_key(
 
 # -- weights as the checkpoint stores them ------------------------------------------------------
 
-# deepseek-ai/DeepSeek-V4-Flash's model.safetensors.index.json: metadata.total_size, as quoted by
-# a public checkpoint-inventory test (rtp_llm model_loader/test dsv4_checkpoint_inventory, for the
-# checkpoint without dspark stages: the same layers, one MTP layer `mtp.0`)
-FLASH_STORED_BYTES = 159_609_485_896
+# the checkpoints' tensor payload bytes, as the pinned release records that tests/data/configs/
+# SOURCES.md names give them (read off every shard by their checkpoint-lock tool); both releases
+# hold three DSpark draft stages beside their layers ("the official inference config and
+# checkpoint contain three DSpark stages"), window-only blocks transformers does not build
+STORED_BYTES = {"DeepSeek-V4-Flash-0731": 166_878_536_440, "DeepSeek-V4-Pro-0813": 892_727_580_904}
+DRAFT_STAGES = 3
 
 
-def test_flash_weights_are_the_checkpoint_less_its_mtp_layer() -> None:
+@pytest.mark.parametrize("name", sorted(STORED_BYTES))
+def test_weights_are_the_checkpoint_less_its_draft_stages(name: str) -> None:
     """fp8 block-128 linear weights, fp4 routed experts (expert_dtype), bf16 compressor and
-    indexer kv/gate projections, bf16 embeddings: the published total holds the 43 layers and
-    one multi-token-prediction layer gpuplan leaves out (transformers does not build it), so
-    the difference is one layer's weights and its few projections."""
-    path = CONFIGS / "deepseek-ai--DeepSeek-V4-Flash-0731.json"
-    ours = serve(str(path), "h200").to_dict()["weights_bytes"]
-    one_layer = ours / FLASH["num_hidden_layers"]
-    assert one_layer < FLASH_STORED_BYTES - ours < 1.1 * one_layer
+    indexer kv/gate projections, bf16 embeddings: what the checkpoint stores beyond gpuplan's
+    bill is its three draft stages, each a decoder layer with a few projections of its own."""
+    ours = serve(str(CONFIGS / f"deepseek-ai--{name}.json"), "h200").to_dict()["weights_bytes"]
+    one_layer = ours / _real(name)["num_hidden_layers"]
+    assert DRAFT_STAGES * one_layer < STORED_BYTES[name] - ours < DRAFT_STAGES * 1.05 * one_layer
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
