@@ -155,6 +155,13 @@ FIELDS: dict[str, Rule] = {
     "backbone_hidden_size": _WIDTH0,
     "gated_norm_rank": _WIDTH,  # AXK2GatedRMSNorm's fc1 / fc2 rank  # a drafter's target model width (Gemma 4 assistant)
     "hc_mult": Rule("int", 1, 64),  # hyper-connections: residual streams (HY V4)
+    # DeepSeek-V4 (DeepseekV4Config): grouped low-rank output projection, compressed attention
+    "o_groups": _HEADS,
+    "o_lora_rank": _WIDTH,
+    "compress_rates": Rule("map"),  # layer type -> tokens per compressed entry
+    "compress_ratios": Rule("int_list", 0, MAX_POSITIONS, 2 * MAX_LAYERS),  # legacy, per layer
+    "compress_rate_csa": Rule("int", 1, MAX_POSITIONS),  # legacy scalar overrides
+    "compress_rate_hca": Rule("int", 1, MAX_POSITIONS),
     "use_shared_attention_adapter": _BOOL,
     "use_shared_block_lora": _BOOL,
     "mamba_d_conv": _SMALL,

@@ -67,6 +67,8 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "q_gate_fused": bool,
     "gated_norms": bool,
     "hyper_connections": bool,
+    "hyper_comb": bool,  # mHC: the n x n residual mixing computed per token too (DeepSeek-V4)
+    "compressed_attention": bool,  # DeepSeek-V4: one K=V head, sliding window + compressors
     "attention_experts": bool,
     "shared_blocks": bool,
     "token_types": int,

@@ -29,6 +29,18 @@ Sliding-window layers (Mistral, Gemma 2/3, gpt-oss) and Llama 4's chunked layers
 transformers' StaticCache allocates (StaticSlidingWindowLayer); its DynamicCache keeps one token
 fewer (window − 1).
 
+DeepSeek-V4 (DeepSeek-V4 report §2.3; transformers DeepseekV4Attention, DeepseekV4CSACache /
+DeepseekV4HCACache) keeps one K=V head of head_dim per token over its sliding window on every
+layer, and on compressed layers one compressed entry per `compress_rate` tokens beside it:
+compressed sparse attention (CSA, rate 4) an entry of head_dim plus an indexer key of
+index_head_dim, heavily compressed attention (HCA, rate 128) an entry of head_dim. Each
+compressor also holds the tokens of its unfinished window (their projected kv and gate, 2 x
+head_dim wide on CSA's two overlapping series, plus the indexer's 2 x index_head_dim) and, on CSA,
+the last window's first series (kv in the model dtype, gate in fp32: the gate has position_bias,
+an fp32 parameter, added): `compressor_bytes`, what transformers' caches hold at a given context.
+transformers' sliding-only V4 layers (DynamicSlidingWindowLayer) store the K=V tensor twice, as
+keys and values: layout "expanded" counts that; engines keep it once.
+
 Under tensor parallelism each rank caches KV heads ÷ tp, but never less than one whole head:
 when tp > KV heads the heads are replicated (vLLM: num_kv_heads per rank = max(1, kv_heads / tp)).
 Under pipeline parallelism a GPU caches only its stage's layers.
@@ -53,6 +65,8 @@ def layer_kv_elements(arch: Architecture, layer: LayerSpec, layout: str = "engin
 def attention_kv_elements(a: AttentionSpec, layout: str = "engine") -> int:
     """Elements per token of one attention block's cache: K and V of every KV head, or MLA's
     latent and RoPE key (layout "engine") / its expanded per-head K and V ("expanded")."""
+    if a.shared_kv_head:  # DeepSeek-V4: K is V (transformers' sliding-only layers store it twice)
+        return a.head_dim * (2 if layout == "expanded" and not a.compress_rate else 1)
     if a.is_mla:
         assert a.kv_lora_rank is not None
         if layout == "engine":
@@ -71,9 +85,60 @@ def layer_kv_bytes_per_token(
     """Bytes one token adds to `layer`'s caches: its K and V (or MLA latent) and, for
     DeepSeek-V3.2, its indexer key."""
     out = kv.bytes_for(layer_kv_elements(arch, layer, layout))
-    if out and arch.attention_of(layer).indexer_head_dim:
-        out += indexer_key_bytes(arch.attention_of(layer), kv, layout)
+    a = arch.attention_of(layer)
+    if out and a.indexer_head_dim and not a.compress_rate:  # V4's: one per compressed entry
+        out += indexer_key_bytes(a, kv, layout)
     return out
+
+
+def compressor_bytes(a: AttentionSpec, kv: Precision, context: int, layout: str = "engine") -> int:
+    """DeepSeek-V4: bytes one layer's compressor holds for a sequence of `context` tokens (0 for
+    a layer without one): context // rate compressed entries of head_dim (with an indexer key
+    each on CSA layers), the context % rate tokens of the unfinished window (kv and gate, 2 x
+    head_dim wide on CSA plus the indexer's 2 x index_head_dim; head_dim on HCA), and on CSA,
+    once a window closed, its first series kept for the next window's overlap (rate x
+    (head_dim + index_head_dim), kv in the cache dtype, gate in fp32). Mirrors
+    DeepseekV4HCACache.store_compression_weights / update_compressor_states and
+    DeepseekV4CSACache.update_overlap_state."""
+    rate = a.compress_rate
+    if not rate:
+        return 0
+    entries, pending = divmod(context, rate)
+    d, di = a.head_dim, a.indexer_head_dim
+    out = entries * (kv.bytes_for(d) + (indexer_key_bytes(a, kv, layout) if di else 0))
+    width = d * (2 if a.compress_overlap else 1) + 2 * di
+    out += kv.bytes_for(2 * pending * width)  # buffered kv and gate
+    if a.compress_overlap and entries:
+        out += kv.bytes_for(rate * (d + di)) + _FP32.bytes_for(rate * (d + di))
+    return out
+
+
+_FP32 = Precision(id="fp32", bits=32)
+
+
+@lru_cache(maxsize=1024)
+def _has_compressors(arch: Architecture) -> bool:
+    return any(arch.attention_of(spec).compress_rate for spec, _ in arch.layer_groups())
+
+
+def compressed_bytes_per_sequence(
+    arch: Architecture,
+    kv: Precision,
+    context: int,
+    layout: str = "engine",
+    pp: int = 1,
+    stage: int = 0,
+) -> int:
+    """Every compressor's bytes for one sequence (`compressor_bytes`) over the stage's layers;
+    the single K=V head is replicated on every TP rank, like MLA's latent."""
+    if not _has_compressors(arch):
+        return 0
+    layers = stage_layers(arch.num_layers, pp)[stage] if pp > 1 else None
+    return sum(
+        n * compressor_bytes(arch.attention_of(spec), kv, context, layout)
+        for spec, n in arch.layer_groups(layers)
+        if spec.has_attention
+    )
 
 
 def indexer_key_bytes(a: AttentionSpec, kv: Precision, layout: str = "engine") -> int:
@@ -103,10 +168,25 @@ def kv_fraction_per_rank(arch: Architecture, tp: int, spec: AttentionSpec | None
 
 
 def kv_cache_bytes_per_token(arch: Architecture, kv: Precision, layout: str = "engine") -> int:
-    """Bytes of KV cache one token adds across all layers (before any sliding-window cap)."""
-    return sum(
+    """Bytes of KV cache one token adds across all layers (before any sliding-window cap;
+    DeepSeek-V4's compressed entries amortised over the tokens each one stands for)."""
+    per_token = sum(
         n * layer_kv_bytes_per_token(arch, spec, kv, layout) for spec, n in arch.layer_groups()
     )
+    return per_token + _compressed_per_token(arch, kv, layout)
+
+
+def _compressed_per_token(arch: Architecture, kv: Precision, layout: str) -> int:
+    """DeepSeek-V4's compressed entries per token: each one's bytes ÷ its rate (rounded down)."""
+    if not _has_compressors(arch):
+        return 0
+    total = 0
+    for spec, n in arch.layer_groups():
+        a = arch.attention_of(spec)
+        if spec.has_attention and a.compress_rate:
+            entry = kv.bytes_for(a.head_dim) + indexer_key_bytes(a, kv, layout)
+            total += n * entry // a.compress_rate
+    return total
 
 
 def kv_cache_bytes_per_sequence(
@@ -114,10 +194,14 @@ def kv_cache_bytes_per_sequence(
 ) -> int:
     """Bytes of KV cache for one sequence of `context` tokens, sliding layers capped at their
     window; an encoder-decoder's request adds its cross-attention K and V and encoder output."""
-    return sum(
-        per_token * _tokens(window, context)
-        for per_token, _, window in _layer_terms(arch, kv, layout, 1, 1, 0)
-    ) + encoder_bytes_per_sequence(arch, kv, context)
+    return (
+        sum(
+            per_token * _tokens(window, context)
+            for per_token, _, window in _layer_terms(arch, kv, layout, 1, 1, 0)
+        )
+        + encoder_bytes_per_sequence(arch, kv, context)
+        + compressed_bytes_per_sequence(arch, kv, context, layout)
+    )
 
 
 def encoder_bytes_per_sequence(
@@ -156,7 +240,11 @@ def kv_cache_bytes_per_sequence_per_gpu(
     for per_token, share, window in _layer_terms(arch, kv, "engine", tp, pp, stage):
         if per_token:
             total += per_token * _tokens(window, context) * share
-    return round(total) + encoder_bytes_per_sequence(arch, kv, context, tp, pp, stage)
+    return (
+        round(total)
+        + encoder_bytes_per_sequence(arch, kv, context, tp, pp, stage)
+        + compressed_bytes_per_sequence(arch, kv, context, "engine", pp, stage)
+    )
 
 
 @lru_cache(maxsize=4096)

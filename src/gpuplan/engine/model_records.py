@@ -66,6 +66,15 @@ class AttentionSpec:
     # JetMoE's mixture of attention heads (JetMoeMoA): q and o are `attention_experts` experts
     # routed top-k (num_heads = KV heads x top-k); k and v are one shared kv_proj
     attention_experts: int = 0
+    # DeepSeek-V4 (DeepseekV4Attention): one K=V head of head_dim over a sliding window, the
+    # output through o_groups groups of o_lora_rank; a compressor keeping one entry per
+    # `compress_rate` tokens (0: none), of two overlapping series on compressed sparse attention
+    # layers (compress_overlap), whose lightning indexer is indexer_heads x indexer_head_dim
+    shared_kv_head: bool = False
+    o_groups: int = 0
+    o_lora_rank: int = 0
+    compress_rate: int = 0
+    compress_overlap: bool = False
 
     @property
     def is_mla(self) -> bool:
@@ -296,6 +305,8 @@ class Architecture:
     # hyper-connections (Zhu et al. 2025): n residual streams; each block's pre/post mixing
     # (HYV4HyperConnection) and the head's (HYV4HyperHead) parameters; 0 for one plain stream
     hyper_streams: int = 0
+    # mHC (DeepseekV4HyperConnection): each block's mixing also emits the n x n residual matrix
+    hyper_comb: bool = False
     # encoder-decoders (engine/encoder_decoder.py): the encoder, the embeddings, every weight by
     # part; `layers` are the decoder's, each with self- and cross-attention
     encoder: EncoderSpec | None = None

@@ -94,6 +94,8 @@ def _attention_linears(
     """Projections of engine/params.py `attention_params`, with the TP split vLLM gives each:
     MLA's low-rank down-projections replicated (ReplicatedLinear), k/v by KV head."""
     h, at = arch.hidden_size, n["attention"]
+    if a.shared_kv_head:
+        return _compressed_attention_linears(a, h, at)
     out: list[Linear] = []
     if a.is_mla:
         assert a.kv_lora_rank is not None
@@ -124,6 +126,34 @@ def _attention_linears(
     out.append(Linear(f"{at}.{n['o']}", "attention", "tp", a.num_heads * a.v_head_dim * h))
     if a.head_gate:
         out.append(Linear(f"{at}.{n['head_gate']}", "attention", "tp", h * a.num_heads))
+    return out
+
+
+def _compressed_attention_linears(a: AttentionSpec, h: int, at: str) -> list[Linear]:
+    """DeepSeek-V4's projections (params.py `compressed_attention_params`), named as
+    transformers' DeepseekV4Attention, DeepseekV4CSACompressor / HCACompressor and
+    DeepseekV4Indexer name their modules: the query heads' q_b and the grouped output o_a / o_b
+    split by TP, q_a, the single K=V head's kv_proj and the compressors replicated."""
+    r, q = a.q_lora_rank or 0, a.num_heads * a.head_dim
+    out = [
+        Linear(f"{at}.q_a_proj", "attention", "replicated", h * r),
+        Linear(f"{at}.q_b_proj", "attention", "tp", r * q),
+        Linear(f"{at}.kv_proj", "attention", "replicated", h * a.head_dim),
+        Linear(f"{at}.o_a_proj", "attention", "tp", q * a.o_lora_rank),
+        Linear(f"{at}.o_b_proj", "attention", "tp", a.o_groups * a.o_lora_rank * h),
+    ]
+    if not a.compress_rate:
+        return out
+    c, w = f"{at}.compressor", a.head_dim * (2 if a.compress_overlap else 1)
+    out += [Linear(f"{c}.{p}", "attention", "replicated", h * w) for p in ("kv_proj", "gate_proj")]
+    if a.indexer_heads:
+        i, wi = f"{c}.indexer", 2 * a.indexer_head_dim
+        out += [
+            Linear(f"{i}.{p}", "attention", "replicated", h * wi) for p in ("kv_proj", "gate_proj")
+        ]
+        out.append(
+            Linear(f"{i}.q_b_proj", "attention", "tp", r * a.indexer_heads * a.indexer_head_dim)
+        )
     return out
 
 

@@ -51,6 +51,8 @@ def attention_params(
     """
     a = spec or arch.attention
     h = arch.hidden_size
+    if a.shared_kv_head:
+        return compressed_attention_params(h, a)
     c: Counter[str] = Counter()
     if a.is_mla:
         assert a.kv_lora_rank is not None
@@ -109,6 +111,36 @@ def attention_params(
         c["bias"] += a.num_heads
     if a.sinks:
         c["sinks"] += a.num_heads
+    return c
+
+
+def compressed_attention_params(h: int, a: AttentionSpec) -> Counter[str]:
+    """DeepSeek-V4's attention (DeepSeek-V4 report §2.3; DeepseekV4Attention): q_a h x r and
+    its RMSNorm r, q_b r x heads·d, one K=V head kv_proj h x d with its RMSNorm d, the grouped
+    output o_a (o_groups x o_lora_rank rows over heads·d / o_groups, i.e. heads·d x o_lora_rank
+    in all) and o_b o_groups·o_lora_rank x h, a sink per head. A compressor
+    (DeepseekV4CSACompressor / DeepseekV4HCACompressor) adds kv_proj and gate_proj h x w,
+    position_bias rate x w (w = 2d for the two overlapping series of compressed sparse
+    attention, d otherwise) and a kv_norm d; compressed sparse attention's indexer
+    (DeepseekV4Indexer) the same at index_head_dim d_I (w = 2 d_I) plus q_b_proj r x heads_I·d_I
+    and weights_proj h x heads_I."""
+    r, q_dim = a.q_lora_rank or 0, a.num_heads * a.head_dim
+    c: Counter[str] = Counter()
+    c["attention"] += h * r + r * q_dim + h * a.head_dim
+    c["attention"] += q_dim * a.o_lora_rank + a.o_groups * a.o_lora_rank * h
+    c["norm"] += r + a.head_dim
+    c["sinks"] += a.num_heads
+    if a.compress_rate:
+        w = a.head_dim * (2 if a.compress_overlap else 1)
+        c["attention"] += 2 * h * w
+        c["bias"] += a.compress_rate * w
+        c["norm"] += a.head_dim
+    if a.compress_rate and a.indexer_heads:
+        wi = 2 * a.indexer_head_dim
+        c["attention"] += 2 * h * wi + r * a.indexer_heads * a.indexer_head_dim
+        c["bias"] += a.compress_rate * wi
+        c["norm"] += a.indexer_head_dim
+        c["router"] += h * a.indexer_heads  # weights_proj: per-head weights of the index score
     return c
 
 
@@ -375,7 +407,8 @@ def layer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
     if arch.per_layer_input or arch.altup_inputs or arch.laurel_rank:
         c.update(gemma_layer_extras(arch))
     if arch.hyper_streams:  # one mixing module around attention, one around the FFN
-        c["router"] += 2 * hyper_block_params(arch.hyper_streams, arch.hidden_size)
+        block = mhc_block_params if arch.hyper_comb else hyper_block_params
+        c["router"] += 2 * block(arch.hyper_streams, arch.hidden_size)
     if arch.added is not None:  # engine/added_params.py: sub-norms, adapters, cross-attention
         c.update(dict(arch.added.layer))
     return c
@@ -386,6 +419,13 @@ def hyper_block_params(n: int, h: int) -> int:
     pre/post weights from the n x h streams; HYV4HyperConnection): fn (2n x n·h), base (2n),
     scale (2)."""
     return 2 * n * n * h + 2 * n + 2
+
+
+def mhc_block_params(n: int, h: int) -> int:
+    """One block's manifold-constrained hyper-connection (DeepSeek-V4 report §2.2, mHC;
+    DeepseekV4HyperConnection): fn ((2+n)·n x n·h: pre, post and the n x n residual mixing),
+    base ((2+n)·n), scale (3)."""
+    return (2 + n) * n * n * h + (2 + n) * n + 3
 
 
 def hyper_head_params(n: int, h: int) -> int:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuplan.engine.config_schema import ConfigView
+from gpuplan.engine.frozen import replace
 from gpuplan.engine.model_records import (
     AttentionSpec,
     LayerSpec,
@@ -22,7 +23,8 @@ from gpuplan.engine.model_records import (
     RopeSpec,
     ShortConvSpec,
 )
-from gpuplan.engine.quantization import QuantizationSpec, quantization_from_config
+from gpuplan.engine.precision import Precision
+from gpuplan.engine.quantization import ModuleRule, QuantizationSpec, quantization_from_config
 from gpuplan.engine.schedules import MOE_LAYERS
 from gpuplan.errors import GpuplanError
 
@@ -36,6 +38,8 @@ def attention(v: ConfigView, t: Traits, hidden: int) -> AttentionSpec | None:
     no attention (Mamba)."""
     if t["attention"] == "none":
         return None
+    if t["compressed_attention"]:
+        return compressed_attention(v)
     heads = v.require("num_attention_heads")
     qk_norm = t["qk_norm"]
     common: dict[str, Any] = {
@@ -99,6 +103,38 @@ def _mla(v: ConfigView, t: Traits, heads: int, common: dict[str, Any]) -> Attent
         indexer_heads=v.require("index_n_heads") if indexer else 0,
         indexer_head_dim=v.require("index_head_dim") if indexer else 0,
         **common,
+    )
+
+
+def compressed_attention(v: ConfigView) -> AttentionSpec:
+    """DeepSeek-V4's attention (DeepseekV4Attention): low-rank queries (q_a, q_a_norm, q_b),
+    one K=V head of head_dim (kv_proj, kv_norm) read by every query head over a sliding window,
+    per-head sinks, and the grouped low-rank output (o_a: o_groups groups of heads x head_dim /
+    o_groups -> o_lora_rank; o_b: o_groups x o_lora_rank -> hidden). The layers' compressors are
+    set per layer type (variation.compressed_layers)."""
+    heads = v.require("num_attention_heads")
+    if v.require("num_key_value_heads") != 1:
+        raise v.fail("num_key_value_heads", "must be 1: DeepSeek-V4 attends over one K=V head")
+    head_dim = v.require("head_dim")
+    groups = v.require("o_groups")
+    if (heads * head_dim) % groups:
+        raise v.fail("o_groups", f"({groups}) must divide heads x head_dim ({heads * head_dim})")
+    if not v.get("sliding_window"):
+        raise v.fail("sliding_window", "must be set: every DeepSeek-V4 layer has a window")
+    rope = v.require("qk_rope_head_dim")
+    if v.present("partial_rotary_factor") and not v.present("qk_rope_head_dim"):
+        rope = int(head_dim * float(v.get("partial_rotary_factor")))
+    return AttentionSpec(
+        num_heads=heads,
+        num_kv_heads=1,
+        head_dim=head_dim,
+        v_head_dim=head_dim,
+        sinks=True,
+        q_lora_rank=v.require("q_lora_rank"),
+        qk_rope_head_dim=rope,
+        shared_kv_head=True,
+        o_groups=groups,
+        o_lora_rank=v.require("o_lora_rank"),
     )
 
 
@@ -328,3 +364,53 @@ def quantization(v: ConfigView, notes: list[str]) -> QuantizationSpec | None:
             " as the checkpoint stores them (FastDeploy quantises them only as it loads)"
         )
     return spec
+
+
+# DeepSeek-V4's routed experts stored as fp4 (`expert_dtype`): e2m1 values with one ue8m0 scale
+# per 32 (the MXFP4 layout of DeepSeek's FP4 expert weights)
+_V4_FP4_EXPERTS = Precision(
+    "fp4-e2m1-32",
+    4,
+    group_size=32,
+    scale_bits=8,
+    scope="linear",
+    source="DeepSeek-V4 expert_dtype fp4: e2m1 weights, one ue8m0 scale per 32",
+)
+# projections DeepSeek-V4 checkpoints keep in bf16 beside fp8 weights (DeepseekV4PreTrainedModel.
+# _keep_in_fp32_modules: the compressor's and indexer's kv_proj / gate_proj, no scale_inv)
+_V4_BF16_MODULES = ("compressor.kv_proj", "compressor.gate_proj")
+_V4_BF16_INDEXER = ("indexer.kv_proj", "indexer.gate_proj")
+
+
+def deepseek_v4_quantization(
+    v: ConfigView, spec: QuantizationSpec | None, notes: list[str]
+) -> QuantizationSpec | None:
+    """A DeepSeek-V4 checkpoint's weights as stored: its quantization_config's layout for the
+    linear weights, the routed experts in `expert_dtype` (top level, or folded into the
+    quantization_config as DeepseekV4Config.__post_init__ does), the compressor and indexer
+    kv/gate projections in bf16. An expert_dtype other than fp4 is refused naming it."""
+    raw_qc = v.raw.get("quantization_config")
+    qc = raw_qc if isinstance(raw_qc, Mapping) else {}
+    expert_dtype = v.raw.get("expert_dtype") or qc.get("expert_dtype")
+    if spec is None:
+        if expert_dtype:
+            notes.append(
+                f"expert_dtype {str(expert_dtype)[:16]!r} without a quantization_config: read as the checkpoint dtype"
+            )
+        return None
+    rules = list(spec.rules)
+    rules.append(ModuleRule(_V4_BF16_MODULES + _V4_BF16_INDEXER, "name", "_keep_in_fp32_modules"))
+    if expert_dtype not in (None, "fp4"):
+        raise v.fail(
+            "expert_dtype", f"({str(expert_dtype)[:16]!r}) is not modelled (gpuplan reads fp4)"
+        )
+    if expert_dtype == "fp4":
+        rules.insert(
+            0, ModuleRule(("experts",), "name", "expert_dtype", keep=False, layout=_V4_FP4_EXPERTS)
+        )
+        notes.append(
+            "DeepSeek-V4: routed experts stored as fp4 (expert_dtype: e2m1, one ue8m0 scale per"
+            " 32), the compressor and indexer kv/gate projections in bf16, the other linear"
+            " weights as the quantization_config says"
+        )
+    return replace(spec, rules=tuple(rules))

@@ -98,6 +98,9 @@ class Reader:
             layers = variation.heads_per_layer(v, layers, attention)
         if t["shared_blocks"]:
             layers, extras["shared_blocks"] = variation.shared_blocks(v, layers)
+        if t["compressed_attention"]:
+            assert attention is not None
+            layers = variation.compressed_layers(v, layers, attention)
         return layers, extras
 
     def _note(self, layers: tuple[LayerSpec, ...]) -> None:
@@ -120,6 +123,18 @@ class Reader:
                 f"hyper-connections: {v.require('hc_mult')} residual streams; their mixing"
                 " parameters are counted, the wider stream is not in the serving workspace"
                 " allowance and training refuses"
+            )
+        if self.t["compressed_attention"]:
+            self.notes.append(
+                "DeepSeek-V4 caches: every layer keeps one K=V head of head_dim for its last"
+                f" {v.get('sliding_window')} tokens; compressed sparse attention layers add one"
+                " entry (head_dim, and an index_head_dim indexer key) per 4 tokens, heavily"
+                " compressed ones one per 128 (compress_rates), each compressor its unfinished"
+                " window: billed as transformers' DeepseekV4CSACache / HCACache hold them, entries"
+                " in the KV dtype, indexer keys as DeepSeek-V3.2's fp8; vLLM pages the compressed"
+                " caches as MLA pages of block_size / compress_ratio entries and the compressor"
+                " state as a sliding window of 2 x ratio (CSA) or ratio (HCA) tokens, in its own"
+                " fp8_ds_mla records, which are not modelled"
             )
         if any(spec.mixer == "cross_attention" for spec in layers):
             self.notes.append(
@@ -163,7 +178,7 @@ class Reader:
             learned_positions=learned,
             max_position_embeddings=v.get("max_position_embeddings") or 0,
             torch_dtype=str(v.get("torch_dtype")).replace("torch.", ""),
-            quantization=parts.quantization(v, self.notes),
+            quantization=self._quantization(),
             hidden_act=str(v.get("hidden_act")),
             notes=tuple(self.notes),
             rope=parts.rope(v) if t["positions"] == "rope" else None,
@@ -177,11 +192,20 @@ class Reader:
             gated_norm_rank=v.require("gated_norm_rank") if t["gated_norms"] else 0,
             drafter_width=(v.get("backbone_hidden_size") or 0) if t["drafter"] else 0,
             hyper_streams=v.require("hc_mult") if t["hyper_connections"] else 0,
+            hyper_comb=bool(t["hyper_comb"]),
             attn_softcap=v.get("attn_logit_softcapping") or 0.0,
             final_softcap=v.get("final_logit_softcapping") or 0.0,
             added=added_params(t["added"], v, hidden),
             **extras,
         )
+
+    def _quantization(self) -> Any:
+        """The checkpoint's quantisation (parts.py); DeepSeek-V4's expert dtype and bf16
+        compressor projections on top of its quantization_config."""
+        spec = parts.quantization(self.v, self.notes)
+        if self.t["compressed_attention"]:
+            return parts.deepseek_v4_quantization(self.v, spec, self.notes)
+        return spec
 
     def _check_required(self) -> None:
         """Name every missing size at once: hidden, layers, heads (if attention), vocabulary."""

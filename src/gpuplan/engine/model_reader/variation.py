@@ -297,3 +297,84 @@ def heads_per_layer(
         if n != base.num_heads:
             out[i] = replace(spec, attention=replace(base, num_heads=n))
     return tuple(out)
+
+
+# DeepSeek-V4's layer types (DeepseekV4Config): the legacy per-layer compress_ratios value of each
+_V4_RATIOS = {
+    0: "sliding_attention",
+    4: "compressed_sparse_attention",
+    128: "heavily_compressed_attention",
+}
+_CSA, _HCA = "compressed_sparse_attention", "heavily_compressed_attention"
+
+
+def deepseek_v4_layer_types(v: ConfigView, n: int) -> list[str]:
+    """Each layer's type as DeepseekV4Config.__post_init__ derives it: `layer_types`, else the
+    legacy `compress_ratios` (0 sliding, 4 CSA, 128 HCA; only the first n entries: checkpoints
+    list their MTP layers' too), else two HCA layers then CSA and HCA alternating."""
+    names = v.get("layer_types")
+    if names is not None:
+        unknown = sorted(set(names) - set(_V4_RATIOS.values()))
+        if unknown:
+            raise v.fail(
+                "layer_types",
+                f"names {unknown[0][:40]!r}, not a DeepSeek-V4 layer type"
+                f" ({', '.join(_V4_RATIOS.values())})",
+            )
+        return list(names)
+    ratios = v.get("compress_ratios")
+    if ratios is not None:
+        if len(ratios) < n:
+            raise v.fail("compress_ratios", f"has {len(ratios)} entries for {n} layers")
+        unknown = sorted({r for r in ratios[:n] if r not in _V4_RATIOS})
+        if unknown:
+            raise v.fail("compress_ratios", f"has ratio {unknown[0]} (known: 0, 4, 128)")
+        return [_V4_RATIOS[r] for r in ratios[:n]]
+    rest = [_CSA if i % 2 else _HCA for i in range(max(n - 2, 0))]
+    return ([_HCA] * min(n, 2) + rest)[:n]
+
+
+def _compress_rates(v: ConfigView) -> dict[str, int]:
+    """DeepseekV4Config.compress_rates (CSA 4, HCA 128 by default; the legacy
+    compress_rate_csa / compress_rate_hca override them)."""
+    rates = {_CSA: 4, _HCA: 128}
+    given = v.get("compress_rates")
+    if given is not None:
+        for key, value in given.items():
+            if key not in rates or isinstance(value, bool) or not isinstance(value, int):
+                raise v.fail(
+                    "compress_rates", f"has an entry {str(key)[:40]!r} gpuplan does not read"
+                )
+            if not 1 <= value <= 1 << 34:
+                raise v.fail(
+                    "compress_rates", f"rate of {key} must be a whole number of at least 1"
+                )
+            rates[key] = value
+    for key, legacy in ((_CSA, "compress_rate_csa"), (_HCA, "compress_rate_hca")):
+        if v.get(legacy) is not None:
+            rates[key] = v.get(legacy)
+    return rates
+
+
+def compressed_layers(
+    v: ConfigView, layers: tuple[LayerSpec, ...], attention: AttentionSpec
+) -> tuple[LayerSpec, ...]:
+    """DeepSeek-V4's per-layer attention (DeepseekV4Attention.compressor): a compressed sparse
+    attention layer compresses every compress_rates CSA tokens in two overlapping series
+    (DeepseekV4CSACompressor, 2 x head_dim wide) and runs a lightning indexer (index_n_heads x
+    index_head_dim, DeepseekV4Indexer); a heavily compressed one compresses every compress_rates
+    HCA tokens (DeepseekV4HCACompressor); a sliding one has no compressor."""
+    names = deepseek_v4_layer_types(v, len(layers))
+    rates = _compress_rates(v)
+    csa = replace(
+        attention,
+        compress_rate=rates[_CSA],
+        compress_overlap=True,
+        indexer_heads=v.require("index_n_heads"),
+        indexer_head_dim=v.require("index_head_dim"),
+    )
+    hca = replace(attention, compress_rate=rates[_HCA])
+    specs = {_CSA: csa, _HCA: hca}
+    return tuple(
+        replace(spec, attention=specs.get(name)) for spec, name in zip(layers, names, strict=True)
+    )

@@ -431,6 +431,12 @@ def validate_launch(launch: EngineLaunch) -> None:
         raise GpuplanError(
             f"pipeline parallel size {launch.pp} exceeds the {launch.arch.num_layers} layers"
         )
+    if any(launch.arch.attention_of(s).compress_rate for s, _ in launch.arch.layer_groups()):
+        raise GpuplanError(
+            f"{launch.engine}: {launch.arch.name} has DeepSeek-V4's compressed attention, whose"
+            " engine KV pools (compressed MLA pages, compressor state) gpuplan does not model"
+            " — size it without --engine (transformers' caches)"
+        )
 
 
 def budget_item(
