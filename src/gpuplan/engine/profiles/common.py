@@ -244,7 +244,7 @@ def engine_weight_format(
         return WeightFormat(base, base, stored=as_stored(stored, base))
     if q in ONLINE_METHODS:
         return WeightFormat(get_precision(ONLINE_METHODS[q]), base)
-    standard = standard_layout(q)
+    standard = standard_layout(q, arch.name)
     if standard is not None:
         layout = standard.layout or get_precision(standard.precision)
         return planned_format(arch, standard, layout, base)
