@@ -609,8 +609,10 @@ def _hqq(qc: Mapping[str, Any], skip: tuple[ModuleRule, ...], name: str) -> Quan
     (hqq/core/quantize.py HQQLinear: W_q, scale, zero; unquantised scale / zero params)."""
     inner = qc.get("quant_config") if isinstance(qc.get("quant_config"), Mapping) else qc
     params = inner.get("weight_quant_params", inner) if isinstance(inner, Mapping) else {}
-    if not isinstance(params, Mapping):
-        raise GpuplanError(f"{name}: HQQ config has no weight_quant_params")
+    if not isinstance(params, Mapping) or "nbits" not in params:
+        raise GpuplanError(
+            f"{name}: HQQ config has no weight_quant_params nbits; cannot size its weights"
+        )
     bits = _int(params, name, "nbits", 4, 1, 8)
     group = _int(params, name, "group_size", 64, 1, 2**20)
     layout = int_layout(
