@@ -387,6 +387,21 @@ def test_hqq_and_eetq() -> None:
     assert _gpuplan_bytes(WIZARD | {"quantization_config": eetq}) == derived
 
 
+def test_auto_round_reads_as_its_packing() -> None:
+    """Intel AutoRound checkpoints are packed as AutoGPTQ (or AutoAWQ) writes them."""
+    qc = {
+        "quant_method": "intel/auto-round",
+        "bits": 4,
+        "group_size": 128,
+        "sym": True,
+        "packing_format": "auto_round:auto_gptq",
+    }
+    gptq = {"quant_method": "gptq", "bits": 4, "group_size": 128}
+    assert _gpuplan_bytes(WIZARD | {"quantization_config": qc}) == _gpuplan_bytes(
+        WIZARD | {"quantization_config": gptq}
+    )
+
+
 @pytest.mark.parametrize("method", ["vptq", "aqlm", "bitnet", "spqr", "higgs"])
 def test_unread_methods_are_refused_in_one_line(method: str) -> None:
     with pytest.raises(GpuplanError, match=method):

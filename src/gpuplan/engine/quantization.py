@@ -45,6 +45,7 @@ METHODS = (
     "quark",
     "eetq",
     "hqq",
+    "auto-round",
 )
 # config keys listing modules a method leaves at the checkpoint dtype
 SKIP_KEYS = (
@@ -201,6 +202,11 @@ def quantization_from_config(qc: Any, name: str = "model") -> QuantizationSpec |
     skip = skip_rules(qc, name)
     if method in ("gptq", "awq"):
         return _gptq_awq(qc, method, skip, name)
+    if method in ("auto-round", "intel/auto-round", "autoround"):
+        # Intel AutoRound exports in AutoGPTQ's or AutoAWQ's packing (`packing_format`
+        # auto_round:auto_gptq / auto_round:auto_awq), which vLLM's auto_round.py loads as such
+        packing = "awq" if "awq" in str(qc.get("packing_format", "")).lower() else "gptq"
+        return _gptq_awq(qc, packing, skip, name)
     if method == "fp8":
         block = qc.get("weight_block_size")
         layout = fp8_layout(
@@ -794,7 +800,7 @@ def standard_layout(flag: str, model: str = "") -> QuantizationSpec | None:
         else f"as the method's standard layout ({what})"
     )
     note = (
-        f"--quantization {flag} without the checkpoint's quantization_config: sized {basis};"
+        f"--quantization {flag} without a quantization_config in config.json: sized {basis};"
         " modules the checkpoint keeps in 16-bit and its own group size are not known, so a"
         " checkpoint quantised otherwise will differ"
     )
