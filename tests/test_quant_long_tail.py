@@ -465,6 +465,21 @@ def test_w8a8_flag_no_longer_sized_as_w4a16() -> None:
     assert abs(got - derived) / derived < 0.0005
 
 
+def test_bitsandbytes_in_flight_is_nf4_with_double_quant() -> None:
+    """vLLM's in-flight bitsandbytes (`--quantization bitsandbytes` on a 16-bit checkpoint)
+    quantises with compress_statistics=True, quant_type="nf4" (bitsandbytes_loader.py): per
+    linear module two values per byte, a uint8 absmax per 64 values, an fp32 absmax per 256 of
+    those (bitsandbytes QuantState nested)."""
+    arch = architecture_from_config(BASE_8B)
+    fmt = engine_weight_format(arch, None, "bitsandbytes")
+    assert fmt.precision.id == "nf4-dq"
+    lin = _llama_linears(BASE_8B)
+    per = sum(k * n // 2 + k * n // 64 + -(-(k * n // 64) // 256) * 4 for k, n in lin)
+    derived = per * BASE_8B["num_hidden_layers"] + _llama_rest(BASE_8B)
+    got = weights_bytes(count_params(arch), fmt)
+    assert abs(got - derived) / derived < 0.0002
+
+
 # --------------------------------------------------------------------------------------
 # The survey, printed (`-rA -k survey`)
 # --------------------------------------------------------------------------------------

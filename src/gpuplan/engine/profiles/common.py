@@ -209,7 +209,10 @@ CHECKPOINT_METHODS = (
     "fbgemm_fp8",
     "gguf",
 )
-ONLINE_METHODS = {"fp8": "fp8-tensor", "bitsandbytes": "nf4", "w8a8_fp8": "fp8-tensor"}
+# in-flight quantisation of a 16-bit checkpoint; vLLM's bitsandbytes loader quantises to NF4 with
+# double quantisation (quantize_4bit(compress_statistics=True, quant_type="nf4"),
+# model_loader/bitsandbytes_loader.py), whatever BitsAndBytesConfig's defaults say
+ONLINE_METHODS = {"fp8": "fp8-tensor", "bitsandbytes": "nf4-dq", "w8a8_fp8": "fp8-tensor"}
 
 
 def engine_weight_format(
