@@ -249,6 +249,18 @@ def test_compressed_tensors_w8a8_regex_ignore_keeps_layer_0() -> None:
             "pack-quantized",
             lambda k, n: k * n // 2 + n * (k // 128) * 2 + 16,
         ),
+        # asymmetric W4A16 g128: + weight_zero_point int32 [n/8, k/g] (packed along n)
+        (
+            {
+                "num_bits": 4,
+                "type": "int",
+                "strategy": "group",
+                "group_size": 128,
+                "symmetric": False,
+            },
+            "pack-quantized",
+            lambda k, n: k * n // 2 + n * (k // 128) * 2 + (n // 8) * (k // 128) * 4 + 16,
+        ),
         # nvfp4-pack-quantized: weight_packed uint8 [n, k/2], weight_scale fp8 [n, k/16],
         # weight_global_scale fp32 [1]
         (
@@ -263,7 +275,7 @@ def test_compressed_tensors_w8a8_regex_ignore_keeps_layer_0() -> None:
             lambda k, n: k * n + -(-k // 128) * -(-n // 128) * 4,
         ),
     ],
-    ids=["w4a16-g128", "nvfp4", "fp8-block"],
+    ids=["w4a16-g128", "w4a16-asym-g128", "nvfp4", "fp8-block"],
 )
 def test_compressed_tensors_layouts_equal_the_packed_tensors(
     weights: dict[str, Any], fmt: str, per_module: Any

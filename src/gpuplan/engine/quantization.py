@@ -440,7 +440,10 @@ def _ct_layout(weights: Mapping[str, Any], fmt: str, name: str) -> Precision:
             f"{name}: compressed-tensors with {bits}-bit {kind} weights is not supported"
         )
     if strategy == "group" and isinstance(group, int) and group > 0:
-        zero = 0 if symmetric else 8  # asymmetric schemes store an int8 zero point per group
+        # asymmetric schemes store a zero point per group, packed to num_bits along the output
+        # dim (compressed-tensors PackedQuantizationCompressor: pack_to_int32(zero_point,
+        # num_bits, packed_dim=0); int-quantized 8-bit keeps one int8 each: 8 bits too)
+        zero = 0 if symmetric else bits
         return int_layout(
             "ct", bits, group, 16, zero, f"compressed-tensors int{bits} group {group}"
         )
