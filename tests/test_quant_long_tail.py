@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from gpuplan.api.common import resolve_weight_format
+from gpuplan.api.common import resolve, resolve_weight_format
 from gpuplan.engine.model_reader import architecture_from_config
 from gpuplan.engine.params import count_params
 from gpuplan.engine.profiles.common import engine_weight_format
@@ -490,6 +490,42 @@ def test_bitsandbytes_in_flight_is_nf4_with_double_quant() -> None:
     derived = per * BASE_8B["num_hidden_layers"] + _llama_rest(BASE_8B)
     got = weights_bytes(count_params(arch), fmt)
     assert abs(got - derived) / derived < 0.0002
+
+
+# --------------------------------------------------------------------------------------
+# quantize_config.json / quant_config.json beside a config.json without quantization_config
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "filename, data, layout",
+    [
+        # the Wizard-Vicuna-30B GPTQ mirror's own quantize_config.json at commit a2b7a0e5
+        (
+            "quantize_config.json",
+            next(r for r in GPTQ if r["commit"].startswith("a2b7a0e5"))["quantize_config"],
+            "gptq-int4-g128",
+        ),
+        # AutoAWQ's quant_config.json keys
+        (
+            "quant_config.json",
+            {"zero_point": True, "q_group_size": 64, "w_bit": 4, "version": "GEMM"},
+            "awq-int4-g64",
+        ),
+    ],
+)
+def test_a_quantisation_file_beside_config_json_is_read(
+    tmp_path: Path, filename: str, data: dict[str, Any], layout: str
+) -> None:
+    """Checkpoints whose config.json has no quantization_config but whose quantisation sits in
+    the file AutoGPTQ / AutoAWQ wrote: read as vLLM's get_quant_config reads it, and said."""
+    cfg = {k: v for k, v in WIZARD.items() if k != "quantization_config"}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / filename).write_text(json.dumps(data))
+    arch = resolve(str(tmp_path)).arch
+    fmt = resolve_weight_format(arch, None)
+    assert fmt.precision.id == layout
+    assert any(filename in n for n in fmt.notes)
 
 
 # --------------------------------------------------------------------------------------

@@ -186,6 +186,21 @@ def fp8_layout(block: Any = None, source: str = "") -> Precision:
 
 
 def quantization_from_config(qc: Any, name: str = "model") -> QuantizationSpec | None:
+    """Map a checkpoint's `quantization_config` onto a storage layout (`_read_method`); a
+    block read from a quantize_config.json / quant_config.json beside config.json
+    (catalog/sources/quant_files.py, `_read_from`) says so in a note."""
+    spec = _read_method(qc, name)
+    source = qc.get("_read_from") if isinstance(qc, Mapping) else None
+    if spec is None or not isinstance(source, str):
+        return spec
+    note = (
+        f"quantisation read from {source[:40]} beside config.json (config.json has no"
+        " quantization_config), as vLLM's get_quant_config reads it"
+    )
+    return replace(spec, notes=(*spec.notes, note))
+
+
+def _read_method(qc: Any, name: str) -> QuantizationSpec | None:
     """Map a checkpoint's `quantization_config` onto a storage layout.
 
     gptq / awq (bits, group_size; AWQ's w_bit / q_group_size), fp8 (per-tensor or
