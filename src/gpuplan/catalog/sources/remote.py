@@ -50,8 +50,8 @@ def from_hub(repo_id: str, revision: str | None, quant: str | None = None) -> Mo
     for filename in QUANT_FILES:
         if filename in repo.files and not config.get("quantization_config"):
             data = hub.read_json(repo, filename)
-            quant = quantization_config_from_file(data, filename, f"{repo_id}/{filename}")
-            config = with_quant_file(config, quant)
+            beside = quantization_config_from_file(data, filename, f"{repo_id}/{filename}")
+            config = with_quant_file(config, beside)
     tensors: list[StoredTensor]
     tensors, files = hub.read_headers(repo)
     ckpt = (
