@@ -451,6 +451,8 @@ BASE_8B = json.loads(
         ("awq", "someone/Model-AWQ-g64", "awq-int4-g64"),
         ("modelopt", "nvidia/Llama-3.1-8B-Instruct-FP4", "nvfp4"),
         ("modelopt", "nvidia/Llama-3.1-8B-Instruct-FP8", "fp8-tensor"),
+        ("quark", "amd/Llama-3.1-8B-Instruct-FP8-KV", "fp8-tensor"),
+        ("quark", "amd/DeepSeek-R1-MXFP4-Preview", "mxfp4"),
     ],
 )
 def test_a_flag_reads_the_layout_from_the_models_name(flag: str, model: str, layout: str) -> None:
@@ -460,7 +462,9 @@ def test_a_flag_reads_the_layout_from_the_models_name(flag: str, model: str, lay
     assert any("as the model's name" in n and "not known" in n for n in fmt.notes)
 
 
-@pytest.mark.parametrize("flag", ["awq", "gptq", "compressed-tensors", "modelopt", "torchao"])
+@pytest.mark.parametrize(
+    "flag", ["awq", "gptq", "compressed-tensors", "modelopt", "torchao", "quark"]
+)
 def test_a_flag_without_a_name_hint_says_the_standard_layout(flag: str) -> None:
     spec = standard_layout(flag, "meta-llama/Llama-3.1-8B-Instruct")
     assert spec is not None and "standard layout" in spec.notes[-1]

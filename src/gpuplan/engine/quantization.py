@@ -722,6 +722,8 @@ _FLAG_METHOD = {
     "modelopt_fp4": "modelopt",
     "mxfp4": "mxfp4",
     "torchao": "torchao",
+    "quark": "quark",
+    "w8a8_int8": "compressed-tensors",  # SGLang: int8 weights, one scale per output channel
 }
 
 
@@ -787,6 +789,8 @@ def _flag_config(method: str, key: str, hint: Mapping[str, Any]) -> tuple[dict[s
         algo = "NVFP4" if fp4 else "FP8"
         what = "NVFP4: e2m1, e4m3 scale per 16" if fp4 else "FP8 per tensor"
         return {"quant_method": method, "quant_algo": algo}, what
+    if method == "quark":
+        return _quark_flag(scheme, bits, group)
     if method == "torchao":
         return {
             "quant_method": method,
@@ -795,6 +799,23 @@ def _flag_config(method: str, key: str, hint: Mapping[str, Any]) -> tuple[dict[s
     if method == "mxfp4":
         return {"quant_method": method}, "e2m1, e8m0 scale per 32"
     return {"quant_method": method}, "fp8 e4m3 per output channel"
+
+
+def _quark_flag(scheme: Any, bits: int, group: int) -> tuple[dict[str, Any], str]:
+    """A Quark export as its name says (AMD publishes `-MXFP4`, `-FP8-KV`, `-w4a16`...):
+    OCP MXFP4, int8 per channel, uint4 per group, else FP8 per tensor."""
+    if scheme in ("mxfp4", "nvfp4"):
+        weight = {"dtype": "fp4", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0"}
+        what = "MXFP4: e2m1, e8m0 scale per 32"
+    elif scheme == "int" and bits == 8:
+        weight, what = {"dtype": "int8", "qscheme": "per_channel"}, "int8 per output channel"
+    elif scheme == "int":
+        weight = {"dtype": "uint4", "qscheme": "per_group", "group_size": group}
+        what = f"uint4, group {group}"
+    else:
+        weight, what = {"dtype": "fp8_e4m3", "qscheme": "per_tensor"}, "FP8 per tensor"
+    config = {"quant_method": "quark", "global_quant_config": {"weight": weight}}
+    return config | {"exclude": ["lm_head"]}, what
 
 
 def standard_layout(flag: str, model: str = "") -> QuantizationSpec | None:
@@ -809,14 +830,14 @@ def standard_layout(flag: str, model: str = "") -> QuantizationSpec | None:
     if method is None:
         return None
     hint = _scheme_of_name(model) if model else {}
+    basis = f"as the model's name {model.rsplit('/', 1)[-1][:60]!r} says" if hint else ""
+    if key == "w8a8_int8":  # the flag itself names the scheme
+        hint, basis = {"scheme": "int", "bits": 8}, "as the flag names it"
     config, what = _flag_config(method, key, hint)
     spec = quantization_from_config(config, flag)
     assert spec is not None
-    basis = (
-        f"as the model's name {model.rsplit('/', 1)[-1][:60]!r} says ({what})"
-        if hint
-        else f"as the method's standard layout ({what})"
-    )
+    standard = "as the method's standard layout"
+    basis = f"{basis or standard} ({what})"
     note = (
         f"--quantization {flag} without a quantization_config in config.json: sized {basis};"
         " modules the checkpoint keeps in 16-bit and its own group size are not known, so a"
