@@ -414,6 +414,28 @@ def test_auto_round_reads_as_its_packing() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "qc",
+    [
+        {"quant_method": "quark"},
+        {
+            "quant_method": "quark",
+            "global_quant_config": {"weight": {"dtype": "int8", "qscheme": "per_group"}},
+        },
+        {
+            "quant_method": "quark",
+            "global_quant_config": {"weight": {"dtype": "fp4", "qscheme": "per_tensor"}},
+        },
+        {"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "int2"}}},
+        {"quant_method": "hqq", "quant_config": {}},
+    ],
+)
+def test_incomplete_quark_and_hqq_blocks_are_refused(qc: dict[str, Any]) -> None:
+    """No silent default for what the block leaves out."""
+    with pytest.raises(GpuplanError):
+        quantization_from_config(qc)
+
+
 @pytest.mark.parametrize("method", ["vptq", "aqlm", "bitnet", "spqr", "higgs"])
 def test_unread_methods_are_refused_in_one_line(method: str) -> None:
     with pytest.raises(GpuplanError, match=method):

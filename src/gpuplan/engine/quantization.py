@@ -661,13 +661,16 @@ def _quark_layout(weight: Any, name: str) -> Precision:
     dtype = str(weight.get("dtype", "")).lower()
     scheme = str(weight.get("qscheme", "per_tensor")).lower()
     group = _int(weight, name, "group_size", 0, 0, 2**20) if scheme == "per_group" else 0
+    if scheme == "per_group" and not group:
+        raise GpuplanError(f"{name}: Quark per_group weight spec has no group_size")
     source = f"Quark {dtype} {scheme}" + (f" group {group}" if group else "")
     if dtype in _QUARK_FLOAT:
         bits = _QUARK_FLOAT[dtype]
         if bits == 8 and not group:
             pid = "fp8-tensor" if scheme == "per_tensor" else "fp8-channel"
             return Precision(pid, 8, scope="linear", source=source)
-        group = group or 32
+        if not group:
+            raise GpuplanError(f"{name}: Quark {dtype} weights need qscheme per_group (OCP MX)")
         pid = "mxfp4" if (bits, group) == (4, 32) else f"quark-{dtype}-g{group}"
         return Precision(pid, bits, group, 8, scope="linear", source=source + ", e8m0 scales")
     if dtype in _QUARK_INT:
