@@ -108,7 +108,7 @@ def _ct(weights: dict[str, Any], targets: list[str] | None = None, **extra: Any)
                     "symmetric": False,
                 }
             ),
-            4 + Fraction(24, 32),
+            4 + Fraction(16 + 4, 32),  # zero points packed to 4 bits (pack_to_int32)
         ),
         (_ct({"num_bits": 8, "type": "int", "strategy": "channel"}), Fraction(8)),
         (_ct({"num_bits": 8, "type": "float", "strategy": "tensor"}), Fraction(8)),

@@ -11,7 +11,8 @@ and per pipeline stage, with the same placement rules as engine/weights.py:
 
 Parameters hidden in packed storage are unpacked from the layout each method writes:
 GPTQ/AWQ `qweight` and compressed-tensors `weight_packed` hold 32/bits values per int32
-(AutoGPTQ / AutoAWQ packers, compressed-tensors pack_quantized), MXFP4 `*_blocks` and 4-bit
+(AutoGPTQ / AutoAWQ packers, compressed-tensors pack_quantized), HQQ's `W_q` 8/bits per uint8
+(hqq/core/bitpack.py), MXFP4 `*_blocks` and 4-bit
 uint8 weights (bitsandbytes NF4/FP4, ModelOpt NVFP4) hold two values per byte; scales, zero
 points, group indices and bitsandbytes quant states are metadata: bytes, no parameters.
 """
@@ -88,7 +89,7 @@ _SCALE_NAMES = {
     "weight_format",
 }
 _BUFFER_NAMES = {"inv_freq", "e_score_correction_bias", "rope_freqs", "masked_bias", "attn_bias"}
-_PACKED_INT = {"qweight", "weight_packed"}
+_PACKED_INT = {"qweight", "weight_packed", "W_q"}  # HQQ: W_q, packed uint8
 
 _LAYER = re.compile(r"(?:^|\.)(?:layers|h|blocks|blk|block|layer)\.(\d+)(?:\.|$)")
 _VISION = re.compile(

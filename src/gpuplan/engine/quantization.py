@@ -42,6 +42,10 @@ METHODS = (
     "mxfp4",
     "modelopt",
     "torchao",
+    "quark",
+    "eetq",
+    "hqq",
+    "auto-round",
 )
 # config keys listing modules a method leaves at the checkpoint dtype
 SKIP_KEYS = (
@@ -50,6 +54,7 @@ SKIP_KEYS = (
     "ignore",
     "exclude_modules",
     "llm_int8_skip_modules",
+    "skip_modules",
 )
 MAX_PATTERNS = 100_000
 MAX_PATTERN_CHARS = 1_000
@@ -181,6 +186,21 @@ def fp8_layout(block: Any = None, source: str = "") -> Precision:
 
 
 def quantization_from_config(qc: Any, name: str = "model") -> QuantizationSpec | None:
+    """Map a checkpoint's `quantization_config` onto a storage layout (`_read_method`); a
+    block read from a quantize_config.json / quant_config.json beside config.json
+    (catalog/sources/quant_files.py, `_read_from`) says so in a note."""
+    spec = _read_method(qc, name)
+    source = qc.get("_read_from") if isinstance(qc, Mapping) else None
+    if spec is None or not isinstance(source, str):
+        return spec
+    note = (
+        f"quantisation read from {source[:40]} beside config.json (config.json has no"
+        " quantization_config), as vLLM's get_quant_config reads it"
+    )
+    return replace(spec, notes=(*spec.notes, note))
+
+
+def _read_method(qc: Any, name: str) -> QuantizationSpec | None:
     """Map a checkpoint's `quantization_config` onto a storage layout.
 
     gptq / awq (bits, group_size; AWQ's w_bit / q_group_size), fp8 (per-tensor or
@@ -197,6 +217,11 @@ def quantization_from_config(qc: Any, name: str = "model") -> QuantizationSpec |
     skip = skip_rules(qc, name)
     if method in ("gptq", "awq"):
         return _gptq_awq(qc, method, skip, name)
+    if method in ("auto-round", "intel/auto-round", "autoround"):
+        # Intel AutoRound exports in AutoGPTQ's or AutoAWQ's packing (`packing_format`
+        # auto_round:auto_gptq / auto_round:auto_awq), which vLLM's auto_round.py loads as such
+        packing = "awq" if "awq" in str(qc.get("packing_format", "")).lower() else "gptq"
+        return _gptq_awq(qc, packing, skip, name)
     if method == "fp8":
         block = qc.get("weight_block_size")
         layout = fp8_layout(
@@ -225,6 +250,15 @@ def quantization_from_config(qc: Any, name: str = "model") -> QuantizationSpec |
         return _modelopt(qc, skip, name)
     if method == "torchao":
         return _torchao(qc, skip, name)
+    if method == "quark":
+        return _quark(qc, name)
+    if method == "eetq":
+        layout = Precision(
+            "int8-channel", 8, scope="linear", source="EETQ int8 weight-only, per-channel scale"
+        )
+        return QuantizationSpec("eetq", layout.id, "eetq int8 per channel", layout, skip)
+    if method == "hqq":
+        return _hqq(qc, skip, name)
     if not method and str(qc.get("quantization", "")).lower() == "mix_quant":
         return _paddle_mix_quant(qc, name)
     keys = ", ".join(sorted(str(k)[:40] for k in qc)[:12])
@@ -278,7 +312,8 @@ def _gptq_awq(
     own bits and group_size; first match wins) and `lm_head`."""
     bits = _int(qc, name, "bits" if "bits" in qc else "w_bit", 4, 2, 8)
     group = _int(qc, name, "group_size" if "group_size" in qc else "q_group_size", 128, -1, 2**20)
-    layout = _int_layout(method, bits, group, name)
+    marlin = method == "awq" and str(qc.get("version", "")).lower() == "marlin"
+    layout = _int_layout(method, bits, group, name, 0 if marlin else bits)
     rules = list(skip)
     inside = _patterns(qc.get("modules_in_block_to_quantize"), name, "modules_in_block_to_quantize")
     if inside:
@@ -295,16 +330,23 @@ def _gptq_awq(
     )
 
 
-def _int_layout(method: str, bits: int, group: int, name: str) -> Precision:
+def _int_layout(
+    method: str, bits: int, group: int, name: str, zero: int | None = None
+) -> Precision:
+    """AutoGPTQ / AutoAWQ GEMM packing: fp16 scales and `bits`-wide packed zeros per group
+    (qzeros, stored even for symmetric GPTQ); AutoAWQ's Marlin format (`version: marlin`)
+    stores no zeros (WQLinear_Marlin: qweight and scales only)."""
     if bits not in (2, 3, 4, 8):
         raise GpuplanError(f"{name}: {method} with {bits} bits is not supported (2, 3, 4 or 8)")
+    zero = bits if zero is None else zero
+    zeros = "packed zeros" if zero else "no zeros (Marlin)"
     return int_layout(
         method,
         bits,
         group,
         16,
-        bits,
-        f"{method} {bits}-bit, fp16 scales and packed zeros per group of {group}",
+        zero,
+        f"{method} {bits}-bit, fp16 scales and {zeros} per group of {group}",
     )
 
 
@@ -413,7 +455,10 @@ def _ct_layout(weights: Mapping[str, Any], fmt: str, name: str) -> Precision:
             f"{name}: compressed-tensors with {bits}-bit {kind} weights is not supported"
         )
     if strategy == "group" and isinstance(group, int) and group > 0:
-        zero = 0 if symmetric else 8  # asymmetric schemes store an int8 zero point per group
+        # asymmetric schemes store a zero point per group, packed to num_bits along the output
+        # dim (compressed-tensors PackedQuantizationCompressor: pack_to_int32(zero_point,
+        # num_bits, packed_dim=0); int-quantized 8-bit keeps one int8 each: 8 bits too)
+        zero = 0 if symmetric else bits
         return int_layout(
             "ct", bits, group, 16, zero, f"compressed-tensors int{bits} group {group}"
         )
@@ -582,62 +627,223 @@ def _torchao(qc: Mapping[str, Any], skip: tuple[ModuleRule, ...], name: str) -> 
     return QuantizationSpec("torchao", layout.id, f"torchao {kind}", layout, skip)
 
 
+def _hqq(qc: Mapping[str, Any], skip: tuple[ModuleRule, ...], name: str) -> QuantizationSpec:
+    """HQQ (transformers HqqConfig: `quant_config.weight_quant_params` nbits / group_size, or
+    the flat keys): packed `nbits` weights with an fp16 scale and an fp16 zero per group
+    (hqq/core/quantize.py HQQLinear: W_q, scale, zero; unquantised scale / zero params)."""
+    inner = qc.get("quant_config") if isinstance(qc.get("quant_config"), Mapping) else qc
+    params = inner.get("weight_quant_params", inner) if isinstance(inner, Mapping) else {}
+    if not isinstance(params, Mapping) or "nbits" not in params:
+        raise GpuplanError(
+            f"{name}: HQQ config has no weight_quant_params nbits; cannot size its weights"
+        )
+    bits = _int(params, name, "nbits", 4, 1, 8)
+    group = _int(params, name, "group_size", 64, 1, 2**20)
+    layout = int_layout(
+        "hqq", bits, group, 16, 16, f"HQQ {bits}-bit, fp16 scale and zero per {group}"
+    )
+    return QuantizationSpec("hqq", layout.id, f"hqq nbits={bits} group_size={group}", layout, skip)
+
+
+_QUARK_FLOAT = {"fp8_e4m3": 8, "fp8_e5m2": 8, "fp6_e2m3": 6, "fp6_e3m2": 6, "fp4": 4}
+_QUARK_INT = {"int8": 8, "uint8": 8, "int4": 4, "uint4": 4}
+
+
+def _quark_layout(weight: Any, name: str) -> Precision:
+    """One AMD Quark weight spec (quark.torch QuantizationSpec: dtype, qscheme per_tensor |
+    per_channel | per_group, group_size, scale_format) as a layout: fp8 with a per-tensor or
+    per-channel scale; OCP MX (fp4 / fp6 in groups of 32 with an e8m0 scale: OCP MX v1.0);
+    int8 / int4 with an fp16 scale per group, and an 8-bit zero point for the unsigned types
+    (asymmetric), as vLLM's quark schemes load them (QuarkW8A8Fp8, QuarkW8A8Int8, QuarkOCP_MX,
+    QuarkW4A16...)."""
+    if not isinstance(weight, Mapping):
+        raise GpuplanError(f"{name}: Quark global_quant_config has no weight spec")
+    dtype = str(weight.get("dtype", "")).lower()
+    scheme = str(weight.get("qscheme", "per_tensor")).lower()
+    group = _int(weight, name, "group_size", 0, 0, 2**20) if scheme == "per_group" else 0
+    if scheme == "per_group" and not group:
+        raise GpuplanError(f"{name}: Quark per_group weight spec has no group_size")
+    source = f"Quark {dtype} {scheme}" + (f" group {group}" if group else "")
+    if dtype in _QUARK_FLOAT:
+        bits = _QUARK_FLOAT[dtype]
+        if bits == 8 and not group:
+            pid = "fp8-tensor" if scheme == "per_tensor" else "fp8-channel"
+            return Precision(pid, 8, scope="linear", source=source)
+        if not group:
+            raise GpuplanError(f"{name}: Quark {dtype} weights need qscheme per_group (OCP MX)")
+        pid = "mxfp4" if (bits, group) == (4, 32) else f"quark-{dtype}-g{group}"
+        return Precision(pid, bits, group, 8, scope="linear", source=source + ", e8m0 scales")
+    if dtype in _QUARK_INT:
+        bits = _QUARK_INT[dtype]
+        if not group:
+            return Precision(f"int{bits}-channel", bits, scope="linear", source=source)
+        zero = 8 if dtype.startswith("u") else 0
+        return int_layout("quark", bits, group, 16, zero, source + ", fp16 scales")
+    raise GpuplanError(
+        f"{name}: Quark weight dtype {dtype[:24]!r} is not supported (fp8_e4m3, fp8_e5m2, fp4,"
+        " fp6_e2m3, fp6_e3m2, int8, uint8, int4, uint4)"
+    )
+
+
+def _quark(qc: Mapping[str, Any], name: str) -> QuantizationSpec:
+    """AMD Quark (`quant_method: quark`): `global_quant_config` for every linear module,
+    `layer_quant_config` (name pattern → its own spec, fnmatch `*`) before it, `exclude`
+    (kept at the dtype) before both: vLLM quark.py `_find_matched_config` /
+    `should_ignore_layer`."""
+    glob = qc.get("global_quant_config")
+    if not isinstance(glob, Mapping):
+        raise GpuplanError(f"{name}: Quark config has no global_quant_config")
+    layout = _quark_layout(glob.get("weight"), name)
+    rules: list[ModuleRule] = []
+    exclude = _patterns(qc.get("exclude"), name, "exclude")
+    if exclude:
+        rules.append(ModuleRule(exclude, "name", "exclude"))
+    layers = qc.get("layer_quant_config") or {}
+    if not isinstance(layers, Mapping) or len(layers) > MAX_PATTERNS:
+        raise GpuplanError(f"{name}: Quark layer_quant_config must map names to specs")
+    for pattern, own in layers.items():
+        (text,) = _patterns([pattern], name, "layer_quant_config")
+        own_layout = _quark_layout(own.get("weight") if isinstance(own, Mapping) else None, name)
+        rules.append(ModuleRule((text,), "name", "layer_quant_config", False, own_layout))
+    return QuantizationSpec("quark", layout.id, f"quark {layout.source}", layout, tuple(rules))
+
+
 # --------------------------------------------------------------------------------------
 # An engine flag without a quantization_config
 # --------------------------------------------------------------------------------------
 
-_STANDARD = {
-    # engine --quantization name -> (method, layout builder, what it assumes)
-    "awq": ("awq", "4-bit, group 128"),
-    "awq_marlin": ("awq", "4-bit, group 128"),
-    "gptq": ("gptq", "4-bit, group 128"),
-    "gptq_marlin": ("gptq", "4-bit, group 128"),
-    "marlin": ("gptq", "4-bit, group 128"),
-    "compressed_tensors": ("compressed-tensors", "W4A16: int4, group 128, symmetric"),
-    "fbgemm_fp8": ("fbgemm_fp8", "fp8 e4m3 per output channel"),
-    "modelopt": ("modelopt", "FP8 per tensor"),
-    "modelopt_fp4": ("modelopt", "NVFP4: e2m1, e4m3 scale per 16"),
-    "mxfp4": ("mxfp4", "e2m1, e8m0 scale per 32"),
-    "torchao": ("torchao", "int4 weight-only, group 128"),
+# engine --quantization name -> the method whose checkpoint layout it loads
+_FLAG_METHOD = {
+    "awq": "awq",
+    "awq_marlin": "awq",
+    "gptq": "gptq",
+    "gptq_marlin": "gptq",
+    "marlin": "gptq",
+    "compressed_tensors": "compressed-tensors",
+    "fbgemm_fp8": "fbgemm_fp8",
+    "modelopt": "modelopt",
+    "modelopt_fp4": "modelopt",
+    "mxfp4": "mxfp4",
+    "torchao": "torchao",
+    "quark": "quark",
+    "w8a8_int8": "compressed-tensors",  # SGLang: int8 weights, one scale per output channel
 }
 
 
-def standard_layout(flag: str) -> QuantizationSpec | None:
-    """The usual layout of an engine's `--quantization` method, for a checkpoint whose
-    config.json has no quantization_config (None: not a method with one standard layout)."""
+def _scheme_of_name(model: str) -> dict[str, Any]:
+    """What a checkpoint's name says of its layout, the way publishers name them (RedHatAI
+    "-quantized.w8a8" / "-w4a16" / "-FP8-dynamic", TheBloke "-GPTQ-4bit-32g-actorder",
+    "-AWQ", "-Int8", "-NVFP4", "-MXFP4"): bits, group size, weight type. Empty when it says
+    nothing."""
+    text = model.rsplit("/", 1)[-1].lower()
+    words = set(re.split(r"[^a-z0-9]+", text))
+    out: dict[str, Any] = {}
+    if "nvfp4" in text or "fp4" in words:
+        out["scheme"] = "nvfp4"
+    elif "mxfp4" in text:
+        out["scheme"] = "mxfp4"
+    elif "fp8" in text:
+        out["scheme"] = "fp8"
+    elif re.search(r"w8a8|w8a16|int8|8bit|8-bit", text):
+        out["scheme"], out["bits"] = "int", 8
+    elif re.search(r"w4a16|w4a8|int4|4bit|4-bit", text):
+        out["scheme"], out["bits"] = "int", 4
+    elif re.search(r"int3|3bit|3-bit", text):
+        out["scheme"], out["bits"] = "int", 3
+    elif re.search(r"int2|2bit|2-bit", text):
+        out["scheme"], out["bits"] = "int", 2
+    group = re.search(r"(?:^|[^a-z0-9])(?:g|gs|group)(\d{2,4})(?:[^0-9]|$)", text) or re.search(
+        r"(?:^|[^a-z0-9])(\d{2,4})g(?:[^a-z0-9]|$)", text
+    )
+    if group and int(group.group(1)) in (32, 64, 128, 256):
+        out["group"] = int(group.group(1))
+    return out
+
+
+def _flag_config(method: str, key: str, hint: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """The quantization_config a flag stands for (the method's usual layout, or what the model's
+    name says of it), and the layout in words."""
+    scheme, bits, group = hint.get("scheme"), int(hint.get("bits", 4)), int(hint.get("group", 128))
+    if method in ("awq", "gptq"):
+        bits = bits if scheme == "int" else 4
+        cfg = {"quant_method": method, "bits": bits, "group_size": group}
+        return cfg, f"{bits}-bit, group {group}"
+    if method == "compressed-tensors":
+        if scheme == "fp8":
+            weights: dict[str, Any] = {"num_bits": 8, "type": "float", "strategy": "channel"}
+            what = "FP8: e4m3 weights, one scale per output channel"
+        elif scheme == "nvfp4":
+            weights = {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}
+            what = "NVFP4: e2m1, e4m3 scale per 16"
+        elif scheme == "int" and bits == 8:
+            weights = {"num_bits": 8, "type": "int", "strategy": "channel"}
+            what = "W8A8 / W8A16: int8 weights, one scale per output channel"
+        else:
+            weights = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": group}
+            what = f"W4A16: int4, group {group}, symmetric"
+        groups = {"group_0": {"targets": ["Linear"], "weights": weights}}
+        return {
+            "quant_method": method,
+            "config_groups": groups,
+            "ignore": ["lm_head"],
+        }, what
+    if method == "modelopt":
+        fp4 = key == "modelopt_fp4" or scheme == "nvfp4"
+        algo = "NVFP4" if fp4 else "FP8"
+        what = "NVFP4: e2m1, e4m3 scale per 16" if fp4 else "FP8 per tensor"
+        return {"quant_method": method, "quant_algo": algo}, what
+    if method == "quark":
+        return _quark_flag(scheme, bits, group)
+    if method == "torchao":
+        return {
+            "quant_method": method,
+            "quant_type": "int4_weight_only",
+        }, "int4 weight-only, group 128"
+    if method == "mxfp4":
+        return {"quant_method": method}, "e2m1, e8m0 scale per 32"
+    return {"quant_method": method}, "fp8 e4m3 per output channel"
+
+
+def _quark_flag(scheme: Any, bits: int, group: int) -> tuple[dict[str, Any], str]:
+    """A Quark export as its name says (AMD publishes `-MXFP4`, `-FP8-KV`, `-w4a16`...):
+    OCP MXFP4, int8 per channel, uint4 per group, else FP8 per tensor."""
+    if scheme in ("mxfp4", "nvfp4"):
+        weight = {"dtype": "fp4", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0"}
+        what = "MXFP4: e2m1, e8m0 scale per 32"
+    elif scheme == "int" and bits == 8:
+        weight, what = {"dtype": "int8", "qscheme": "per_channel"}, "int8 per output channel"
+    elif scheme == "int":
+        weight = {"dtype": "uint4", "qscheme": "per_group", "group_size": group}
+        what = f"uint4, group {group}"
+    else:
+        weight, what = {"dtype": "fp8_e4m3", "qscheme": "per_tensor"}, "FP8 per tensor"
+    config = {"quant_method": "quark", "global_quant_config": {"weight": weight}}
+    return config | {"exclude": ["lm_head"]}, what
+
+
+def standard_layout(flag: str, model: str = "") -> QuantizationSpec | None:
+    """What an engine's `--quantization` method means for a checkpoint whose config.json has no
+    quantization_config (None: not a method with one standard layout). The engine would read
+    the layout from the checkpoint; without it gpuplan takes what the model's name says
+    (`-w8a8`, `-FP8-dynamic`, `-GPTQ-Int8`, `-AWQ-g64`, `-NVFP4`) or else the method's usual
+    layout (AutoAWQ / AutoGPTQ 4-bit group 128, llm-compressor W4A16, ModelOpt FP8), and says
+    which in a note."""
     key = flag.lower().replace("-", "_")
-    if key not in _STANDARD:
+    method = _FLAG_METHOD.get(key)
+    if method is None:
         return None
-    method, what = _STANDARD[key]
-    configs: dict[str, dict[str, Any]] = {
-        "awq": {"quant_method": "awq", "bits": 4, "group_size": 128},
-        "gptq": {"quant_method": "gptq", "bits": 4, "group_size": 128},
-        "compressed-tensors": {
-            "quant_method": "compressed-tensors",
-            "config_groups": {
-                "group_0": {
-                    "targets": ["Linear"],
-                    "weights": {
-                        "num_bits": 4,
-                        "type": "int",
-                        "strategy": "group",
-                        "group_size": 128,
-                    },
-                }
-            },
-        },
-        "fbgemm_fp8": {"quant_method": "fbgemm_fp8"},
-        "modelopt": {
-            "quant_method": "modelopt",
-            "quant_algo": "NVFP4" if key == "modelopt_fp4" else "FP8",
-        },
-        "mxfp4": {"quant_method": "mxfp4"},
-        "torchao": {"quant_method": "torchao", "quant_type": "int4_weight_only"},
-    }
-    spec = quantization_from_config(configs[method], flag)
+    hint = _scheme_of_name(model) if model else {}
+    basis = f"as the model's name {model.rsplit('/', 1)[-1][:60]!r} says" if hint else ""
+    if key == "w8a8_int8":  # the flag itself names the scheme
+        hint, basis = {"scheme": "int", "bits": 8}, "as the flag names it"
+    config, what = _flag_config(method, key, hint)
+    spec = quantization_from_config(config, flag)
     assert spec is not None
+    standard = "as the method's standard layout"
+    basis = f"{basis or standard} ({what})"
     note = (
-        f"--quantization {flag} without a quantization_config in config.json: sized as the"
-        f" method's standard layout ({what}); a checkpoint quantised otherwise will differ"
+        f"--quantization {flag} without a quantization_config in config.json: sized {basis};"
+        " modules the checkpoint keeps in 16-bit and its own group size are not known, so a"
+        " checkpoint quantised otherwise will differ"
     )
     return replace(spec, notes=(*spec.notes, note))

@@ -20,6 +20,7 @@ from gpuplan.catalog.sources import safetensors_header as st
 from gpuplan.catalog.sources.gguf_header import config_from_gguf, read_gguf
 from gpuplan.catalog.sources.hf_cache import repo_of_snapshot
 from gpuplan.catalog.sources.modelopt import read_modelopt, with_modelopt
+from gpuplan.catalog.sources.quant_files import read_quant_file, with_quant_file
 from gpuplan.engine.checkpoint import Checkpoint, StoredTensor
 from gpuplan.engine.frozen import replace
 from gpuplan.errors import GpuplanError
@@ -119,6 +120,7 @@ def from_folder(
             raise GpuplanError(f"{shown}: no GGUF files for the quant :{quant}")
         raise GpuplanError(f"{shown}: directory has no config.json")
     config = with_modelopt(read_config_file(config_path, str(config_path)), read_modelopt(folder))
+    config = with_quant_file(config, read_quant_file(folder))
     shards = st.local_shards(folder)
     ckpt = None
     if shards:

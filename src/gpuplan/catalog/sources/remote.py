@@ -12,6 +12,11 @@ from gpuplan.catalog.sources import ModelSource, hub, pick_gguf, weight_bits
 from gpuplan.catalog.sources.hf_cache import snapshot
 from gpuplan.catalog.sources.local import from_folder, gguf_source
 from gpuplan.catalog.sources.modelopt import quantization_config_from_modelopt, with_modelopt
+from gpuplan.catalog.sources.quant_files import (
+    QUANT_FILES,
+    quantization_config_from_file,
+    with_quant_file,
+)
 from gpuplan.engine.checkpoint import Checkpoint, StoredTensor
 from gpuplan.engine.frozen import replace
 from gpuplan.errors import GpuplanError
@@ -42,6 +47,11 @@ def from_hub(repo_id: str, revision: str | None, quant: str | None = None) -> Mo
             hub.read_json(repo, "hf_quant_config.json"), f"{repo_id}/hf_quant_config.json"
         )
         config = with_modelopt(config, modelopt)
+    for filename in QUANT_FILES:
+        if filename in repo.files and not config.get("quantization_config"):
+            data = hub.read_json(repo, filename)
+            beside = quantization_config_from_file(data, filename, f"{repo_id}/{filename}")
+            config = with_quant_file(config, beside)
     tensors: list[StoredTensor]
     tensors, files = hub.read_headers(repo)
     ckpt = (

@@ -209,7 +209,10 @@ CHECKPOINT_METHODS = (
     "fbgemm_fp8",
     "gguf",
 )
-ONLINE_METHODS = {"fp8": "fp8-tensor", "bitsandbytes": "nf4", "w8a8_fp8": "fp8-tensor"}
+# in-flight quantisation of a 16-bit checkpoint; vLLM's bitsandbytes loader quantises to NF4 with
+# double quantisation (quantize_4bit(compress_statistics=True, quant_type="nf4"),
+# model_loader/bitsandbytes_loader.py), whatever BitsAndBytesConfig's defaults say
+ONLINE_METHODS = {"fp8": "fp8-tensor", "bitsandbytes": "nf4-dq", "w8a8_fp8": "fp8-tensor"}
 
 
 def engine_weight_format(
@@ -244,7 +247,7 @@ def engine_weight_format(
         return WeightFormat(base, base, stored=as_stored(stored, base))
     if q in ONLINE_METHODS:
         return WeightFormat(get_precision(ONLINE_METHODS[q]), base)
-    standard = standard_layout(q)
+    standard = standard_layout(q, arch.name)
     if standard is not None:
         layout = standard.layout or get_precision(standard.precision)
         return planned_format(arch, standard, layout, base)
