@@ -257,3 +257,55 @@ def test_ernie_mix_quant_unread_stored_types_are_refused_naming_the_keys() -> No
     assert "\n" not in message and "(none)" not in message
     for named in ("dense_quant_type='tensor_wise_fp8'", "moe_quant_type='w4a8'", "float8_e4m3"):
         assert named in message
+
+
+# --------------------------------------------------------------------------------------
+# RWKV-4 (families.toml [rwkv]): parameters on the meta device, states of a forward pass
+# --------------------------------------------------------------------------------------
+
+# RWKV-4 Pile checkpoints' shapes (Peng et al. 2023, the RWKV paper's model table; RWKV/rwkv-4-*
+# -pile on the Hub): layers x width; the vocabulary and context of the Pile tokenizer
+_RWKV4 = {"169m": (12, 768), "430m": (24, 1024), "1b5": (24, 2048), "14b": (40, 5120)}
+
+
+def _rwkv_config(**settings: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return AutoConfig.for_model("rwkv", **settings)
+
+
+@pytest.mark.parametrize("size", ["default", *_RWKV4])
+def test_rwkv_parameters_are_exact(size: str) -> None:
+    settings: dict[str, Any] = {}
+    if size != "default":
+        layers, width = _RWKV4[size]
+        settings = {"num_hidden_layers": layers, "hidden_size": width, "vocab_size": 50277}
+    config = _rwkv_config(**settings)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    arch = architecture_from_config(config.to_dict(), f"rwkv-4-{size}")
+    counts = count_params(arch)
+    assert counts.total == counts.active == sum(p.numel() for p in model.parameters())
+    assert arch.num_state_layers == config.num_hidden_layers
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_rwkv_state_matches_a_forward_pass(dtype: str) -> None:
+    """RwkvModel's five states per layer (token shifts in the model dtype, WKV numerator,
+    denominator and maximum in float32) equal gpuplan's state bytes; nothing is cached per
+    token."""
+    config = _rwkv_config(hidden_size=32, num_hidden_layers=3, vocab_size=128, context_length=64)
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(config).to(torch_dtype).eval()
+        with torch.no_grad():
+            out = model(input_ids=torch.randint(0, 128, (1, TOKENS)), use_cache=True)
+    measured = sum(t.numel() * t.element_size() for t in out.state)
+    arch = architecture_from_config(config.to_dict(), "rwkv-tiny")
+    precision = get_precision(dtype, for_kv=True)
+    assert measured == state_bytes_per_sequence(arch, precision, layout="transformers")
+    assert kv_cache_bytes_per_sequence(arch, precision, TOKENS, "engine") == 0

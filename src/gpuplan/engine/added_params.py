@@ -256,6 +256,21 @@ def _diffllama(v: ConfigView, h: int) -> AddedParams:
     return AddedParams(rule="diffllama", layer=_kinds(attention=4 * v.require("head_dim")))
 
 
+def _rwkv(v: ConfigView, h: int) -> AddedParams:
+    """RWKV-4 (Peng et al. 2023, RWKV §4.1-4.2; modeling_rwkv.py). RwkvSelfAttention (time
+    mixing): key, value and receptance h -> a and output a -> h, no biases; time_decay and
+    time_first of a; time_mix_key / value / receptance of h. RwkvFeedForward (channel mixing):
+    key h -> i, value i -> h, receptance h -> h; time_mix_key / receptance of h. Block 0's
+    pre_ln LayerNorm (weight and bias) is held once. The per-channel vectors are kind "ssm"
+    (kept unquantised, split with the channels)."""
+    a, i = v.require("num_attention_heads"), v.require("intermediate_size")
+    return AddedParams(
+        rule="rwkv",
+        layer=_kinds(mixer=4 * h * a, mlp=2 * h * i + h * h, ssm=2 * a + 5 * h),
+        once=_kinds(norm=2 * h),
+    )
+
+
 RULES: dict[str, Callable[[ConfigView, int], AddedParams]] = {
     "electra": _electra,
     "rembert": _rembert,
@@ -270,6 +285,7 @@ RULES: dict[str, Callable[[ConfigView, int], AddedParams]] = {
     "cpmant": _cpmant,
     "doge": _doge,
     "diffllama": _diffllama,
+    "rwkv": _rwkv,
 }
 
 

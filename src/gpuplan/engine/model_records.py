@@ -30,8 +30,9 @@ MIXERS = (
     "hybrid",
     "none",
     "cross_attention",  # attends to an encoder's (image's) states only: no cache per text token
+    "rwkv",  # RWKV-4 time mixing (a WKV recurrence) and channel mixing, no attention
 )
-STATE_MIXERS = ("mamba", "gated_delta", "lightning", "short_conv", "hybrid")
+STATE_MIXERS = ("mamba", "gated_delta", "lightning", "short_conv", "hybrid", "rwkv")
 
 
 @record

@@ -257,6 +257,12 @@ def _all_hybrid(v: ConfigView, t: Mapping[str, Any], n: int, window: int | None)
     return ["hybrid"] * n
 
 
+@schedule("all_rwkv")
+def _all_rwkv(v: ConfigView, t: Mapping[str, Any], n: int, window: int | None) -> list[str]:
+    """RWKV-4: every block a time-mixing and a channel-mixing step (RwkvModel.blocks)."""
+    return ["rwkv"] * n
+
+
 # -- MoE layers -------------------------------------------------------------------------------
 
 

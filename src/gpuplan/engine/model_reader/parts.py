@@ -102,10 +102,11 @@ def _mla(v: ConfigView, t: Traits, heads: int, common: dict[str, Any]) -> Attent
     )
 
 
-def stand_in_attention(mamba: MambaSpec | None) -> AttentionSpec:
+def stand_in_attention(mamba: MambaSpec | None, channels: int | None = None) -> AttentionSpec:
     """Attention-free models (Mamba): a shape with no KV and the mixer's heads, so tensor
-    parallelism checks divide what engines shard (Mamba-2 heads, Mamba-1 channels)."""
-    heads = (mamba.n_heads or mamba.d_inner) if mamba else 1
+    parallelism checks divide what engines shard (Mamba-2 heads, Mamba-1 channels); without a
+    Mamba mixer, `channels` (RWKV-4's attention_hidden_size, the width of its WKV state)."""
+    heads = (mamba.n_heads or mamba.d_inner) if mamba else (channels or 1)
     return AttentionSpec(num_heads=heads, num_kv_heads=heads, head_dim=0, v_head_dim=0)
 
 

@@ -28,7 +28,7 @@ from gpuplan.engine.schedules import SCHEDULES
 from gpuplan.errors import GpuplanError
 
 # families whose blocks are a mixer only: no FFN beside it (Nemotron-H's M and * blocks, Mamba)
-_MIXER_ONLY_FAMILIES = frozenset({"nemotron_h", "mamba", "mamba2", "zamba2", "zamba"})
+_MIXER_ONLY_FAMILIES = frozenset({"nemotron_h", "mamba", "mamba2", "zamba2", "zamba", "rwkv"})
 
 
 class Reader:
@@ -70,7 +70,7 @@ class Reader:
         extras["mlp"] = parts.mlp(v, t, self.model_type, layers) if dense else None
         extras.update(moe=moe, mamba=mamba, linear_attention=linear, short_conv=short)
         if attention is None:
-            attention = parts.stand_in_attention(mamba)
+            attention = parts.stand_in_attention(mamba, v.get("num_attention_heads"))
         self._note(layers)
         return self._record(hidden, num_layers, attention, layers, extras)
 
