@@ -309,3 +309,98 @@ def test_rwkv_state_matches_a_forward_pass(dtype: str) -> None:
     precision = get_precision(dtype, for_kv=True)
     assert measured == state_bytes_per_sequence(arch, precision, layout="transformers")
     assert kv_cache_bytes_per_sequence(arch, precision, TOKENS, "engine") == 0
+
+
+# --------------------------------------------------------------------------------------
+# RecurrentGemma (families.toml [recurrent_gemma]): RG-LRU blocks beside local attention
+# --------------------------------------------------------------------------------------
+
+# google/recurrentgemma-2b and -9b as their config.json files set them (RecurrentGemma report,
+# Botev et al. 2024): width, depth and heads; one KV head; intermediate_size = 6 x width (gate and
+# up together); lru_width = width; a 2,048-token local attention window
+_RECURRENT_GEMMA = {
+    "2b": {"hidden_size": 2560, "num_hidden_layers": 26, "num_attention_heads": 10},
+    "9b": {"hidden_size": 4096, "num_hidden_layers": 38, "num_attention_heads": 16},
+}
+
+
+def _recurrent_gemma(**settings: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return AutoConfig.for_model("recurrent_gemma", **settings)
+
+
+@pytest.mark.parametrize("size", ["default", *_RECURRENT_GEMMA])
+def test_recurrent_gemma_parameters_are_exact(size: str) -> None:
+    settings: dict[str, Any] = {}
+    if size != "default":
+        shape = _RECURRENT_GEMMA[size]
+        width = shape["hidden_size"]
+        settings = {
+            **shape,
+            "lru_width": width,
+            "intermediate_size": 6 * width,
+            "num_key_value_heads": 1,
+            "head_dim": 256,
+            "attention_window_size": 2048,
+            "vocab_size": 256000,
+        }
+    config = _recurrent_gemma(**settings)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    arch = architecture_from_config(config.to_dict(), f"recurrentgemma-{size}")
+    counts = count_params(arch)
+    assert counts.total == counts.active == sum(p.numel() for p in model.parameters())
+    kinds = ["rglru" if t == "linear_attention" else "attention" for t in config.layers_block_type]
+    assert [layer.mixer for layer in arch.layers] == kinds
+    assert {layer.sliding_window for layer in arch.layers if layer.has_attention} == {
+        config.attention_window_size
+    }
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_recurrent_gemma_caches_match_a_forward_pass(dtype: str) -> None:
+    """A tiny RecurrentGemma (lru_width unlike hidden_size, MQA) run on the CPU: its attention
+    layers' K and V (DynamicCache) equal gpuplan's KV bytes; its recurrent blocks' conv1d_state
+    (the last conv1d_width - 1 inputs, model dtype) and RG-LRU recurrent_states (float32) equal
+    gpuplan's state bytes."""
+    from transformers import DynamicCache
+
+    config = _recurrent_gemma(
+        hidden_size=32,
+        intermediate_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=8,
+        lru_width=48,
+        num_hidden_layers=3,
+        vocab_size=128,
+        attention_window_size=4,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    config._attn_implementation = "eager"
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(config).to(torch_dtype).eval()
+        cache = DynamicCache(config=config)
+        with torch.no_grad():
+            model(input_ids=torch.randint(0, 128, (1, TOKENS)), use_cache=True, cache=cache)
+    kv, _ = _measure(cache)
+    blocks = [layer.temporal_block for layer in model.model.layers]
+    states = [
+        t
+        for b in blocks
+        if hasattr(b, "rg_lru")
+        for t in (b.conv1d_state, b.rg_lru.recurrent_states)
+    ]
+    arch = architecture_from_config(config.to_dict(), "recurrentgemma-tiny")
+    precision = get_precision(dtype, for_kv=True)
+    assert kv == kv_cache_bytes_per_sequence(arch, precision, TOKENS, "engine")
+    measured = sum(t.numel() * t.element_size() for t in states)
+    assert measured == state_bytes_per_sequence(arch, precision, layout="transformers")

@@ -175,6 +175,10 @@ FIELDS: dict[str, Rule] = {
     "linear_conv_kernel_dim": _SMALL,
     "conv_L_cache": _SMALL,
     "conv_bias": _BOOL,
+    # RecurrentGemma's recurrent blocks (families.toml [recurrent_gemma])
+    "rglru_width": _WIDTH,
+    "rglru_conv_width": _SMALL,
+    "block_types": Rule("str_list", max_len=MAX_LAYERS),
     # per-layer embeddings (Gemma 3n / Gemma 4)
     "hidden_size_per_layer_input": _WIDTH0,
     "vocab_size_per_layer_input": Rule("int", 1, MAX_VOCAB),

@@ -31,8 +31,9 @@ MIXERS = (
     "none",
     "cross_attention",  # attends to an encoder's (image's) states only: no cache per text token
     "rwkv",  # RWKV-4 time mixing (a WKV recurrence) and channel mixing, no attention
+    "rglru",  # Griffin's recurrent block: a short convolution and an RG-LRU (RecurrentGemma)
 )
-STATE_MIXERS = ("mamba", "gated_delta", "lightning", "short_conv", "hybrid", "rwkv")
+STATE_MIXERS = ("mamba", "gated_delta", "lightning", "short_conv", "hybrid", "rwkv", "rglru")
 
 
 @record
@@ -173,6 +174,17 @@ class ShortConvSpec:
     bias: bool = False
 
 
+@record
+class RgLruSpec:
+    """Griffin's recurrent block (De et al. 2024, Griffin §2.4; RecurrentGemmaRecurrentBlock):
+    two h -> width branches, a depthwise convolution of `conv_width` taps, a Real-Gated Linear
+    Recurrent Unit whose gates are block-diagonal over `heads` blocks, and width -> h out."""
+
+    width: int  # lru_width
+    heads: int  # the gates' diagonal blocks (num_attention_heads)
+    conv_width: int
+
+
 @record(cache_hash=True)  # layers are grouped by kind: a dict key per layer, hashed once
 class LayerSpec:
     """What one decoder layer is: its mixer, attention window, FFN, and per-layer overrides."""
@@ -302,6 +314,7 @@ class Architecture:
     encoder: EncoderSpec | None = None
     # modules a family holds beyond these shapes (engine/added_params.py; params.py counts them)
     added: AddedParams | None = None
+    rglru: RgLruSpec | None = None  # RecurrentGemma's recurrent layers (params.rglru_params)
 
     def layer_groups(self, layers: range | None = None) -> tuple[tuple[LayerSpec, int], ...]:
         """(layer kind, how many) over the given layers (all by default): layers of one kind

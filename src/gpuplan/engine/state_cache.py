@@ -12,6 +12,7 @@ for the state-space and linear-attention mixers, a recurrent state (the *SSM sta
     lightning   —                                   ssm  heads × d × d             (Qin et al. 2024)
     short conv  conv  hidden × (L_cache − 1)        —                              (LFM2)
     RWKV-4      shift 2 × hidden                    wkv  3 × attention_hidden      (Peng et al. 2023)
+    RG-LRU      conv  lru_width × (conv_width − 1)  ssm  lru_width                 (De et al. 2024)
 
 RWKV-4 keeps, per layer, the last input of its time mixing and of its channel mixing (the token
 shift, in the model's dtype) and its WKV numerator, denominator and running maximum in float32
@@ -45,7 +46,7 @@ FP32 = Precision(id="fp32", bits=32)
 class StateShape:
     """The state one layer keeps for one sequence on one TP rank: conv and recurrent tensors."""
 
-    kind: str  # mamba1 | mamba2 | gated_delta | lightning | short_conv | rwkv
+    kind: str  # mamba1 | mamba2 | gated_delta | lightning | short_conv | rwkv | rglru
     conv: tuple[int, ...]  # (channels, taps), () if none
     ssm: tuple[int, ...]  # recurrent state, () if none
 
@@ -108,6 +109,10 @@ def layer_state_shape(
         return StateShape(
             "lightning", (), (_split(la.num_v_heads, tp), la.k_head_dim, la.v_head_dim)
         )
+    if layer.mixer == "rglru":  # the convolution's last taps (model dtype), the RG-LRU's h_t
+        r = arch.rglru
+        assert r is not None
+        return StateShape("rglru", (_split(r.width, tp), r.conv_width - 1), (_split(r.width, tp),))
     if layer.mixer == "rwkv":  # token-shift inputs of both mixings; WKV's num, den and max
         h, a = _split(arch.hidden_size, tp), _split(arch.attention.num_heads, tp)
         return StateShape("rwkv", (2, h), (3, a))
@@ -116,10 +121,15 @@ def layer_state_shape(
     return StateShape("short_conv", (_split(arch.hidden_size, tp), sc.kernel - 1 + taps), ())
 
 
+# families whose recurrent state is float32 whatever the model dtype: RWKV-4 (RwkvModel.forward
+# allocates the WKV states so), RecurrentGemma (RecurrentGemmaRglru keeps h_t in float32)
+_FP32_STATES = ("rwkv", "recurrent_gemma")
+
+
 def ssm_precision(arch: Architecture, state: Precision) -> Precision:
     """The SSM state's format: the checkpoint's `mamba_ssm_cache_dtype` when it sets float32
-    (Nemotron-H; vLLM honours it), else the conv state's; RWKV-4's WKV state is float32."""
-    if arch.ssm_state_dtype in ("float32", "fp32", "torch.float32") or arch.family == "rwkv":
+    (Nemotron-H; vLLM honours it), else the conv state's; float32 for the families of _FP32_STATES."""
+    if arch.ssm_state_dtype in ("float32", "fp32", "torch.float32") or arch.family in _FP32_STATES:
         return FP32
     return state
 

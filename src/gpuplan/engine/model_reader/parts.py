@@ -19,6 +19,7 @@ from gpuplan.engine.model_records import (
     MambaSpec,
     MLPSpec,
     MoESpec,
+    RgLruSpec,
     RopeSpec,
     ShortConvSpec,
 )
@@ -147,6 +148,8 @@ def mlp(v: ConfigView, t: Traits, model_type: str, layers: Sequence[LayerSpec]) 
         width = next(s.mlp_width for s in layers if s.mlp_width)  # Gemma 3n
     elif t["ffn_width"] == "lfm2":
         width = _lfm2_width(v)
+    elif t["ffn_width"] == "half":  # RecurrentGemmaMlp: intermediate_size // 2
+        width = v.require("intermediate_size") // 2
     else:
         width = v.require("intermediate_size")
     return MLPSpec(width, gated=t["mlp"] == "gated", bias=bool(t["mlp_bias"]))
@@ -312,6 +315,15 @@ def linear_attention(
 def short_conv(v: ConfigView) -> ShortConvSpec:
     """LFM2's gated short convolution (Lfm2ShortConv): conv_L_cache taps."""
     return ShortConvSpec(v.require("conv_L_cache"), bool(v.get("conv_bias")))
+
+
+def rglru(v: ConfigView) -> RgLruSpec:
+    """RecurrentGemma's recurrent block: lru_width, the gates' blocks (num_attention_heads) and
+    conv1d_width taps (RecurrentGemmaConfig)."""
+    width, heads = v.require("rglru_width"), v.require("num_attention_heads")
+    if width % heads:
+        raise v.fail("rglru_width", f"({width}) is not a multiple of num_attention_heads ({heads})")
+    return RgLruSpec(width, heads, v.require("rglru_conv_width"))
 
 
 def quantization(v: ConfigView, notes: list[str]) -> QuantizationSpec | None:

@@ -64,6 +64,8 @@ class Reader:
             self._layer(kind, window, m) for (kind, window), m in zip(kinds, moe_flags, strict=True)
         )
         layers, extras = self._vary(layers, attention, moe)
+        if any(s.mixer == "rglru" for s in layers):
+            extras["rglru"] = parts.rglru(v)
         self._check_mixers(layers, mamba, linear, short)
         dense = any(s.ffn and (not s.moe or extras.get("moe_beside_mlp")) for s in layers)
         dense = dense or bool(t["shared_blocks"])
