@@ -738,7 +738,6 @@ def test_a_schedule_only_its_list_tells_is_refused_without_it(model_type: str, k
 # unknown families whose configs declare what a Llama-style reading would miss
 REFUSED_UNKNOWN = {
     "xlnet": "mem_len",  # two-stream relative attention over a memory
-    "xlstm": "qk_dim_factor",  # mLSTM matrix memories
     "deepseek_v4": "hc_mult",  # hyper-connections (compressed sparse attention, hash MoE too)
 }
 

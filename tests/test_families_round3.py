@@ -404,3 +404,58 @@ def test_recurrent_gemma_caches_match_a_forward_pass(dtype: str) -> None:
     assert kv == kv_cache_bytes_per_sequence(arch, precision, TOKENS, "engine")
     measured = sum(t.numel() * t.element_size() for t in states)
     assert measured == state_bytes_per_sequence(arch, precision, layout="transformers")
+
+
+# --------------------------------------------------------------------------------------
+# xLSTM (families.toml [xlstm]): mLSTM blocks with a matrix memory per head
+# --------------------------------------------------------------------------------------
+
+
+def _xlstm(**settings: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return AutoConfig.for_model("xlstm", **settings)
+
+
+# xLSTMConfig's defaults mirror NX-AI/xLSTM-7b; the variants switch what changes the modules
+@pytest.mark.parametrize(
+    "settings", [{}, {"use_bias": True}, {"weight_mode": "fused"}, {"num_heads": 16}]
+)
+def test_xlstm_parameters_are_exact(settings: dict[str, Any]) -> None:
+    config = _xlstm(**settings)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    counts = count_params(architecture_from_config(config.to_dict(), "xlstm-7b"))
+    assert counts.total == counts.active == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_xlstm_state_matches_a_forward_pass(dtype: str) -> None:
+    """xLSTMCache's C, n and m per layer and head (in the model dtype) equal gpuplan's state
+    bytes; no KV cache. Widths are multiples of 64 (xLSTMCache rounds them up, the layers do
+    not)."""
+    config = _xlstm(
+        hidden_size=256,
+        embedding_dim=256,
+        num_heads=4,
+        num_hidden_layers=2,
+        vocab_size=128,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(config).to(torch_dtype).eval()
+        with torch.no_grad():
+            out = model(input_ids=torch.randint(0, 128, (1, TOKENS)), use_cache=True)
+    states = out["cache"].rnn_state.values()
+    measured = sum(t.numel() * t.element_size() for layer in states for t in layer)
+    arch = architecture_from_config(config.to_dict(), "xlstm-tiny")
+    precision = get_precision(dtype, for_kv=True)
+    assert measured == state_bytes_per_sequence(arch, precision, layout="transformers")
+    assert kv_cache_bytes_per_sequence(arch, precision, TOKENS, "engine") == 0

@@ -32,8 +32,18 @@ MIXERS = (
     "cross_attention",  # attends to an encoder's (image's) states only: no cache per text token
     "rwkv",  # RWKV-4 time mixing (a WKV recurrence) and channel mixing, no attention
     "rglru",  # Griffin's recurrent block: a short convolution and an RG-LRU (RecurrentGemma)
+    "mlstm",  # xLSTM's mLSTM layer: a matrix memory per head (linear_attention kind "mlstm")
 )
-STATE_MIXERS = ("mamba", "gated_delta", "lightning", "short_conv", "hybrid", "rwkv", "rglru")
+STATE_MIXERS = (
+    "mamba",
+    "gated_delta",
+    "lightning",
+    "short_conv",
+    "hybrid",
+    "rwkv",
+    "rglru",
+    "mlstm",
+)
 
 
 @record
@@ -145,7 +155,7 @@ class LinearAttentionSpec:
     """Linear attention with a recurrent state: gated DeltaNet (Yang et al. 2024; Qwen3-Next) or
     lightning attention (Qin et al. 2024; MiniMax-01)."""
 
-    kind: str  # "gated_delta" | "lightning"
+    kind: str  # "gated_delta" | "lightning" | "mlstm" (xLSTM: C, n and m per head)
     num_k_heads: int
     num_v_heads: int
     k_head_dim: int

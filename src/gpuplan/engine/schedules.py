@@ -263,6 +263,12 @@ def _all_rwkv(v: ConfigView, t: Mapping[str, Any], n: int, window: int | None) -
     return ["rwkv"] * n
 
 
+@schedule("all_mlstm")
+def _all_mlstm(v: ConfigView, t: Mapping[str, Any], n: int, window: int | None) -> list[str]:
+    """xLSTM (xLSTM-7B): every block an mLSTM layer and a gated FFN (xLSTMBlock)."""
+    return ["mlstm"] * n
+
+
 _GRIFFIN_BLOCKS = {"recurrent": "rglru", "attention": "sliding"}
 
 

@@ -13,6 +13,7 @@ for the state-space and linear-attention mixers, a recurrent state (the *SSM sta
     short conv  conv  hidden × (L_cache − 1)        —                              (LFM2)
     RWKV-4      shift 2 × hidden                    wkv  3 × attention_hidden      (Peng et al. 2023)
     RG-LRU      conv  lru_width × (conv_width − 1)  ssm  lru_width                 (De et al. 2024)
+    mLSTM       —                                   ssm  heads × (d_qk·d_v + d_qk + 1)  (Beck 2024)
 
 RWKV-4 keeps, per layer, the last input of its time mixing and of its channel mixing (the token
 shift, in the model's dtype) and its WKV numerator, denominator and running maximum in float32
@@ -46,7 +47,7 @@ FP32 = Precision(id="fp32", bits=32)
 class StateShape:
     """The state one layer keeps for one sequence on one TP rank: conv and recurrent tensors."""
 
-    kind: str  # mamba1 | mamba2 | gated_delta | lightning | short_conv | rwkv | rglru
+    kind: str  # mamba1 | mamba2 | gated_delta | lightning | short_conv | rwkv | rglru | mlstm
     conv: tuple[int, ...]  # (channels, taps), () if none
     ssm: tuple[int, ...]  # recurrent state, () if none
 
@@ -113,6 +114,11 @@ def layer_state_shape(
         r = arch.rglru
         assert r is not None
         return StateShape("rglru", (_split(r.width, tp), r.conv_width - 1), (_split(r.width, tp),))
+    if layer.mixer == "mlstm":  # xLSTMCache: C (d_qk x d_v), n (d_qk) and m (1) per head
+        la = arch.linear_attention
+        assert la is not None
+        per_head = la.k_head_dim * la.v_head_dim + la.k_head_dim + 1
+        return StateShape("mlstm", (), (_split(la.num_v_heads, tp), per_head))
     if layer.mixer == "rwkv":  # token-shift inputs of both mixings; WKV's num, den and max
         h, a = _split(arch.hidden_size, tp), _split(arch.attention.num_heads, tp)
         return StateShape("rwkv", (2, h), (3, a))

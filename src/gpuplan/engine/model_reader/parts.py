@@ -326,6 +326,21 @@ def rglru(v: ConfigView) -> RgLruSpec:
     return RgLruSpec(width, heads, v.require("rglru_conv_width"))
 
 
+def mlstm(v: ConfigView) -> LinearAttentionSpec:
+    """xLSTM's mLSTM memory per head (xLSTMConfig.qk_head_dim / v_head_dim: hidden x factor
+    rounded up to a multiple of 64, over the heads)."""
+    h, heads = v.require("hidden_size"), v.require("num_attention_heads")
+    qk, dv = (_up(h * v.require(f), 64) for f in ("qk_dim_factor", "v_dim_factor"))
+    if qk % heads or dv % heads:
+        raise v.fail("num_heads", f"({heads}) does not divide the q/k ({qk}) and v ({dv}) widths")
+    return LinearAttentionSpec("mlstm", heads, heads, qk // heads, dv // heads)
+
+
+def _up(x: float, multiple: int) -> int:
+    """transformers' round_up_to_next_multiple_of (xLSTM), float arithmetic kept."""
+    return int(((x + multiple - 1) // multiple) * multiple)
+
+
 def quantization(v: ConfigView, notes: list[str]) -> QuantizationSpec | None:
     """The checkpoint's quantisation (engine/quantization.py). A Paddle mix_quant block over
     unquantised weights is read as stored, with a note."""

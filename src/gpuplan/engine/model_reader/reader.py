@@ -28,7 +28,9 @@ from gpuplan.engine.schedules import SCHEDULES
 from gpuplan.errors import GpuplanError
 
 # families whose blocks are a mixer only: no FFN beside it (Nemotron-H's M and * blocks, Mamba)
-_MIXER_ONLY_FAMILIES = frozenset({"nemotron_h", "mamba", "mamba2", "zamba2", "zamba", "rwkv"})
+_MIXER_ONLY_FAMILIES = frozenset(
+    {"nemotron_h", "mamba", "mamba2", "zamba2", "zamba", "rwkv", "xlstm"}
+)
 
 
 class Reader:
@@ -66,6 +68,8 @@ class Reader:
         layers, extras = self._vary(layers, attention, moe)
         if any(s.mixer == "rglru" for s in layers):
             extras["rglru"] = parts.rglru(v)
+        if any(s.mixer == "mlstm" for s in layers):
+            linear = parts.mlstm(v)
         self._check_mixers(layers, mamba, linear, short)
         dense = any(s.ffn and (not s.moe or extras.get("moe_beside_mlp")) for s in layers)
         dense = dense or bool(t["shared_blocks"])
