@@ -459,3 +459,28 @@ def test_xlstm_state_matches_a_forward_pass(dtype: str) -> None:
     precision = get_precision(dtype, for_kv=True)
     assert measured == state_bytes_per_sequence(arch, precision, layout="transformers")
     assert kv_cache_bytes_per_sequence(arch, precision, TOKENS, "engine") == 0
+
+
+# --------------------------------------------------------------------------------------
+# Families still not modelled: refused in one line naming the mechanism's key
+# --------------------------------------------------------------------------------------
+
+NOT_MODELLED = {
+    "zaya": "cca_time0",
+    "dory": "n_recurrent_loops",
+    "inkling_text": "d_rel",
+    "inkling2_text": "d_rel",
+    "inkling2_loop_text": "loop_num_passes",
+    "hrm_text": "H_cycles",
+    "blt": "patcher_config",
+}
+
+
+@pytest.mark.parametrize(("model_type", "named"), sorted(NOT_MODELLED.items()))
+def test_unmodelled_families_are_refused_naming_the_key(model_type: str, named: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = AutoConfig.for_model(model_type).to_dict()
+    with pytest.raises(GpuplanError, match=f"'{named}'") as err:
+        architecture_from_config(config, model_type)
+    assert "\n" not in str(err.value)
