@@ -739,10 +739,7 @@ def test_a_schedule_only_its_list_tells_is_refused_without_it(model_type: str, k
 
 # unknown families whose configs declare what a Llama-style reading would miss
 REFUSED_UNKNOWN = {
-    "recurrent_gemma": "block_types",
-    "rwkv": "attention_hidden_size",  # time mixing with a recurrent state
     "xlnet": "mem_len",  # two-stream relative attention over a memory
-    "xlstm": "qk_dim_factor",  # mLSTM matrix memories
 }
 
 

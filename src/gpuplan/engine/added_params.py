@@ -256,6 +256,44 @@ def _diffllama(v: ConfigView, h: int) -> AddedParams:
     return AddedParams(rule="diffllama", layer=_kinds(attention=4 * v.require("head_dim")))
 
 
+def _rwkv(v: ConfigView, h: int) -> AddedParams:
+    """RWKV-4 (Peng et al. 2023, RWKV §4.1-4.2; modeling_rwkv.py). RwkvSelfAttention (time
+    mixing): key, value and receptance h -> a and output a -> h, no biases; time_decay and
+    time_first of a; time_mix_key / value / receptance of h. RwkvFeedForward (channel mixing):
+    key h -> i, value i -> h, receptance h -> h; time_mix_key / receptance of h. Block 0's
+    pre_ln LayerNorm (weight and bias) is held once. The per-channel vectors are kind "ssm"
+    (kept unquantised, split with the channels)."""
+    a, i = v.require("num_attention_heads"), v.require("intermediate_size")
+    return AddedParams(
+        rule="rwkv",
+        layer=_kinds(mixer=4 * h * a, mlp=2 * h * i + h * h, ssm=2 * a + 5 * h),
+        once=_kinds(norm=2 * h),
+    )
+
+
+def _xlstm(v: ConfigView, h: int) -> AddedParams:
+    """xLSTM-7B's block (Beck et al. 2025, xLSTM 7B; modeling_xlstm.py): xLSTMLayer's q, k
+    (h -> int(h x qk_dim_factor)), v and the output gate (h -> int(h x v_dim_factor)), the input
+    and forget gates (h -> heads, with biases), a multi-head LayerNorm of v and out_proj (v -> h);
+    xLSTMFeedForward's two up projections (h -> u) and down (u -> h), u = h x ffn_proj_factor
+    rounded up to ffn_round_up_to_multiple_of. The same counts in weight_mode "fused". With
+    use_bias every projection and the block's norms carry a bias (xLSTMModel.out_norm does not)."""
+    heads = v.require("num_attention_heads")
+    qk, dv = (int(h * v.require(f)) for f in ("qk_dim_factor", "v_dim_factor"))
+    multiple = v.get("ffn_round_up_to_multiple_of") or 64
+    u = int(((h * v.require("ffn_proj_factor") + multiple - 1) // multiple) * multiple)
+    biased = bool(v.get("use_bias"))
+    return AddedParams(
+        rule="xlstm",
+        layer=_kinds(
+            mixer=h * (2 * qk + 2 * dv) + 2 * h * heads + dv * h,
+            mlp=3 * h * u,
+            norm=dv,
+            bias=2 * heads + biased * (2 * qk + 2 * dv + h + dv + 2 * h + 2 * u + h),
+        ),
+    )
+
+
 RULES: dict[str, Callable[[ConfigView, int], AddedParams]] = {
     "electra": _electra,
     "rembert": _rembert,
@@ -270,6 +308,8 @@ RULES: dict[str, Callable[[ConfigView, int], AddedParams]] = {
     "cpmant": _cpmant,
     "doge": _doge,
     "diffllama": _diffllama,
+    "rwkv": _rwkv,
+    "xlstm": _xlstm,
 }
 
 

@@ -182,6 +182,15 @@ FIELDS: dict[str, Rule] = {
     "linear_conv_kernel_dim": _SMALL,
     "conv_L_cache": _SMALL,
     "conv_bias": _BOOL,
+    # RecurrentGemma's recurrent blocks (families.toml [recurrent_gemma])
+    "rglru_width": _WIDTH,
+    "rglru_conv_width": _SMALL,
+    "block_types": Rule("str_list", max_len=MAX_LAYERS),
+    # xLSTM's mLSTM blocks (families.toml [xlstm])
+    "qk_dim_factor": Rule("float", 0, 64),
+    "v_dim_factor": Rule("float", 0, 64),
+    "ffn_proj_factor": Rule("float", 0, 64),
+    "ffn_round_up_to_multiple_of": _SMALL,
     # per-layer embeddings (Gemma 3n / Gemma 4)
     "hidden_size_per_layer_input": _WIDTH0,
     "vocab_size_per_layer_input": Rule("int", 1, MAX_VOCAB),

@@ -81,7 +81,7 @@ TRAITS: dict[str, tuple[str, ...] | type] = {
     "mamba_bcdt_norms": bool,
     "linear_attention": ("", "gated_delta", "lightning", "kda", "kda_full"),
     "short_conv": bool,
-    "ffn_width": ("", "lfm2"),
+    "ffn_width": ("", "lfm2", "half"),
     "per_layer_embeddings": bool,
     "norm_placement": ("pre", "post", "sandwich"),
     "norm_fp32": bool,

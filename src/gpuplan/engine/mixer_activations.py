@@ -84,8 +84,9 @@ def mixer_tensors(arch: Architecture, layer: LayerSpec, run: MixerRun) -> Tensor
     if layer.mixer == "short_conv":
         return _short_conv(arch, run)
     raise GpuplanError(
-        f"{arch.name}: training activations of {layer.mixer} layers (lightning attention) are"
-        " not modelled; gpuplan sizes serving for this model but not training"
+        f"{arch.name}: training activations of {layer.mixer} layers"
+        f"{' (lightning attention)' if layer.mixer == 'lightning' else ''} are not modelled;"
+        " gpuplan sizes serving for this model but not training"
     )
 
 

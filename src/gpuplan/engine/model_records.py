@@ -30,8 +30,20 @@ MIXERS = (
     "hybrid",
     "none",
     "cross_attention",  # attends to an encoder's (image's) states only: no cache per text token
+    "rwkv",  # RWKV-4 time mixing (a WKV recurrence) and channel mixing, no attention
+    "rglru",  # Griffin's recurrent block: a short convolution and an RG-LRU (RecurrentGemma)
+    "mlstm",  # xLSTM's mLSTM layer: a matrix memory per head (linear_attention kind "mlstm")
 )
-STATE_MIXERS = ("mamba", "gated_delta", "lightning", "short_conv", "hybrid")
+STATE_MIXERS = (
+    "mamba",
+    "gated_delta",
+    "lightning",
+    "short_conv",
+    "hybrid",
+    "rwkv",
+    "rglru",
+    "mlstm",
+)
 
 
 @record
@@ -152,7 +164,7 @@ class LinearAttentionSpec:
     """Linear attention with a recurrent state: gated DeltaNet (Yang et al. 2024; Qwen3-Next) or
     lightning attention (Qin et al. 2024; MiniMax-01)."""
 
-    kind: str  # "gated_delta" | "lightning"
+    kind: str  # "gated_delta" | "lightning" | "mlstm" (xLSTM: C, n and m per head)
     num_k_heads: int
     num_v_heads: int
     k_head_dim: int
@@ -179,6 +191,17 @@ class ShortConvSpec:
 
     kernel: int
     bias: bool = False
+
+
+@record
+class RgLruSpec:
+    """Griffin's recurrent block (De et al. 2024, Griffin §2.4; RecurrentGemmaRecurrentBlock):
+    two h -> width branches, a depthwise convolution of `conv_width` taps, a Real-Gated Linear
+    Recurrent Unit whose gates are block-diagonal over `heads` blocks, and width -> h out."""
+
+    width: int  # lru_width
+    heads: int  # the gates' diagonal blocks (num_attention_heads)
+    conv_width: int
 
 
 @record(cache_hash=True)  # layers are grouped by kind: a dict key per layer, hashed once
@@ -312,6 +335,7 @@ class Architecture:
     encoder: EncoderSpec | None = None
     # modules a family holds beyond these shapes (engine/added_params.py; params.py counts them)
     added: AddedParams | None = None
+    rglru: RgLruSpec | None = None  # RecurrentGemma's recurrent layers (params.rglru_params)
 
     def layer_groups(self, layers: range | None = None) -> tuple[tuple[LayerSpec, int], ...]:
         """(layer kind, how many) over the given layers (all by default): layers of one kind

@@ -177,6 +177,23 @@ def mixer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
         c.update(linear_attention_params(arch))
     elif layer.mixer == "short_conv":
         c.update(short_conv_params(arch))
+    elif layer.mixer == "rglru":
+        c.update(rglru_params(arch))
+    return c
+
+
+def rglru_params(arch: Architecture) -> Counter[str]:
+    """Griffin's recurrent block (De et al. 2024, §2.4; RecurrentGemmaRecurrentBlock and
+    RecurrentGemmaRglru): linear_y and linear_x (h x w, with biases), linear_out (w x h, with
+    bias); a depthwise conv_1d (w x taps, with bias); the RG-LRU's input and recurrence gates
+    (block-diagonal: heads blocks of (w/heads)^2, with biases) and its recurrent_param (w)."""
+    r = arch.rglru
+    assert r is not None
+    h, w = arch.hidden_size, r.width
+    c: Counter[str] = Counter()
+    c["mixer"] += 3 * h * w + 2 * w * (w // r.heads)
+    c["bias"] += 2 * w + h + 2 * w + w
+    c["ssm"] += w * r.conv_width + w
     return c
 
 

@@ -257,6 +257,32 @@ def _all_hybrid(v: ConfigView, t: Mapping[str, Any], n: int, window: int | None)
     return ["hybrid"] * n
 
 
+@schedule("all_rwkv")
+def _all_rwkv(v: ConfigView, t: Mapping[str, Any], n: int, window: int | None) -> list[str]:
+    """RWKV-4: every block a time-mixing and a channel-mixing step (RwkvModel.blocks)."""
+    return ["rwkv"] * n
+
+
+@schedule("all_mlstm")
+def _all_mlstm(v: ConfigView, t: Mapping[str, Any], n: int, window: int | None) -> list[str]:
+    """xLSTM (xLSTM-7B): every block an mLSTM layer and a gated FFN (xLSTMBlock)."""
+    return ["mlstm"] * n
+
+
+_GRIFFIN_BLOCKS = {"recurrent": "rglru", "attention": "sliding"}
+
+
+@schedule("griffin")
+def _griffin(v: ConfigView, t: Mapping[str, Any], n: int, window: int | None) -> list[str]:
+    """RecurrentGemma (Griffin): `block_types` repeated over the layers, a "recurrent" block an
+    RG-LRU layer and an "attention" block local attention over attention_window_size
+    (RecurrentGemmaConfig.layers_block_type)."""
+    blocks = v.require("block_types")
+    if not blocks or any(b not in _GRIFFIN_BLOCKS for b in blocks):
+        raise v.fail("block_types", f"must list {' or '.join(_GRIFFIN_BLOCKS)} blocks")
+    return [_GRIFFIN_BLOCKS[blocks[i % len(blocks)]] for i in range(n)]
+
+
 # -- MoE layers -------------------------------------------------------------------------------
 
 

@@ -11,6 +11,13 @@ for the state-space and linear-attention mixers, a recurrent state (the *SSM sta
                                                     ssm  n_v × d_k × d_v           (Yang et al. 2024)
     lightning   —                                   ssm  heads × d × d             (Qin et al. 2024)
     short conv  conv  hidden × (L_cache − 1)        —                              (LFM2)
+    RWKV-4      shift 2 × hidden                    wkv  3 × attention_hidden      (Peng et al. 2023)
+    RG-LRU      conv  lru_width × (conv_width − 1)  ssm  lru_width                 (De et al. 2024)
+    mLSTM       —                                   ssm  heads × (d_qk·d_v + d_qk + 1)  (Beck 2024)
+
+RWKV-4 keeps, per layer, the last input of its time mixing and of its channel mixing (the token
+shift, in the model's dtype) and its WKV numerator, denominator and running maximum in float32
+whatever the model's dtype (transformers RwkvModel.forward allocates the five states so).
 
 These are the shapes vLLM allocates per request (model_executor/layers/mamba/mamba_utils.py,
 MambaStateShapeCalculator: mamba1_state_shape, mamba2_state_shape, gated_delta_net_state_shape,
@@ -40,7 +47,7 @@ FP32 = Precision(id="fp32", bits=32)
 class StateShape:
     """The state one layer keeps for one sequence on one TP rank: conv and recurrent tensors."""
 
-    kind: str  # mamba1 | mamba2 | gated_delta | lightning | short_conv
+    kind: str  # mamba1 | mamba2 | gated_delta | lightning | short_conv | rwkv | rglru | mlstm
     conv: tuple[int, ...]  # (channels, taps), () if none
     ssm: tuple[int, ...]  # recurrent state, () if none
 
@@ -103,15 +110,32 @@ def layer_state_shape(
         return StateShape(
             "lightning", (), (_split(la.num_v_heads, tp), la.k_head_dim, la.v_head_dim)
         )
+    if layer.mixer == "rglru":  # the convolution's last taps (model dtype), the RG-LRU's h_t
+        r = arch.rglru
+        assert r is not None
+        return StateShape("rglru", (_split(r.width, tp), r.conv_width - 1), (_split(r.width, tp),))
+    if layer.mixer == "mlstm":  # xLSTMCache: C (d_qk x d_v), n (d_qk) and m (1) per head
+        la = arch.linear_attention
+        assert la is not None
+        per_head = la.k_head_dim * la.v_head_dim + la.k_head_dim + 1
+        return StateShape("mlstm", (), (_split(la.num_v_heads, tp), per_head))
+    if layer.mixer == "rwkv":  # token-shift inputs of both mixings; WKV's num, den and max
+        h, a = _split(arch.hidden_size, tp), _split(arch.attention.num_heads, tp)
+        return StateShape("rwkv", (2, h), (3, a))
     sc = arch.short_conv
     assert sc is not None
     return StateShape("short_conv", (_split(arch.hidden_size, tp), sc.kernel - 1 + taps), ())
 
 
+# families whose recurrent state is float32 whatever the model dtype: RWKV-4 (RwkvModel.forward
+# allocates the WKV states so), RecurrentGemma (RecurrentGemmaRglru keeps h_t in float32)
+_FP32_STATES = ("rwkv", "recurrent_gemma")
+
+
 def ssm_precision(arch: Architecture, state: Precision) -> Precision:
     """The SSM state's format: the checkpoint's `mamba_ssm_cache_dtype` when it sets float32
-    (Nemotron-H; vLLM honours it), else the conv state's."""
-    if arch.ssm_state_dtype in ("float32", "fp32", "torch.float32"):
+    (Nemotron-H; vLLM honours it), else the conv state's; float32 for the families of _FP32_STATES."""
+    if arch.ssm_state_dtype in ("float32", "fp32", "torch.float32") or arch.family in _FP32_STATES:
         return FP32
     return state
 

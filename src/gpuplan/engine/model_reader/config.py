@@ -52,6 +52,12 @@ _NEUTRAL_OBJECTS = frozenset(
 )
 # keys that declare a mechanism the Llama-style reading of an unknown family would miss
 _MECHANISM_KEYS = (
+    # named before their layer lists: what the newest transformers families run that gpuplan
+    # does not model (the one key a refusal names)
+    "cca_time0",  # Zyphra's ZAYA1: compressed convolutional attention (CCA) with conv states
+    "n_recurrent_loops",  # Dory: a middle stack run in loops, each loop caching its own KV
+    "loop_num_passes",  # Inkling 2 loop: layers re-run in passes through a low-rank loop gate
+    "d_rel",  # Inkling: relative-position states mixed into the attention bias, short convs
     "layer_types",
     "layers_block_type",
     "hybrid_override_pattern",

@@ -20,6 +20,7 @@ from gpuplan.engine.model_records import (
     MambaSpec,
     MLPSpec,
     MoESpec,
+    RgLruSpec,
     RopeSpec,
     ShortConvSpec,
 )
@@ -138,10 +139,11 @@ def compressed_attention(v: ConfigView) -> AttentionSpec:
     )
 
 
-def stand_in_attention(mamba: MambaSpec | None) -> AttentionSpec:
+def stand_in_attention(mamba: MambaSpec | None, channels: int | None = None) -> AttentionSpec:
     """Attention-free models (Mamba): a shape with no KV and the mixer's heads, so tensor
-    parallelism checks divide what engines shard (Mamba-2 heads, Mamba-1 channels)."""
-    heads = (mamba.n_heads or mamba.d_inner) if mamba else 1
+    parallelism checks divide what engines shard (Mamba-2 heads, Mamba-1 channels); without a
+    Mamba mixer, `channels` (RWKV-4's attention_hidden_size, the width of its WKV state)."""
+    heads = (mamba.n_heads or mamba.d_inner) if mamba else (channels or 1)
     return AttentionSpec(num_heads=heads, num_kv_heads=heads, head_dim=0, v_head_dim=0)
 
 
@@ -182,6 +184,8 @@ def mlp(v: ConfigView, t: Traits, model_type: str, layers: Sequence[LayerSpec]) 
         width = next(s.mlp_width for s in layers if s.mlp_width)  # Gemma 3n
     elif t["ffn_width"] == "lfm2":
         width = _lfm2_width(v)
+    elif t["ffn_width"] == "half":  # RecurrentGemmaMlp: intermediate_size // 2
+        width = v.require("intermediate_size") // 2
     else:
         width = v.require("intermediate_size")
     return MLPSpec(width, gated=t["mlp"] == "gated", bias=bool(t["mlp_bias"]))
@@ -347,6 +351,30 @@ def linear_attention(
 def short_conv(v: ConfigView) -> ShortConvSpec:
     """LFM2's gated short convolution (Lfm2ShortConv): conv_L_cache taps."""
     return ShortConvSpec(v.require("conv_L_cache"), bool(v.get("conv_bias")))
+
+
+def rglru(v: ConfigView) -> RgLruSpec:
+    """RecurrentGemma's recurrent block: lru_width, the gates' blocks (num_attention_heads) and
+    conv1d_width taps (RecurrentGemmaConfig)."""
+    width, heads = v.require("rglru_width"), v.require("num_attention_heads")
+    if width % heads:
+        raise v.fail("rglru_width", f"({width}) is not a multiple of num_attention_heads ({heads})")
+    return RgLruSpec(width, heads, v.require("rglru_conv_width"))
+
+
+def mlstm(v: ConfigView) -> LinearAttentionSpec:
+    """xLSTM's mLSTM memory per head (xLSTMConfig.qk_head_dim / v_head_dim: hidden x factor
+    rounded up to a multiple of 64, over the heads)."""
+    h, heads = v.require("hidden_size"), v.require("num_attention_heads")
+    qk, dv = (_up(h * v.require(f), 64) for f in ("qk_dim_factor", "v_dim_factor"))
+    if qk % heads or dv % heads:
+        raise v.fail("num_heads", f"({heads}) does not divide the q/k ({qk}) and v ({dv}) widths")
+    return LinearAttentionSpec("mlstm", heads, heads, qk // heads, dv // heads)
+
+
+def _up(x: float, multiple: int) -> int:
+    """transformers' round_up_to_next_multiple_of (xLSTM), float arithmetic kept."""
+    return int(((x + multiple - 1) // multiple) * multiple)
 
 
 def quantization(v: ConfigView, notes: list[str]) -> QuantizationSpec | None:

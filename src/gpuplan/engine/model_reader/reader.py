@@ -28,7 +28,9 @@ from gpuplan.engine.schedules import SCHEDULES
 from gpuplan.errors import GpuplanError
 
 # families whose blocks are a mixer only: no FFN beside it (Nemotron-H's M and * blocks, Mamba)
-_MIXER_ONLY_FAMILIES = frozenset({"nemotron_h", "mamba", "mamba2", "zamba2", "zamba"})
+_MIXER_ONLY_FAMILIES = frozenset(
+    {"nemotron_h", "mamba", "mamba2", "zamba2", "zamba", "rwkv", "xlstm"}
+)
 
 
 class Reader:
@@ -64,13 +66,17 @@ class Reader:
             self._layer(kind, window, m) for (kind, window), m in zip(kinds, moe_flags, strict=True)
         )
         layers, extras = self._vary(layers, attention, moe)
+        if any(s.mixer == "rglru" for s in layers):
+            extras["rglru"] = parts.rglru(v)
+        if any(s.mixer == "mlstm" for s in layers):
+            linear = parts.mlstm(v)
         self._check_mixers(layers, mamba, linear, short)
         dense = any(s.ffn and (not s.moe or extras.get("moe_beside_mlp")) for s in layers)
         dense = dense or bool(t["shared_blocks"])
         extras["mlp"] = parts.mlp(v, t, self.model_type, layers) if dense else None
         extras.update(moe=moe, mamba=mamba, linear_attention=linear, short_conv=short)
         if attention is None:
-            attention = parts.stand_in_attention(mamba)
+            attention = parts.stand_in_attention(mamba, v.get("num_attention_heads"))
         self._note(layers)
         return self._record(hidden, num_layers, attention, layers, extras)
 
