@@ -794,8 +794,8 @@ def test_unknown_quantisation_block_is_refused_naming_its_keys() -> None:
     block = {"weight_bits": 3, "scheme": "odd"}
     with pytest.raises(GpuplanError, match="no quant_method .its keys: scheme, weight_bits"):
         architecture_from_config({**_ERNIE, "quantization_config": block}, "ernie")
-    block = {"quant_method": "hqq", "nbits": 4}
-    with pytest.raises(GpuplanError, match="'hqq' is not supported.*keys: nbits, quant_method"):
+    block = {"quant_method": "vptq", "nbits": 4}
+    with pytest.raises(GpuplanError, match="'vptq' is not supported.*keys: nbits, quant_method"):
         architecture_from_config({**_ERNIE, "quantization_config": block}, "ernie")
 
 
