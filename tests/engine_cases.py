@@ -36,6 +36,7 @@ LOG_FILES = (
     "public-reports.json",
     "public-logs.json",
     "public-logs-3.json",
+    "public-logs-4.json",
 )
 GIB = 2**30
 
