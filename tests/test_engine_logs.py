@@ -92,7 +92,7 @@ def test_predictions_meet_the_acceptance_bar(capsys):
     """Every case of every corpus file, predicted from its inputs. The bars are today's result
     (a regression of one case fails; an improvement means raising them): the 61 H100 0.19 logs
     all within 2 % (weights) and 10 % (KV tokens); over all files weights within 2 % on 95 of
-    101, KV within 10 % on 89 of the 93 cases whose inputs are known, every failed start (12)
+    102, KV within 10 % on 90 of the 94 cases whose inputs are known, every failed start (12)
     predicted as a failure."""
     from engine_cases import load_cases, predict, summary_counts
 
@@ -104,7 +104,7 @@ def test_predictions_meet_the_acceptance_bar(capsys):
     counts = summary_counts(results)
     with capsys.disabled():
         print(f"\nengine-log corpus: {counts}")
-    assert counts == {"weights": (101, 101), "kv": (89, 93), "failed_starts": (12, 12)}
+    assert counts == {"weights": (102, 102), "kv": (90, 94), "failed_starts": (12, 12)}
 
 
 def test_no_false_alarm_and_the_bars_per_gpu_class():
@@ -115,9 +115,9 @@ def test_no_false_alarm_and_the_bars_per_gpu_class():
 
     results = [predict(c) for c in load_cases()]
     alarms, started = false_alarms(results)
-    assert alarms == 0 and started == 108
+    assert alarms == 0 and started == 109
     assert class_counts(results) == {
-        "SXM": {"weights": (88, 88), "kv": (82, 85), "failed_starts": (8, 8)},
+        "SXM": {"weights": (89, 89), "kv": (83, 86), "failed_starts": (8, 8)},
         "PCIe datacenter": {"weights": (5, 5), "kv": (4, 5), "failed_starts": (0, 0)},
         "workstation/consumer": {"weights": (6, 6), "kv": (3, 3), "failed_starts": (4, 4)},
         "AMD": {"weights": (2, 2), "kv": (0, 0), "failed_starts": (0, 0)},
