@@ -92,7 +92,7 @@ def test_predictions_meet_the_acceptance_bar(capsys):
     """Every case of every corpus file, predicted from its inputs. The bars are today's result
     (a regression of one case fails; an improvement means raising them): the 61 H100 0.19 logs
     all within 2 % (weights) and 10 % (KV tokens); over all files weights within 2 % on 95 of
-    102, KV within 10 % on 90 of the 94 cases whose inputs are known, every failed start (12)
+    103, KV within 10 % on 91 of the 95 cases whose inputs are known, every failed start (12)
     predicted as a failure."""
     from engine_cases import load_cases, predict, summary_counts
 
@@ -104,7 +104,7 @@ def test_predictions_meet_the_acceptance_bar(capsys):
     counts = summary_counts(results)
     with capsys.disabled():
         print(f"\nengine-log corpus: {counts}")
-    assert counts == {"weights": (102, 102), "kv": (90, 94), "failed_starts": (12, 12)}
+    assert counts == {"weights": (103, 103), "kv": (91, 95), "failed_starts": (12, 12)}
 
 
 def test_no_false_alarm_and_the_bars_per_gpu_class():
@@ -115,9 +115,9 @@ def test_no_false_alarm_and_the_bars_per_gpu_class():
 
     results = [predict(c) for c in load_cases()]
     alarms, started = false_alarms(results)
-    assert alarms == 0 and started == 109
+    assert alarms == 0 and started == 110
     assert class_counts(results) == {
-        "SXM": {"weights": (89, 89), "kv": (83, 86), "failed_starts": (8, 8)},
+        "SXM": {"weights": (90, 90), "kv": (84, 87), "failed_starts": (8, 8)},
         "PCIe datacenter": {"weights": (5, 5), "kv": (4, 5), "failed_starts": (0, 0)},
         "workstation/consumer": {"weights": (6, 6), "kv": (3, 3), "failed_starts": (4, 4)},
         "AMD": {"weights": (2, 2), "kv": (0, 0), "failed_starts": (0, 0)},
@@ -671,3 +671,27 @@ def test_llamacpp_row_split_keeps_each_layers_kv_on_its_device():
 
     assert kv("b5605") == [21 * per_layer, 20 * per_layer, 20 * per_layer, 19 * per_layer]
     assert kv("b3500") == [80 * per_layer, 0, 0, 0]
+
+
+def _r1_v0(version: str, engine: str = "v0"):
+    args = {"tensor_parallel_size": 8, "max_model_len": 8192, "vllm_engine": engine}
+    return engine_serve(
+        config_for("deepseek-ai/DeepSeek-R1"), "h200", engine="vllm", args=args, version=version
+    ).bill
+
+
+def test_v0_mla_keeps_absorbed_matrices_and_aligned_entries():
+    """V0's MLA backend in 0.7 (attention/backends/mla/utils.py): beside the raw projections it
+    keeps W_Q_UK [q_lora, N·L] and W_UV_O [N·L, H] re-quantised to the checkpoint's block fp8,
+    the W_QR rope slice and the dequantised kv_b_proj in bf16 (N = 128 / 8 heads, L = 512), and
+    pads each MLA cache entry (576 bf16) to 256 bytes (every V0 release from 0.7); 0.8 holds
+    no absorbed matrices and V1 no padding. Expected bytes derived here from DeepSeek-R1's
+    shapes."""
+    n, lat, q, h, rope, nope_v = 128 // 8, 512, 1536, 7168, 64, 128 + 128
+    fp8 = sum(e + -(-e // 16384) * 4 for e in (q * n * lat, n * lat * h))  # block-128 scales
+    per_layer = fp8 + q * n * rope * 2 + lat * n * nope_v * 2
+    old, new = _r1_v0("0.7.3"), _r1_v0("0.8.5")
+    extra = old.item("weights").bytes - new.item("weights").bytes
+    assert extra == 61 * per_layer
+    assert old.kv_bytes_per_token == 61 * 1280
+    assert _r1_v0("0.8.5", "v1").kv_bytes_per_token == 61 * 576 * 2
