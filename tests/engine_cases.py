@@ -277,14 +277,14 @@ GPU_CLASSES = ("SXM", "PCIe datacenter", "workstation/consumer", "AMD")
 
 def gpu_class(gpu_id: str) -> str:
     """Issue 20's GPU classes, from the catalog: AMD; SXM (NVLink through NVSwitch: HGX boards,
-    NVL72); workstation/consumer (RTX cards); the rest PCIe datacenter (L4, L40S, A10G, T4,
+    NVL72); workstation/consumer (RTX and GTX cards); the rest PCIe datacenter (L4, L40S, A10G, T4,
     A100/H100 PCIe, ...)."""
     g = get_gpu(gpu_id)
     if g.vendor == "amd":
         return "AMD"
     if g.interconnect_kind == "nvswitch":
         return "SXM"
-    if g.id.startswith("rtx"):
+    if g.id.startswith(("rtx", "gtx")):
         return "workstation/consumer"
     return "PCIe datacenter"
 
