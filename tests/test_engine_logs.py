@@ -91,8 +91,8 @@ def test_kv_layout_turns_the_logged_memory_into_the_logged_tokens(case):
 def test_predictions_meet_the_acceptance_bar(capsys):
     """Every case of every corpus file, predicted from its inputs. The bars are today's result
     (a regression of one case fails; an improvement means raising them): the 61 H100 0.19 logs
-    all within 2 % (weights) and 10 % (KV tokens); over all files weights within 2 % on 109 of
-    109, KV within 10 % on 96 of the 100 cases whose inputs are known, every failed start (13)
+    all within 2 % (weights) and 10 % (KV tokens); over all files weights within 2 % on 110 of
+    110, KV within 10 % on 97 of the 101 cases whose inputs are known, every failed start (13)
     predicted as a failure."""
     from engine_cases import load_cases, predict, summary_counts
 
@@ -104,7 +104,7 @@ def test_predictions_meet_the_acceptance_bar(capsys):
     counts = summary_counts(results)
     with capsys.disabled():
         print(f"\nengine-log corpus: {counts}")
-    assert counts == {"weights": (109, 109), "kv": (96, 100), "failed_starts": (13, 13)}
+    assert counts == {"weights": (110, 110), "kv": (97, 101), "failed_starts": (13, 13)}
 
 
 def test_no_false_alarm_and_the_bars_per_gpu_class():
@@ -115,10 +115,10 @@ def test_no_false_alarm_and_the_bars_per_gpu_class():
 
     results = [predict(c) for c in load_cases()]
     alarms, started = false_alarms(results)
-    assert alarms == 0 and started == 115
+    assert alarms == 0 and started == 116
     assert class_counts(results) == {
         "SXM": {"weights": (90, 90), "kv": (84, 87), "failed_starts": (8, 8)},
-        "PCIe datacenter": {"weights": (8, 8), "kv": (6, 7), "failed_starts": (1, 1)},
+        "PCIe datacenter": {"weights": (9, 9), "kv": (7, 8), "failed_starts": (1, 1)},
         "workstation/consumer": {"weights": (9, 9), "kv": (6, 6), "failed_starts": (4, 4)},
         "AMD": {"weights": (2, 2), "kv": (0, 0), "failed_starts": (0, 0)},
     }
