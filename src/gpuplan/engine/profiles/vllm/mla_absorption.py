@@ -48,8 +48,8 @@ def absorbed_mla_bytes(arch: Architecture, fmt: WeightFormat, tp: int, layers: r
         lat = a.kv_lora_rank
         q_rows = a.q_lora_rank or arch.hidden_size
         absorbed = q_rows * heads * lat + heads * lat * arch.hidden_size
-        absorbed_bytes = attn_fmt.bytes_for(absorbed) if fp8 else absorbed * act
-        rope = q_rows * heads * a.qk_rope_head_dim * act
-        kv_b = lat * heads * (a.qk_nope_head_dim + a.v_head_dim) * act if fp8 else 0
-        total += int(absorbed_bytes) + rope + kv_b
+        absorbed_bytes = int(attn_fmt.bytes_for(absorbed) if fp8 else absorbed * act)
+        rope = int(q_rows * heads * a.qk_rope_head_dim * act)
+        kv_b = int(lat * heads * (a.qk_nope_head_dim + a.v_head_dim) * act) if fp8 else 0
+        total += absorbed_bytes + rope + kv_b
     return total
