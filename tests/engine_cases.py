@@ -37,6 +37,7 @@ LOG_FILES = (
     "public-reports.json",
     "public-logs.json",
     "public-logs-3.json",
+    "public-logs-4.json",
 )
 # SGLang and TensorRT-LLM logs of issue 20 (tests/test_engine_logs_engines.py holds their bars)
 ENGINE_FILES = ("public-logs-5.json",)
@@ -282,14 +283,14 @@ GPU_CLASSES = ("SXM", "PCIe datacenter", "workstation/consumer", "AMD")
 
 def gpu_class(gpu_id: str) -> str:
     """Issue 20's GPU classes, from the catalog: AMD; SXM (NVLink through NVSwitch: HGX boards,
-    NVL72); workstation/consumer (RTX cards); the rest PCIe datacenter (L4, L40S, A10G, T4,
+    NVL72); workstation/consumer (RTX and GTX cards); the rest PCIe datacenter (L4, L40S, A10G, T4,
     A100/H100 PCIe, ...)."""
     g = get_gpu(gpu_id)
     if g.vendor == "amd":
         return "AMD"
     if g.interconnect_kind == "nvswitch":
         return "SXM"
-    if g.id.startswith("rtx"):
+    if g.id.startswith(("rtx", "gtx")):
         return "workstation/consumer"
     return "PCIe datacenter"
 

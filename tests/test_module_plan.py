@@ -545,3 +545,17 @@ def test_each_kept_module_adds_its_parameters(listed: list[str]) -> None:
     total = all_fp8 + extra
     per_gpu = weights_per_gpu(arch, resolve_weight_format(arch, None), 2, 1).bytes
     assert per_gpu == (total - norms) // 2 + norms
+
+
+def test_listed_norms_keep_no_linear_module() -> None:
+    """A skip list naming every layer's norms (Qwen3-MoE FP8 checkpoints list
+    'model.layers.N.post_attention_layernorm') keeps no linear module at the base dtype: a
+    norm is not the attention block its name mentions. The weights equal the all-fp8 ones."""
+    layers = _cfg()["num_hidden_layers"]
+    norms = [
+        f"model.layers.{i}.{n}"
+        for i in range(layers)
+        for n in ("input_layernorm", "post_attention_layernorm")
+    ]
+    cfg = _cfg(quantization_config={"quant_method": "fbgemm_fp8", "modules_to_not_convert": norms})
+    assert _weights(cfg) == _expected(cfg, lambda n: FP8)

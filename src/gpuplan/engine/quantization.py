@@ -58,6 +58,8 @@ SKIP_KEYS = (
 )
 MAX_PATTERNS = 100_000
 MAX_PATTERN_CHARS = 1_000
+# a name whose last component is a normalisation layer (layernorm, rmsnorm, q_norm, norm)
+_NORM = re.compile(r"(?:^|[._])(?:\w*_)?(?:layer|rms)?norm\$?$")
 # a repeated group holding a repetition: the regexes whose matching can take exponential time
 _NESTED_REPEAT = re.compile(r"\([^()]*[*+}][^()]*\)[*+{]")
 
@@ -378,6 +380,11 @@ def kinds_of(pattern: str) -> set[str]:
     text = pattern.removeprefix("re:").lower()
     if text in ("linear", "nn.linear", "torch.nn.linear"):
         return set(LINEAR)
+    if _NORM.search(text):
+        # a normalisation layer ('model.layers.3.post_attention_layernorm', 'q_norm'): no
+        # linear module, whatever words its name shares with one (Qwen3-MoE FP8 checkpoints list
+        # every layer's norms in modules_to_not_convert)
+        return set()
     kinds: set[str] = set()
     if "lm_head" in text:
         kinds.add("lm_head")

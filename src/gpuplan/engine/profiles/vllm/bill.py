@@ -58,6 +58,7 @@ from gpuplan.engine.profiles.vllm.kv_layout import (
     resolve_state_format,
     tokens_for,
 )
+from gpuplan.engine.profiles.vllm.mla_absorption import absorbed_mla_bytes
 from gpuplan.engine.profiles.vllm.non_torch import non_torch_bytes
 from gpuplan.engine.profiles.vllm.profile_run import PeakTerms, ProfileBatch, peak_terms
 from gpuplan.engine.profiles.vllm.rules import rules_for
@@ -125,7 +126,8 @@ def stage_weight_lines(
     launch: EngineLaunch, stages: list[range], notes: list[str], rules: dict[str, Any]
 ) -> list[StageWeights]:
     """Weights each stage's rank loads: layers, embeddings, encoder, RoPE tables, MXFP4
-    padding, LoRA slots and a draft model; less what --cpu-offload-gb keeps on the host."""
+    padding, LoRA slots, V0 0.7's absorbed MLA matrices (mla_absorption.py) and a draft model;
+    less what --cpu-offload-gb keeps on the host."""
     arch, fmt, tp = launch.arch, launch.weights, launch.tp
     padding = mxfp4_padding_bytes(arch, fmt, tp, launch.gpu, rules)
     weights = stage_weights(arch, fmt, tp, stages, launch.extra_params, padding)
@@ -137,6 +139,8 @@ def stage_weight_lines(
             slots = int(launch.arg("max_loras", 1))
             rank = int(launch.arg("max_lora_rank", 16))
             extra += lora_slot_bytes(arch, fmt.base, tp, slots, rank, stages[s])
+        if rules.get("mla_absorption"):
+            extra += absorbed_mla_bytes(arch, fmt, tp, stages[s])
         if launch.draft is not None:
             draft_fmt = fmt.__class__(fmt.base, fmt.base)
             draft = stage_weights(launch.draft, draft_fmt, tp, [range(launch.draft.num_layers)], 0)
@@ -398,6 +402,7 @@ def _stage(
         align_to_block=rules["hybrid_block_align"] == "block",
         max_model_len=shape.max_len,
         state_mode=shape.state_mode,
+        mla_align=int(rules.get("mla_kv_align_bytes", 1)),
     )
     if launch.draft is not None and s == pp - 1:
         layout = _with_draft_layers(layout, launch)

@@ -165,6 +165,7 @@ def kv_layout(
     align_to_block: bool = True,
     max_model_len: int = 0,
     state_mode: str = "none",
+    mla_align: int = 1,
 ) -> KvLayout:
     """kv_cache_utils.py::get_kv_cache_groups: one group when every layer has the same spec;
     else layers bucketed by spec (full, each sliding window, state), group_size = the smallest
@@ -172,9 +173,14 @@ def kv_layout(
     bucket cut into ceil(n / group_size) groups, bucket[i::groups] in group i. `layers` are the
     worker's (a pipeline stage): its slots are the most layers any group has on it.
     `hybrid=False` (V0, --disable-hybrid-kv-cache-manager, --disable-sliding-window) treats
-    every attention layer as full attention; `paged_state=False` (V0) leaves state layers out."""
+    every attention layer as full attention; `paged_state=False` (V0) leaves state layers out.
+    `mla_align` (V0, VLLM_MLA_CUDA_MEM_ALIGN_KV_CACHE): an MLA token entry rounded up to that
+    many bytes (worker/cache_engine.py: align_to_256bytes)."""
     kinds = _layer_kinds(arch, hybrid, paged_state, launch.kv, launch.tp)
     attn_token = int(kv_bytes_per_token_layer(arch, launch.kv, launch.tp))
+    if mla_align > 1 and arch.attention.is_mla:
+        attn_token = -(-attn_token // mla_align) * mla_align
+        kinds = [(k[0], k[1], -(-k[2] // mla_align) * mla_align if k[2] else 0) for k in kinds]
     fmt = state_format or StateFormat(launch.weights.base, launch.weights.base)
     state = state_page_bytes(arch, fmt, launch.tp) if paged_state else 0
     n_state = sum(1 for k in kinds if k[0] == STATE)
