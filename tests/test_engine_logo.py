@@ -37,7 +37,7 @@ BARS = {
     "profile-run constant c0": (80, 5, 0.25, 73, 75),
     "vision-encoder dummy run": (11, 1, None, 0, 0),
     "sampler bytes/element, V0 to 0.6": (2, 2, 2.47, 2, 3),
-    "sampler bytes/element, V0 0.7": (1, 1, None, 0, 0),
+    "sampler bytes/element, V0 0.7": (1, 1, None, 2, 3),
     "sampler bytes/element, native": (5, 2, 0.19, 3, 4),
     "sampler bytes/element, FlashInfer 0.8-0.10": (5, 1, None, 0, 0),
     "sampler bytes/element, FlashInfer 0.11-0.16": (0, 0, None, 0, 0),
