@@ -42,9 +42,15 @@ class EncoderSpec:
     cross_heads: int
     cross_head_dim: int
     family: str = ""
+    training: tuple[tuple[str, int], ...] = ()  # the record's [training] shapes, by name
+    activation: str = "gelu"  # the FFN's activation (T5: dense_act_fn)
 
     def stack(self, name: str) -> int:
         return sum(n for part, n in self.parts if part.startswith(name + "."))
+
+    def shape(self, name: str) -> int:
+        """One of the record's training shapes (engine/encdec_activations.py reads them)."""
+        return dict(self.training)[name]
 
 
 @cache
@@ -79,6 +85,7 @@ def encoder_spec(config: Mapping[str, Any], name: str) -> tuple[EncoderSpec, dic
             raise GpuplanError(f"{name}: the decoder's {key} must be at least 1")
     if parts.get("decoder.attention", 0) % shape["decoder_layers"]:
         raise GpuplanError(f"{name}: {where} decoder parts are not alike per layer")
+    training = {key: evaluate(expr, values, name, where) for key, expr in rec["training"].items()}
     spec = EncoderSpec(
         parts=tuple(parts.items()),
         width=shape["width"],
@@ -86,5 +93,16 @@ def encoder_spec(config: Mapping[str, Any], name: str) -> tuple[EncoderSpec, dic
         cross_heads=shape["heads"],
         cross_head_dim=shape["head_dim"],
         family=rec["name"],
+        training=tuple(training.items()),
+        activation=_activation(config, rec),
     )
     return spec, shape
+
+
+def _activation(config: Mapping[str, Any], rec: Mapping[str, Any]) -> str:
+    """The FFN's activation: T5's from feed_forward_proj as T5Config derives it (its last part;
+    "gated-gelu" is gelu_new), the others' activation_function, else the record's default."""
+    if rec["name"] == "t5":
+        proj = str(config.get("feed_forward_proj") or "relu")
+        return "gelu_new" if proj == "gated-gelu" else proj.split("-")[-1][:32]
+    return str(config.get("activation_function") or rec.get("activation", "gelu"))[:32]
