@@ -199,3 +199,32 @@ def decoder_side_tensors(arch: Architecture, spec: ActivationSpec) -> tuple[Name
         out.append(("cross-attention zero bias", spec.act_bytes * enc.cross_heads * length * s))
     out.append(("labels (int64)", 8 * b * length))
     return tuple(out)
+
+
+def training_notes(arch: Architecture, kernel: str, seq: int) -> tuple[str, ...]:
+    """What an encoder-decoder's training bill says beside its lines."""
+    enc = encoder_of(arch)
+    source = source_tokens(arch, seq)
+    where = (
+        f"its {source} positions (from {enc.shape('mel_frames')} mel frames)"
+        if enc.shape("mel_bins")
+        else f"{source} source tokens"
+    )
+    notes = [
+        f"encoder-decoder: the encoder reads {where} and the decoder {seq} target tokens per"
+        " sequence; both stacks' saved tensors and the cross-attention's are billed"
+        " (engine/encdec_activations.py); the step's FLOPs are 6·N per token over both stacks"
+    ]
+    if enc.shape("relative_bias") and kernel != "eager":
+        notes.append(
+            "T5's self-attention adds a relative-position bias that needs a gradient: SDPA runs"
+            " its math path (q, k, v and the softmax in fp32, billed; CUDA's memory-efficient"
+            " kernel, which takes such a bias, would keep less); transformers has no flash path"
+            " for T5"
+        )
+    if enc.dropout:
+        notes.append(
+            f"config.json trains with dropout (p up to {enc.dropout:g}): the masks and dropped"
+            " copies it saves are not billed (set the dropout to 0 for this bill to hold)"
+        )
+    return tuple(notes)

@@ -48,6 +48,7 @@ from gpuplan.engine.cost import (
     step_time,
     tp_comm_bytes,
 )
+from gpuplan.engine.encdec_activations import training_notes
 from gpuplan.engine.frameworks.profile import GENERIC, FrameworkProfile, validate_profile
 from gpuplan.engine.frozen import field, record, replace
 from gpuplan.engine.gpu import GpuSpec
@@ -138,6 +139,8 @@ class TrainingSetup:
     def loss_spec(self) -> LossSpec:
         fw = self.framework
         default = fw.tp_loss if fw.tp_loss and self.layout.tp > 1 else fw.loss
+        if self.arch.encoder is not None and default == "standard":
+            default = "plain"  # T5, BART, Whisper: nn.CrossEntropyLoss on the logits as they are
         return _loss_spec(
             self.loss or default,
             fw.keep_logits,
@@ -237,11 +240,8 @@ class TrainingBill(Bill):
 def validate_training(setup: TrainingSetup) -> None:
     """Reject impossible setups with a one-line reason."""
     a = setup.arch
-    if a.encoder is not None:  # engine/encoder_decoder.py sizes serving only
-        raise GpuplanError(
-            f"{a.name}: training an encoder-decoder ({a.model_type}) is not modelled yet (the"
-            " encoder's activations and the cross-attention's); gpuplan sizes serving it"
-        )
+    if a.encoder is not None:
+        _validate_encoder_decoder(setup)
     _validate_layout(setup.layout, a)
     if setup.grad_accum < 0:
         raise GpuplanError(f"grad-accum must be at least 1, got {setup.grad_accum}")
@@ -284,6 +284,31 @@ def validate_training(setup: TrainingSetup) -> None:
             "the optimizer step in backward frees each gradient at once: it cannot accumulate"
             f" gradients over {setup.micro_batches} micro-batches (use --grad-accum 1)"
         )
+
+
+def _validate_encoder_decoder(setup: TrainingSetup) -> None:
+    """What gpuplan models of training an encoder-decoder (engine/encdec_activations.py): both
+    stacks on every GPU (data parallelism, ZeRO, FSDP: how the HF Trainer runs T5, BART and
+    Whisper), eager PyTorch kernels, no recompute or full recompute, full fine-tuning."""
+    a, lo = setup.arch, setup.layout
+    what = f"{a.name}: training an encoder-decoder ({a.model_type})"
+    split = [f"{k}={v}" for k, v in (("tp", lo.tp), ("pp", lo.pp), ("cp", lo.cp), ("ep", lo.ep))]
+    split = [s for s in split if not s.endswith("=1")]
+    if split:
+        raise GpuplanError(
+            f"{what} is modelled with data parallelism, ZeRO and FSDP only; {', '.join(split)}"
+            " splits its stacks in ways gpuplan does not model"
+        )
+    if parse_recompute(setup.recompute)[0] not in ("none", "full"):
+        raise GpuplanError(
+            f"{what}: checkpointing {setup.recompute!r} is not modelled; use none or full"
+            " (the HF Trainer's gradient_checkpointing)"
+        )
+    if setup.lora is not None:
+        raise GpuplanError(f"{what} with LoRA is not modelled (its adapters over both stacks)")
+    fw = setup.framework
+    if fw.fused != "none" or fw.compile:
+        raise GpuplanError(f"{what} under kernel fusion or torch.compile is not modelled")
 
 
 _VALID_LAYOUT: list[tuple[Layout, Architecture]] = []
@@ -867,6 +892,7 @@ def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> tuple[str, 
         setup.capacity_factor,
         setup.lora,
         _activation_spec(setup) if parse_recompute(setup.recompute)[0] in COUNTED else None,
+        setup.seq,
     )
 
 
@@ -883,13 +909,23 @@ def _note_list(
     capacity_factor: float,
     lora: LoraSpec | None,
     spec: ActivationSpec | None,
+    seq: int = 0,
 ) -> tuple[str, ...]:
     """What the bill says beside its lines: the layout's (stage, chunks, etp, replication), then
     the methods' (kernels, recompute, optimizer, FSDP, MoE, LoRA)."""
-    notes = [*arch.notes, *_layout_notes(arch, lo, st, in_flight)]
+    notes = [*_arch_notes(arch, kernel, seq), *_layout_notes(arch, lo, st, in_flight)]
     notes += _method_notes(arch, kernel, recompute, recipe, fsdp_fp32)
     notes += _tuning_notes(arch, st, recompute, capacity_factor, lora, spec)
     return tuple(notes)
+
+
+def _arch_notes(arch: Architecture, kernel: str, seq: int) -> list[str]:
+    """The architecture's notes; an encoder-decoder's training notes in place of its serving
+    one (engine/encdec_activations.py)."""
+    if arch.encoder is None:
+        return list(arch.notes)
+    kept = [n for n in arch.notes if not n.startswith("encoder-decoder: each request")]
+    return kept + list(training_notes(arch, kernel, seq))
 
 
 def _layout_notes(arch: Architecture, lo: Layout, st: StageParams, in_flight: int) -> list[str]:
