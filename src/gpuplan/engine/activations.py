@@ -91,6 +91,7 @@ class ActivationSpec:
     sp_gathered: bool = False  # sequence parallelism that saves the all-gathered linear input
     gqa_expanded: bool = False  # k and v copied out to every query head before attention
     residual_bytes: int = 0  # bytes per residual-stream element (0: act_bytes; 4: fp32 stream)
+    source: int = 0  # an encoder-decoder's encoder length per sequence (0: seq, the decoder's)
 
     @property
     def tokens(self) -> int:
@@ -547,7 +548,7 @@ def encoder_tensors(arch: Architecture, spec: ActivationSpec) -> tuple[Saved, ..
     layers = encoder_of(arch).shape("encoder_layers")
     out = [Saved(name, n) for name, n in encoder_side_tensors(arch, spec)]
     if parse_recompute(spec.recompute)[0] == "full":
-        rows = spec.micro_batch * source_tokens(arch, spec.seq)
+        rows = spec.micro_batch * source_tokens(arch, spec)
         width = spec.residual_bytes or spec.act_bytes
         return (*out, Saved("encoder layer inputs", layers * width * rows * arch.hidden_size))
     one = sum(n for _, n in encoder_layer_tensors(arch, spec))

@@ -60,10 +60,10 @@ def encoder_of(arch: Architecture) -> EncoderSpec:
     return arch.encoder
 
 
-def source_tokens(arch: Architecture, seq: int) -> int:
+def source_tokens(arch: Architecture, spec: ActivationSpec) -> int:
     """The encoder's length per sample: the record's fixed one (Whisper's 1500 frames after
-    its convolutions), else the training sequence."""
-    return encoder_of(arch).encoder_tokens or seq
+    its convolutions), else the spec's source length, else its (decoder) sequence."""
+    return encoder_of(arch).encoder_tokens or spec.source or spec.seq
 
 
 def _stack_norm(enc: EncoderSpec, prefix: str, rows: int, a: int, read: bool) -> list[Named]:
@@ -140,13 +140,13 @@ def _layer(
 @lru_cache(maxsize=1024)
 def encoder_layer_tensors(arch: Architecture, spec: ActivationSpec) -> tuple[Named, ...]:
     enc = encoder_of(arch)
-    return tuple(_layer(enc, spec, source_tokens(arch, spec.seq), 0, False))
+    return tuple(_layer(enc, spec, source_tokens(arch, spec), 0, False))
 
 
 @lru_cache(maxsize=1024)
 def decoder_layer_tensors(arch: Architecture, spec: ActivationSpec) -> tuple[Named, ...]:
     enc = encoder_of(arch)
-    return tuple(_layer(enc, spec, spec.seq, source_tokens(arch, spec.seq), True))
+    return tuple(_layer(enc, spec, spec.seq, source_tokens(arch, spec), True))
 
 
 def _stack_edges(enc: EncoderSpec, spec: ActivationSpec, length: int, name: str) -> list[Named]:
@@ -171,7 +171,7 @@ def _stack_edges(enc: EncoderSpec, spec: ActivationSpec, length: int, name: str)
 def encoder_side_tensors(arch: Architecture, spec: ActivationSpec) -> tuple[Named, ...]:
     """The encoder's input side and edges (its layers are `encoder_layer_tensors`)."""
     enc = encoder_of(arch)
-    a, b, h, s = spec.act_bytes, spec.micro_batch, enc.width, source_tokens(arch, spec.seq)
+    a, b, h, s = spec.act_bytes, spec.micro_batch, enc.width, source_tokens(arch, spec)
     out: list[Named] = []
     mels, frames = enc.shape("mel_bins"), enc.shape("mel_frames")
     if mels:
@@ -195,16 +195,17 @@ def decoder_side_tensors(arch: Architecture, spec: ActivationSpec) -> tuple[Name
     out = [("decoder token ids (int64)", 8 * b * length)]
     out += _stack_edges(enc, spec, length, "decoder")
     if enc.shape("relative_bias") and spec.kernel != "eager":
-        s = source_tokens(arch, spec.seq)
+        s = source_tokens(arch, spec)
         out.append(("cross-attention zero bias", spec.act_bytes * enc.cross_heads * length * s))
     out.append(("labels (int64)", 8 * b * length))
     return tuple(out)
 
 
-def training_notes(arch: Architecture, kernel: str, seq: int) -> tuple[str, ...]:
-    """What an encoder-decoder's training bill says beside its lines."""
+def training_notes(arch: Architecture, kernel: str, source: int, seq: int) -> tuple[str, ...]:
+    """What an encoder-decoder's training bill says beside its lines (`source` tokens into
+    the encoder unless its record fixes them, `seq` into the decoder)."""
     enc = encoder_of(arch)
-    source = source_tokens(arch, seq)
+    source = enc.encoder_tokens or source
     where = (
         f"its {source} positions (from {enc.shape('mel_frames')} mel frames)"
         if enc.shape("mel_bins")

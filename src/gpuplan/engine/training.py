@@ -104,6 +104,7 @@ class TrainingSetup:
     gpu: GpuSpec
     layout: Layout = Layout()
     seq: int = 4096
+    target_seq: int = 0  # an encoder-decoder's decoder length (0: seq, also the encoder's)
     micro_batch: int = 1
     grad_accum: int = 0  # micro-batches per optimizer step per data-parallel rank (0: = pp)
     recompute: str = "none"
@@ -242,6 +243,13 @@ def validate_training(setup: TrainingSetup) -> None:
     a = setup.arch
     if a.encoder is not None:
         _validate_encoder_decoder(setup)
+    elif setup.target_seq:
+        raise GpuplanError(
+            f"{a.name}: --target-seq is an encoder-decoder's decoder length; a decoder-only"
+            " model trains on --seq alone"
+        )
+    if setup.target_seq < 0:
+        raise GpuplanError(f"target-seq must be at least 1, got {setup.target_seq}")
     _validate_layout(setup.layout, a)
     if setup.grad_accum < 0:
         raise GpuplanError(f"grad-accum must be at least 1, got {setup.grad_accum}")
@@ -306,6 +314,11 @@ def _validate_encoder_decoder(setup: TrainingSetup) -> None:
         )
     if setup.lora is not None:
         raise GpuplanError(f"{what} with LoRA is not modelled (its adapters over both stacks)")
+    if setup.recipe.factored:
+        raise GpuplanError(
+            f"{what} with Adafactor's factored moments is not modelled (its matrices over both"
+            " stacks); use an AdamW recipe"
+        )
     fw = setup.framework
     if fw.fused != "none" or fw.compile:
         raise GpuplanError(f"{what} under kernel fusion or torch.compile is not modelled")
@@ -366,7 +379,7 @@ def _activation_spec(setup: TrainingSetup) -> ActivationSpec:
     """The activation spec of `setup`, validated (validate_activations)."""
     lo, fw, lora = setup.layout, setup.framework, setup.lora
     return _spec(
-        setup.seq,
+        setup.target_seq or setup.seq,
         setup.micro_batch,
         setup.recipe,
         setup.kernel,
@@ -379,6 +392,7 @@ def _activation_spec(setup: TrainingSetup) -> ActivationSpec:
         lora_modules_per_layer(setup.arch, lora) if lora else 0,
         fw,
         kbit_prepared(setup),
+        setup.seq if setup.arch.encoder is not None else 0,
     )
 
 
@@ -407,6 +421,7 @@ def _spec(
     lora_modules: int,
     fw: FrameworkProfile,
     kbit: bool = False,
+    source: int = 0,
 ) -> ActivationSpec:
     """`_activation_spec` by what it depends on (validated once: a frozen spec is returned)."""
     spec = ActivationSpec(
@@ -426,6 +441,7 @@ def _spec(
         sp_gathered=fw.sp_saves_gathered and sp and tp > 1,
         gqa_expanded=fw.gqa_expanded_kv,
         residual_bytes=4 if kbit else 0,
+        source=source,
     )
     validate_activations(spec)
     return spec
@@ -892,7 +908,7 @@ def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> tuple[str, 
         setup.capacity_factor,
         setup.lora,
         _activation_spec(setup) if parse_recompute(setup.recompute)[0] in COUNTED else None,
-        setup.seq,
+        (setup.seq, setup.target_seq or setup.seq),
     )
 
 
@@ -909,23 +925,23 @@ def _note_list(
     capacity_factor: float,
     lora: LoraSpec | None,
     spec: ActivationSpec | None,
-    seq: int = 0,
+    lengths: tuple[int, int] = (0, 0),
 ) -> tuple[str, ...]:
     """What the bill says beside its lines: the layout's (stage, chunks, etp, replication), then
     the methods' (kernels, recompute, optimizer, FSDP, MoE, LoRA)."""
-    notes = [*_arch_notes(arch, kernel, seq), *_layout_notes(arch, lo, st, in_flight)]
+    notes = [*_arch_notes(arch, kernel, lengths), *_layout_notes(arch, lo, st, in_flight)]
     notes += _method_notes(arch, kernel, recompute, recipe, fsdp_fp32)
     notes += _tuning_notes(arch, st, recompute, capacity_factor, lora, spec)
     return tuple(notes)
 
 
-def _arch_notes(arch: Architecture, kernel: str, seq: int) -> list[str]:
+def _arch_notes(arch: Architecture, kernel: str, lengths: tuple[int, int]) -> list[str]:
     """The architecture's notes; an encoder-decoder's training notes in place of its serving
     one (engine/encdec_activations.py)."""
     if arch.encoder is None:
         return list(arch.notes)
     kept = [n for n in arch.notes if not n.startswith("encoder-decoder: each request")]
-    return kept + list(training_notes(arch, kernel, seq))
+    return kept + list(training_notes(arch, kernel, *lengths))
 
 
 def _layout_notes(arch: Architecture, lo: Layout, st: StageParams, in_flight: int) -> list[str]:
