@@ -228,4 +228,9 @@ def training_notes(arch: Architecture, kernel: str, source: int, seq: int) -> tu
             f"config.json trains with dropout (p up to {enc.dropout:g}): the masks and dropped"
             " copies it saves are not billed (set the dropout to 0 for this bill to hold)"
         )
+    if enc.layerdrop:
+        notes.append(
+            f"config.json trains with LayerDrop (p up to {enc.layerdrop:g}): a step that skips"
+            " layers saves less; every layer is billed (the step that skips none)"
+        )
     return tuple(notes)

@@ -45,6 +45,7 @@ class EncoderSpec:
     training: tuple[tuple[str, int], ...] = ()  # the record's [training] shapes, by name
     activation: str = "gelu"  # the FFN's activation (T5: dense_act_fn)
     dropout: float = 0.0  # the largest dropout probability its config trains with
+    layerdrop: float = 0.0  # the largest LayerDrop probability (a layer skipped in training)
 
     def stack(self, name: str) -> int:
         return sum(n for part, n in self.parts if part.startswith(name + "."))
@@ -96,7 +97,8 @@ def encoder_spec(config: Mapping[str, Any], name: str) -> tuple[EncoderSpec, dic
         family=rec["name"],
         training=tuple(training.items()),
         activation=_activation(config, rec),
-        dropout=_dropout(config),
+        dropout=_dropout(config, DROPOUT_KEYS),
+        layerdrop=_dropout(config, ("encoder_layerdrop", "decoder_layerdrop")),
     )
     return spec, shape
 
@@ -104,10 +106,10 @@ def encoder_spec(config: Mapping[str, Any], name: str) -> tuple[EncoderSpec, dic
 DROPOUT_KEYS = ("dropout_rate", "dropout", "attention_dropout", "activation_dropout")
 
 
-def _dropout(config: Mapping[str, Any]) -> float:
-    """The largest dropout probability of the config (T5's dropout_rate; BART's, M2M100's and
-    Whisper's dropout, attention_dropout, activation_dropout)."""
-    rates = [config.get(k) for k in DROPOUT_KEYS]
+def _dropout(config: Mapping[str, Any], keys: tuple[str, ...]) -> float:
+    """The largest probability the config gives under `keys` (T5's dropout_rate; BART's,
+    M2M100's and Whisper's dropout, attention_dropout, activation_dropout; their LayerDrop)."""
+    rates = [config.get(k) for k in keys]
     return max([float(r) for r in rates if isinstance(r, int | float) and 0 < r < 1], default=0.0)
 
 

@@ -1,0 +1,296 @@
+"""Training an encoder-decoder (T5 / Flan-T5, BART, mBART, M2M100 / NLLB, Whisper).
+
+References:
+- parameters: the model transformers builds on the meta device (every parameter of both
+  stacks), and the training bill's weights, gradients and AdamW states over all of them;
+- activations: one training forward + loss of tiny models on the CPU under
+  `torch.autograd.graph.saved_tensors_hooks` (the bytes of the unique storages saved,
+  parameters excluded, as tests/test_reference_activations.py counts them for decoders), fp32
+  and bf16, eager and SDPA, source and target lengths equal and not, against
+  `saved_activation_bytes` within 10 % (the per-tensor list is within 0.5 % everywhere);
+- the CLI: `gpuplan train flan-t5-base` end to end, and the one-line refusals.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from typing import Any
+
+import pytest
+
+from gpuplan.catalog import get_gpu, load_architecture
+from gpuplan.catalog.frameworks import get_framework
+from gpuplan.catalog.recipes import get_recipe
+from gpuplan.cli.main import main
+from gpuplan.engine.activations import ActivationSpec, saved_activation_bytes
+from gpuplan.engine.architecture import architecture_from_config
+from gpuplan.engine.params import count_params
+from gpuplan.engine.sharding import Layout
+from gpuplan.engine.training import TrainingSetup, training_bill
+from gpuplan.errors import GpuplanError
+
+VOCAB = 1000
+TOLERANCE = 0.10  # the issue's bar; today's worst case is 0.3 %
+TODAY = 0.005
+
+_DENSE = {"encoder_layers": 2, "decoder_layers": 3, "encoder_attention_heads": 4}
+_DENSE |= {"decoder_attention_heads": 4, "encoder_ffn_dim": 352, "decoder_ffn_dim": 256}
+_NO_DROPOUT = {"dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0}
+_NO_DROPOUT |= {"encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0}  # M2M100 skips layers at 0.05
+_T5 = {"model_type": "t5", "d_model": 128, "d_kv": 32, "num_heads": 4, "d_ff": 352}
+_T5 |= {"num_layers": 2, "num_decoder_layers": 3, "vocab_size": VOCAB, "dropout_rate": 0.0}
+_T5 |= {"decoder_start_token_id": 0, "pad_token_id": 0}
+
+TINY: dict[str, dict[str, Any]] = {
+    "t5": {**_T5, "feed_forward_proj": "relu"},  # T5 v1.0: ReLU FFN, tied head
+    "flan-t5": {**_T5, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False},
+    "bart": {"model_type": "bart", "d_model": 128, "vocab_size": VOCAB, **_DENSE, **_NO_DROPOUT}
+    | {"max_position_embeddings": 256},
+    "mbart": {"model_type": "mbart", "d_model": 128, "vocab_size": VOCAB, **_DENSE, **_NO_DROPOUT}
+    | {"max_position_embeddings": 256},
+    "m2m_100": {"model_type": "m2m_100", "d_model": 128, "vocab_size": VOCAB, **_DENSE}
+    | {**_NO_DROPOUT, "max_position_embeddings": 256, "pad_token_id": 1}
+    | {"decoder_start_token_id": 2},
+    "whisper": {"model_type": "whisper", "d_model": 64, "vocab_size": VOCAB, **_DENSE}
+    | {**_NO_DROPOUT, "num_mel_bins": 80, "max_source_positions": 1500}
+    | {"max_target_positions": 448, "pad_token_id": 0, "decoder_start_token_id": 1}
+    | {"bos_token_id": 2, "eos_token_id": 3},
+}
+
+
+def _hf_model(cfg: dict[str, Any], attn: str | None = None, meta: bool = False) -> Any:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    whisper = cfg["model_type"] == "whisper"
+    builder = (
+        transformers.AutoModelForSpeechSeq2Seq if whisper else transformers.AutoModelForSeq2SeqLM
+    )
+    config = transformers.AutoConfig.for_model(**cfg)
+    if attn:
+        config._attn_implementation = attn
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if meta:
+            with torch.device("meta"):
+                return builder.from_config(config)
+        torch.manual_seed(0)
+        return builder.from_config(config)
+
+
+def _meta_params(cfg: dict[str, Any]) -> int:
+    n = sum(p.numel() for p in _hf_model(cfg, meta=True).parameters())
+    if cfg["model_type"] == "t5" and cfg.get("tie_word_embeddings") is False:
+        # transformers 5's T5Config ties the head whatever the config says (configuration_t5.py);
+        # T5 v1.1 / Flan-T5 checkpoints store an untied lm_head (flan-t5-base's safetensors hold
+        # 247,577,856 parameters), so the reference adds it back as tests/test_families.py does
+        n += cfg["vocab_size"] * cfg["d_model"]
+    return n
+
+
+def _catalog_config(name: str) -> dict[str, Any]:
+    from importlib import resources
+
+    data = resources.files("gpuplan.catalog").joinpath("data/models/google--flan-t5-base.json")
+    assert name == "flan-t5-base"
+    return json.loads(data.read_text("utf-8"))
+
+
+# --------------------------------------------------------------------------------------
+# Parameters, gradients and optimizer states over both stacks
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", sorted(TINY))
+def test_parameters_are_exact_on_the_meta_device(family: str) -> None:
+    cfg = TINY[family]
+    assert count_params(architecture_from_config(cfg, family)).total == _meta_params(cfg)
+
+
+def test_the_catalog_flan_t5_base_is_exact_and_its_states_cover_both_stacks() -> None:
+    cfg = _catalog_config("flan-t5-base")
+    expected = _meta_params(cfg)
+    assert expected == 247_577_856  # flan-t5-base's safetensors (tests/test_families.py)
+    arch = load_architecture("flan-t5-base")
+    bill = training_bill(
+        TrainingSetup(
+            arch=arch,
+            recipe=get_recipe("adamw-fp32"),
+            gpu=get_gpu("h100"),
+            seq=512,
+            target_seq=128,
+            micro_batch=4,
+        )
+    )
+    assert bill.params.total == bill.trainable_params == expected
+    # fp32 AdamW: 4-byte weights and gradients, exp_avg and exp_avg_sq (ZeRO §3.1: 16 Ψ)
+    assert bill.states.weights == 4 * expected
+    assert bill.states.gradients == 4 * expected
+    assert bill.states.optimizer == 8 * expected
+
+
+def test_zero3_shards_every_parameter_of_both_stacks() -> None:
+    arch = load_architecture("flan-t5-base")
+    layout = Layout(dp=8, zero=3)
+    setup = TrainingSetup(
+        arch=arch, recipe=get_recipe("adamw-fp32"), gpu=get_gpu("h100"), layout=layout, seq=512
+    )
+    states = training_bill(setup).states
+    assert states.optimizer == pytest.approx(8 * 247_577_856 / 8, rel=1e-6)
+
+
+# --------------------------------------------------------------------------------------
+# Activations: a tiny CPU training forward under saved_tensors_hooks
+# --------------------------------------------------------------------------------------
+
+
+def measure_saved_bytes(model: Any, cfg: dict[str, Any], batch: int, source: int, target: int):
+    """Bytes of the unique storages autograd saves in forward + loss, parameters excluded."""
+    torch = pytest.importorskip("torch")
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(t: Any) -> Any:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            seen.setdefault(storage.data_ptr(), storage.nbytes())
+        return t
+
+    gen = torch.Generator().manual_seed(batch * 1000 + source + target)
+    labels = torch.randint(4, VOCAB, (batch, target), generator=gen)
+    dtype = next(model.parameters()).dtype
+    if cfg["model_type"] == "whisper":  # 3000 mel frames: twice its 1500 encoder positions
+        frames = 2 * cfg["max_source_positions"]
+        inputs = {"input_features": torch.randn(batch, 80, frames, generator=gen).to(dtype)}
+    else:
+        ids = torch.randint(4, VOCAB, (batch, source), generator=gen)
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = model(**inputs, labels=labels, use_cache=False)
+    out.loss.backward()
+    return sum(seen.values())
+
+
+SHAPES = [(1, 16, 16), (2, 32, 12)]  # (batch, source, target)
+CASES = [
+    (family, attn, dtype, shape)
+    for family in sorted(TINY)
+    for attn in ("eager", "sdpa")
+    for dtype in ("float32", "bfloat16")
+    for shape in (SHAPES[:1] if family == "whisper" else SHAPES)
+]
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize(("family", "attn", "dtype", "shape"), CASES)
+def test_saved_activations_match_a_tiny_cpu_run(
+    family: str, attn: str, dtype: str, shape: tuple[int, int, int]
+) -> None:
+    torch = pytest.importorskip("torch")
+    cfg = TINY[family]
+    model = _hf_model(cfg, attn).to(getattr(torch, dtype))
+    model.train()
+    batch, source, target = shape
+    measured = measure_saved_bytes(model, cfg, batch, source, target)
+    spec = ActivationSpec(
+        seq=target,
+        source=source,
+        micro_batch=batch,
+        act_bytes=4 if dtype == "float32" else 2,
+        kernel=attn,
+    )
+    predicted = saved_activation_bytes(architecture_from_config(cfg, family), spec)
+    error = predicted / measured - 1
+    assert abs(error) <= TOLERANCE, (family, attn, dtype, shape, measured, predicted)
+    assert abs(error) <= TODAY, (family, attn, dtype, shape, measured, predicted)
+
+
+# --------------------------------------------------------------------------------------
+# The command line, end to end
+# --------------------------------------------------------------------------------------
+
+
+def _train(capsys: Any, *args: str) -> tuple[int, str, str]:
+    code = main(["train", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_gpuplan_train_flan_t5_end_to_end(capsys: Any) -> None:
+    args = ("flan-t5-base", "--seq", "512", "--target-seq", "128", "--micro-batch", "8")
+    code, out, err = _train(capsys, *args, "--framework", "hf-trainer", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["fits"] and data["gpus"] == 1
+    assert data["layout"]["tp"] == data["layout"]["pp"] == 1
+    assert data["activations_bytes"] > 0
+    notes = " ".join(data.get("notes", []))
+    assert "512 source tokens" in notes and "128 target tokens" in notes
+    assert "dropout" in notes  # flan-t5's dropout_rate 0.1 is said, not billed
+
+
+def test_a_longer_target_bills_more_activations_and_loss() -> None:
+    arch = load_architecture("flan-t5-base")
+
+    def bill(target: int) -> Any:
+        setup = TrainingSetup(
+            arch=arch,
+            recipe=get_recipe("adamw-bf16"),
+            gpu=get_gpu("h100"),
+            seq=512,
+            target_seq=target,
+            micro_batch=4,
+            framework=get_framework("hf-trainer"),
+        )
+        return training_bill(setup)
+
+    short, long = bill(128), bill(512)
+    assert short.activations_bytes < long.activations_bytes
+    assert short.per_gpu_total_bytes < long.per_gpu_total_bytes
+
+
+def test_whisper_encoder_reads_its_fixed_frames() -> None:
+    arch = architecture_from_config(TINY["whisper"], "whisper")
+    one = ActivationSpec(seq=16, micro_batch=1, source=16)
+    other = ActivationSpec(seq=16, micro_batch=1, source=4096)
+    assert saved_activation_bytes(arch, one) == saved_activation_bytes(arch, other)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--tp", "2", "--gpus", "2"), "data parallelism, ZeRO and FSDP only; tp=2"),
+        (("--pp", "2", "--gpus", "2"), "pp=2"),
+        (("--lora-rank", "8", "--gpus", "1"), "with LoRA is not modelled"),
+        (("--checkpointing", "selective", "--gpus", "1"), "checkpointing 'selective'"),
+        (("--recipe", "adafactor", "--gpus", "1"), "Adafactor"),
+    ],
+)
+def test_what_is_not_modelled_is_refused_in_one_line(
+    capsys: Any, args: tuple[str, ...], message: str
+) -> None:
+    code, out, err = _train(capsys, "flan-t5-base", *args)
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_target_seq_on_a_decoder_only_model_is_refused(capsys: Any) -> None:
+    code, _, err = _train(capsys, "llama-3.2-1b", "--target-seq", "128", "--gpus", "1")
+    assert code == 2 and "--target-seq is an encoder-decoder's" in err
+
+
+def test_full_recompute_keeps_each_layer_input_only() -> None:
+    arch = architecture_from_config(TINY["flan-t5"], "flan-t5")
+    plain = ActivationSpec(seq=64, micro_batch=2, source=128)
+    full = ActivationSpec(seq=64, micro_batch=2, source=128, recompute="full")
+    assert saved_activation_bytes(arch, full) < saved_activation_bytes(arch, plain)
+    with pytest.raises(GpuplanError):
+        training_bill(
+            TrainingSetup(
+                arch=arch,
+                recipe=get_recipe("adamw-bf16"),
+                gpu=get_gpu("h100"),
+                seq=128,
+                recompute="op",
+            )
+        )
