@@ -25,6 +25,7 @@ from gpuplan.catalog.recipes import get_recipe
 from gpuplan.cli.main import main
 from gpuplan.engine.activations import ActivationSpec, saved_activation_bytes
 from gpuplan.engine.architecture import architecture_from_config
+from gpuplan.engine.frozen import replace
 from gpuplan.engine.params import count_params
 from gpuplan.engine.sharding import Layout
 from gpuplan.engine.training import TrainingSetup, training_bill
@@ -294,3 +295,18 @@ def test_full_recompute_keeps_each_layer_input_only() -> None:
                 recompute="op",
             )
         )
+
+
+def test_a_target_beyond_the_learned_positions_is_refused(capsys: Any) -> None:
+    """Whisper's decoder has max_target_positions (448) learned positions; BART's stacks
+    max_position_embeddings: transformers cannot run longer, so gpuplan refuses them."""
+    whisper = architecture_from_config(TINY["whisper"], "whisper")
+    setup = TrainingSetup(
+        arch=whisper, recipe=get_recipe("adamw-bf16"), gpu=get_gpu("h100"), seq=512
+    )
+    with pytest.raises(GpuplanError, match="target of 512 tokens.*448 learned positions"):
+        training_bill(setup)
+    assert training_bill(replace(setup, target_seq=448)).fits
+    bart = architecture_from_config(TINY["bart"], "bart")
+    with pytest.raises(GpuplanError, match="source of 512 tokens.*256 learned positions"):
+        training_bill(TrainingSetup(arch=bart, recipe=setup.recipe, gpu=setup.gpu, seq=512))

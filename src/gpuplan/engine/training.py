@@ -314,6 +314,7 @@ def _validate_encoder_decoder(setup: TrainingSetup) -> None:
         )
     if setup.lora is not None:
         raise GpuplanError(f"{what} with LoRA is not modelled (its adapters over both stacks)")
+    _validate_lengths(setup)
     if setup.recipe.factored:
         raise GpuplanError(
             f"{what} with Adafactor's factored moments is not modelled (its matrices over both"
@@ -322,6 +323,22 @@ def _validate_encoder_decoder(setup: TrainingSetup) -> None:
     fw = setup.framework
     if fw.fused != "none" or fw.compile:
         raise GpuplanError(f"{what} under kernel fusion or torch.compile is not modelled")
+
+
+def _validate_lengths(setup: TrainingSetup) -> None:
+    """An encoder-decoder's source and target within its learned position tables (BART's
+    max_position_embeddings, Whisper's max_target_positions)."""
+    a, enc = setup.arch, setup.arch.encoder
+    assert enc is not None
+    target = setup.target_seq or setup.seq
+    for what, n, key in (("source", setup.seq, "max_source"), ("target", target, "max_target")):
+        most = enc.shape(key)
+        if most and n > most and not (what == "source" and enc.encoder_tokens):
+            flag = "--seq" if what == "source" else "--target-seq (default: --seq)"
+            raise GpuplanError(
+                f"{a.name}: a {what} of {n} tokens is longer than its {most} learned positions;"
+                f" set {flag} to at most {most}"
+            )
 
 
 _VALID_LAYOUT: list[tuple[Layout, Architecture]] = []
