@@ -505,10 +505,8 @@ def edge_tensors(
     own (the log-softmax, or what its mode keeps) are engine/loss.py's. An encoder-decoder's first
     edge is its whole encoder (`encoder_tensors`), its last the decoder's loss side."""
     if arch.encoder is not None:
-        out = list(encoder_tensors(arch, spec)) if first else []
-        if last:
-            out += [Saved(name, n) for name, n in decoder_side_tensors(arch, spec)]
-        return tuple(out)
+        loss_side = [Saved(name, n) for name, n in decoder_side_tensors(arch, spec)]
+        return (*(encoder_tensors(arch, spec) if first else ()), *(loss_side if last else ()))
     t, a, h = spec.tokens, spec.act_bytes, arch.hidden_size
     out: list[Saved] = []
     if first:
