@@ -120,3 +120,27 @@ def _activation(config: Mapping[str, Any], rec: Mapping[str, Any]) -> str:
         proj = str(config.get("feed_forward_proj") or "relu")
         return "gelu_new" if proj == "gated-gelu" else proj.split("-")[-1][:32]
     return str(config.get("activation_function") or rec.get("activation", "gelu"))[:32]
+
+
+def factored_elements(spec: EncoderSpec, vocab: int, decoder_layers: int) -> int:
+    """Elements of Adafactor's second moment over every trained parameter (transformers'
+    Adafactor, optimization.py: a tensor of two or more dimensions keeps a row accumulator of
+    shape[:-1] and a column one of shape[:-2] + shape[-1:], a vector its full square; Shazeer &
+    Stern 2018 §3). The matrices: q, k, v, o of each attention (d × heads·head_dim), the FFN's
+    wi (two when gated) and wo, the token tables, the trained position tables, Whisper's
+    convolutions (d × mels × 3, d × d × 3) and an untied head; norms and biases whole."""
+    h, t = spec.width, dict(spec.training)
+    inner_e = t["encoder_heads"] * t["head_dim"]
+    inner_d = spec.cross_heads * t["head_dim"]
+    ffn = 2 + t["gated"]
+    total = t["encoder_layers"] * (4 * (h + inner_e) + ffn * (h + t["ffn_encoder"]))
+    total += decoder_layers * (8 * (h + inner_d) + ffn * (h + t["ffn_decoder"]))
+    total += sum(n for part, n in spec.parts if part.split(".")[1] in ("norm", "bias"))
+    total += vocab + h + (t["decoder_vocab"] + h if t["decoder_vocab"] else 0)
+    for rows in (t["encoder_position_rows"], t["decoder_position_rows"]):
+        total += rows + t["position_cols"] if rows else 0
+    if t["mel_bins"]:  # conv1 (d, mels, 3), conv2 (d, d, 3)
+        total += h * t["mel_bins"] + 3 * h + h * h + 3 * h
+    if dict(spec.parts).get("head.lm_head"):
+        total += vocab + h
+    return total

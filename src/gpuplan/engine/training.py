@@ -315,11 +315,6 @@ def _validate_encoder_decoder(setup: TrainingSetup) -> None:
     if setup.lora is not None:
         raise GpuplanError(f"{what} with LoRA is not modelled (its adapters over both stacks)")
     _validate_lengths(setup)
-    if setup.recipe.factored:
-        raise GpuplanError(
-            f"{what} with Adafactor's factored moments is not modelled (its matrices over both"
-            " stacks); use an AdamW recipe"
-        )
     fw = setup.framework
     if fw.fused != "none" or fw.compile:
         raise GpuplanError(f"{what} under kernel fusion or torch.compile is not modelled")
