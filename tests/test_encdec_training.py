@@ -7,7 +7,8 @@ References:
   `torch.autograd.graph.saved_tensors_hooks` (the bytes of the unique storages saved,
   parameters excluded, as tests/test_reference_activations.py counts them for decoders), fp32
   and bf16, eager and SDPA, source and target lengths equal and not, against
-  `saved_activation_bytes` within 10 % (the per-tensor list is within 0.5 % everywhere);
+  `saved_activation_bytes` within 10 % (the per-tensor list is within 0.5 % everywhere), and
+  with transformers' gradient checkpointing against full recompute (within 1 %);
 - the CLI: `gpuplan train flan-t5-base` end to end, and the one-line refusals.
 """
 
@@ -228,6 +229,32 @@ def test_saved_activations_match_a_tiny_cpu_run(
     error = predicted / measured - 1
     assert abs(error) <= TOLERANCE, (family, attn, dtype, shape, measured, predicted)
     assert abs(error) <= TODAY, (family, attn, dtype, shape, measured, predicted)
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize(("family", "attn", "dtype"), sorted({c[:3] for c in CASES}))
+def test_full_recompute_matches_gradient_checkpointing(family: str, attn: str, dtype: str) -> None:
+    """transformers' gradient_checkpointing_enable() (non-reentrant, its default): each block
+    keeps its inputs: the hidden states, the encoder output once, T5's position biases."""
+    torch = pytest.importorskip("torch")
+    cfg = TINY[family]
+    model = _hf_model(cfg, attn).to(getattr(torch, dtype))
+    model.train()
+    model.gradient_checkpointing_enable()
+    batch, source, target = SHAPES[0] if family == "whisper" else SHAPES[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        measured = measure_saved_bytes(model, cfg, batch, source, target)
+    spec = ActivationSpec(
+        seq=target,
+        source=source,
+        micro_batch=batch,
+        act_bytes=4 if dtype == "float32" else 2,
+        kernel=attn,
+        recompute="full",
+    )
+    predicted = saved_activation_bytes(architecture_from_config(cfg, family), spec)
+    assert abs(predicted / measured - 1) <= 0.01, (family, attn, dtype, measured, predicted)
 
 
 # --------------------------------------------------------------------------------------

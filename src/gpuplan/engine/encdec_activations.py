@@ -22,7 +22,10 @@ f the FFN width:
              gradient: PyTorch's SDPA has no fused CPU kernel taking one and runs its math path):
              q, k, v, the b·H·Lq·Lk probabilities and the merged output read by o. T5 keeps its
              relative-position buckets (int64, Lq·Lk per stack), and its SDPA cross-attention
-             the zero bias it passes as a mask (1·H·L·S). Whisper makes q, k and v contiguous
+             the zero bias it passes as a mask (1·H·L·S). Under gradient checkpointing each
+             stack's position bias (1·H·Lq·Lk, computed once, passed to every block) and the
+             cross-attention's zero bias (made to require a gradient) are the blocks' inputs
+             the checkpoints keep; the buckets are rebuilt inside the first block. Whisper makes q, k and v contiguous
              head-first, so SDPA's output is copied to merge the heads (o's input, a·N·H·d).
   FFN        ReLU (T5 v1.0, M2M100): its output; GELU (BART, Whisper): fc1's and the
              activation's outputs; T5 v1.1's gated gelu_new: wi_0's and wi_1's outputs, the
@@ -162,7 +165,10 @@ def _stack_edges(enc: EncoderSpec, spec: ActivationSpec, length: int, name: str)
         out += _stack_norm(enc, f"{name}.final_norm", rows, a, False)
     if enc.shape("pre_norm"):  # the final norm's output: cross-attention k, v or the LM head
         out.append((f"{name}.output", a * rows * h))
-    if enc.shape("relative_bias"):
+    if enc.shape("relative_bias") and spec.recompute == "full":  # a checkpointed block's input
+        heads = enc.cross_heads if name == "decoder" else enc.shape("encoder_heads")
+        out.append((f"{name}.position bias", spec.act_bytes * heads * length * length))
+    elif enc.shape("relative_bias"):
         out.append((f"{name}.relative position buckets (int64)", 8 * length * length))
     return out
 
@@ -194,7 +200,7 @@ def decoder_side_tensors(arch: Architecture, spec: ActivationSpec) -> tuple[Name
     b, length = spec.micro_batch, spec.seq
     out = [("decoder token ids (int64)", 8 * b * length)]
     out += _stack_edges(enc, spec, length, "decoder")
-    if enc.shape("relative_bias") and spec.kernel != "eager":
+    if enc.shape("relative_bias") and (spec.kernel != "eager" or spec.recompute == "full"):
         s = source_tokens(arch, spec)
         out.append(("cross-attention zero bias", spec.act_bytes * enc.cross_heads * length * s))
     out.append(("labels (int64)", 8 * b * length))
