@@ -299,6 +299,12 @@ def test_a_longer_target_bills_more_activations_and_loss() -> None:
     short, long = bill(128), bill(512)
     assert short.activations_bytes < long.activations_bytes
     assert short.per_gpu_total_bytes < long.per_gpu_total_bytes
+    # 6ND: the decoder and head over the target, the encoder over the source (Kaplan et al.
+    # 2020 §2.1, per stack); the attention term is the same at one --seq
+    enc = arch.encoder
+    assert enc is not None
+    rest = short.params.total - enc.stack("embed") - enc.stack("encoder")
+    assert long.flops.model - short.flops.model == pytest.approx(6 * rest * 4 * (512 - 128))
 
 
 def test_whisper_encoder_reads_its_fixed_frames() -> None:

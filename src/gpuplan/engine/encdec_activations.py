@@ -220,7 +220,8 @@ def training_notes(arch: Architecture, kernel: str, source: int, seq: int) -> tu
     notes = [
         f"encoder-decoder: the encoder reads {where} and the decoder {seq} target tokens per"
         " sequence; both stacks' saved tensors and the cross-attention's are billed"
-        " (engine/encdec_activations.py); the step's FLOPs are 6·N per token over both stacks"
+        " (engine/encdec_activations.py); the step's FLOPs are 6·N per token of each stack over"
+        " its own length"
     ]
     if enc.shape("relative_bias") and kernel != "eager":
         notes.append(
@@ -233,6 +234,11 @@ def training_notes(arch: Architecture, kernel: str, source: int, seq: int) -> tu
         notes.append(
             f"config.json trains with dropout (p up to {enc.dropout:g}): the masks and dropped"
             " copies it saves are not billed (set the dropout to 0 for this bill to hold)"
+        )
+    if enc.shape("mel_bins"):
+        notes.append(
+            "Whisper's encoder position table is frozen in transformers (requires_grad_(False)):"
+            " its gradient and optimizer states are billed all the same (an upper bound)"
         )
     if enc.layerdrop:
         notes.append(

@@ -826,7 +826,7 @@ def _cost(
     share = checkpointed_layers(spec, len(st.layers)) / max(1, len(st.layers))
     flops = _step_flops(
         arch,
-        flop_params(arch, counts),
+        _flop_params(setup, counts),
         tokens,
         setup.seq,
         setup.recompute,
@@ -870,7 +870,7 @@ def _cost(
         )
         sharded = dp - (cross if lo.hybrid else 0.0)
         local = trainable / lo.shard_degree if lo.zero >= 1 else trainable
-        n = flop_params(arch, counts)
+        n = _flop_params(setup, counts)
         return flops, comm, operator_time(setup, n, share, flops, comm, sharded, local, intra)
     time = step_time(
         flops,
@@ -891,6 +891,19 @@ def _cost(
         note = f"{DEFAULT_MFU:.0%} MFU assumed: the GPU catalog has no HBM bandwidth for {gpu.name}"
         time = replace(time, assumed=note)
     return flops, comm, time
+
+
+def _flop_params(setup: TrainingSetup, counts: ParamCounts) -> int:
+    """N of 6ND per token of --seq. An encoder-decoder's encoder runs over the source (its
+    fixed length for Whisper) and the rest over the target: N = (N_enc·S + N_rest·L) ÷ seq."""
+    arch = setup.arch
+    n = flop_params(arch, counts)
+    if arch.encoder is None:
+        return n
+    encoder = arch.encoder.stack("encoder")
+    source = arch.encoder.encoder_tokens or setup.seq
+    target = setup.target_seq or setup.seq
+    return round((encoder * source + (n - encoder) * target) / setup.seq)
 
 
 @lru_cache(maxsize=4096, typed=True)
