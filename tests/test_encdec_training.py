@@ -321,6 +321,9 @@ def test_whisper_encoder_reads_its_fixed_frames() -> None:
         (("--pp", "2", "--gpus", "2"), "pp=2"),
         (("--lora-rank", "8", "--gpus", "1"), "with LoRA is not modelled"),
         (("--checkpointing", "selective", "--gpus", "1"), "checkpointing 'selective'"),
+        (("--fp8", "te", "--gpus", "1"), "in fp8 (te) is not modelled"),
+        (("--compile", "--gpus", "1"), "torch.compile is not modelled"),
+        (("--cp", "2", "--gpus", "2"), "cp=2"),
     ],
 )
 def test_what_is_not_modelled_is_refused_in_one_line(

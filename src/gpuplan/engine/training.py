@@ -318,6 +318,8 @@ def _validate_encoder_decoder(setup: TrainingSetup) -> None:
     fw = setup.framework
     if fw.fused != "none" or fw.compile:
         raise GpuplanError(f"{what} under kernel fusion or torch.compile is not modelled")
+    if fw.fp8 != "none":
+        raise GpuplanError(f"{what} in fp8 ({fw.fp8}) is not modelled")
 
 
 def _validate_lengths(setup: TrainingSetup) -> None:
