@@ -8,7 +8,8 @@ References:
   parameters excluded, as tests/test_reference_activations.py counts them for decoders), fp32
   and bf16, eager and SDPA, source and target lengths equal and not, against
   `saved_activation_bytes` within 10 % (the per-tensor list is within 0.5 % everywhere), and
-  with transformers' gradient checkpointing against full recompute (within 1 %);
+  with transformers' gradient checkpointing against full recompute (within 1 %), and with
+  dropout 0.1 (eager: its masks and dropped copies);
 - the CLI: `gpuplan train flan-t5-base` end to end, and the one-line refusals.
 """
 
@@ -24,6 +25,7 @@ from gpuplan.catalog import get_gpu, load_architecture
 from gpuplan.catalog.frameworks import get_framework
 from gpuplan.catalog.recipes import get_recipe
 from gpuplan.cli.main import main
+from gpuplan.engine import encdec_activations as encdec
 from gpuplan.engine.activations import ActivationSpec, saved_activation_bytes
 from gpuplan.engine.architecture import architecture_from_config
 from gpuplan.engine.frozen import replace
@@ -257,6 +259,43 @@ def test_full_recompute_matches_gradient_checkpointing(family: str, attn: str, d
     assert abs(predicted / measured - 1) <= 0.01, (family, attn, dtype, measured, predicted)
 
 
+def _mask_bytes(arch: Any, spec: ActivationSpec) -> int:
+    """The dropout masks of the list (one byte an element, as CUDA keeps them)."""
+    enc = arch.encoder
+    lists = (
+        (encdec.encoder_side_tensors(arch, spec), 1),
+        (encdec.encoder_layer_tensors(arch, spec), enc.shape("encoder_layers")),
+        (encdec.decoder_layer_tensors(arch, spec), arch.num_layers),
+        (encdec.decoder_side_tensors(arch, spec), 1),
+    )
+    return sum(n * b for tensors, n in lists for name, b in tensors if name.startswith(encdec.MASK))
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("family", ["t5", "flan-t5", "bart", "mbart", "m2m_100"])
+def test_dropout_masks_and_copies_match_an_eager_cpu_run(family: str, dtype: str) -> None:
+    """Training with dropout 0.1 everywhere (eager attention: its probabilities are dropped in
+    Python, on the CPU as on CUDA). PyTorch's CPU dropout keeps its noise in the input's dtype
+    where CUDA's native_dropout keeps a bool mask: the CPU run holds a − 1 more bytes per mask
+    element than the bill."""
+    torch = pytest.importorskip("torch")
+    cfg = dict(TINY[family])
+    for key in ("dropout_rate", "dropout", "attention_dropout", "activation_dropout"):
+        if key in cfg:
+            cfg[key] = 0.1
+    model = _hf_model(cfg, "eager").to(getattr(torch, dtype))
+    model.train()
+    batch, source, target = SHAPES[1]
+    measured = measure_saved_bytes(model, cfg, batch, source, target)
+    a = 4 if dtype == "float32" else 2
+    spec = ActivationSpec(seq=target, source=source, micro_batch=batch, act_bytes=a, kernel="eager")
+    arch = architecture_from_config(cfg, family)
+    predicted = saved_activation_bytes(arch, spec) + (a - 1) * _mask_bytes(arch, spec)
+    assert _mask_bytes(arch, spec) > 0
+    assert abs(predicted / measured - 1) <= TODAY, (family, dtype, measured, predicted)
+
+
 # --------------------------------------------------------------------------------------
 # The command line, end to end
 # --------------------------------------------------------------------------------------
@@ -278,7 +317,7 @@ def test_gpuplan_train_flan_t5_end_to_end(capsys: Any) -> None:
     assert data["activations_bytes"] > 0
     notes = " ".join(data.get("notes", []))
     assert "512 source tokens" in notes and "128 target tokens" in notes
-    assert "dropout" in notes  # flan-t5's dropout_rate 0.1 is said, not billed
+    assert "dropout" in notes  # flan-t5's dropout_rate 0.1: its masks billed, and said
 
 
 def test_a_longer_target_bills_more_activations_and_loss() -> None:

@@ -37,8 +37,15 @@ f the FFN width:
   loss side  the decoder's ids and the labels (int64 over b·L); the loss's own log-softmax is
              engine/loss.py's.
 
-Dropout is off (p = 0) in what is billed; a config that trains with dropout is said in a note
-(its masks are not billed).
+  dropout    as the config trains (T5's dropout_rate; the others' dropout, attention_dropout,
+             activation_dropout): a one-byte mask (CUDA's fused native_dropout keeps a bool
+             mask; the CPU keeps its noise in the input's dtype, which the tests account for)
+             of each stack's input, each sub-block's output before its residual add, the FFN's
+             activation (ReLU then keeps its output and the dropped copy) and T5's final norm
+             output; on the attention probabilities of eager attention and SDPA's math path the
+             mask and the dropped copy that the product with v saves. Flash and memory-efficient
+             kernels keep only their RNG seed and offset and regenerate the mask in backward
+             (Dao et al. 2022, FlashAttention §3.1), so SDPA's dropout costs nothing there.
 """
 
 from __future__ import annotations
@@ -54,6 +61,8 @@ if TYPE_CHECKING:  # engine/activations.py reads this module: its spec is only a
     from gpuplan.engine.activations import ActivationSpec
 
 UNFUSED_GELU = ("gelu_new", "gelu_fast", "gelu_python", "quick_gelu")
+MASK = "dropout mask"
+MASK_BYTES = 1
 Named = tuple[str, int]  # a saved tensor's name and bytes (activations.py makes them `Saved`)
 
 
@@ -94,21 +103,49 @@ def _attention(
     a, b, inner = spec.act_bytes, spec.micro_batch, heads * enc.shape("head_dim")
     nq, nk = b * q_len, b * kv_len
     merged = ("attention output (o input)", a * nq * inner)
+    probs = b * heads * q_len * kv_len
     if biased and spec.kernel != "eager":  # SDPA's math path: q, k, v and softmax in fp32
         w = max(a, 4)
         qkv = [("q (fp32)", w * nq * inner), ("k (fp32)", w * nk * inner)]
         qkv += [("v (fp32)", w * nk * inner)]
-        return [*qkv, ("softmax probabilities (fp32)", w * b * heads * q_len * kv_len), merged]
+        dropped = _dropped_probs(enc, probs, w)
+        return [*qkv, ("softmax probabilities (fp32)", w * probs), *dropped, merged]
     qkv = [("q", a * nq * inner), ("k", a * nk * inner), ("v", a * nk * inner)]
     if spec.kernel == "eager":
-        return [*qkv, ("softmax probabilities", a * b * heads * q_len * kv_len), merged]
+        dropped = _dropped_probs(enc, probs, a)
+        return [*qkv, ("softmax probabilities", a * probs), *dropped, merged]
     out = [*qkv, ("attention output", a * nq * inner), ("logsumexp", 4 * b * heads * q_len)]
     if enc.shape("heads_first"):  # q, k, v head-first (Whisper): the output is copied to merge
         out.append(merged)
     return out
 
 
+def _dropped_probs(enc: EncoderSpec, elements: int, width: int) -> list[Named]:
+    """Dropout on the softmax probabilities (eager attention, SDPA's math path): its mask and
+    the dropped copy the product with v saves (flash and memory-efficient kernels keep only
+    their RNG seed and offset)."""
+    if not enc.dropouts[1]:
+        return []
+    return [_mask("attention probabilities", elements), ("dropped probabilities", width * elements)]
+
+
+def _mask(where: str, elements: int) -> Named:
+    """A dropout mask: one byte per element (CUDA's fused native_dropout keeps a bool mask;
+    PyTorch's CPU dropout keeps its noise in the input's dtype instead)."""
+    return (f"{MASK} ({where})", MASK_BYTES * elements)
+
+
 def _ffn(enc: EncoderSpec, a: int, rows: int, width: int) -> list[Named]:
+    act = enc.activation
+    out = _ffn_saved(enc, a, rows, width)
+    if enc.dropouts[2]:  # after the activation: the second linear saves the dropped copy
+        out.append(_mask("FFN activation", rows * width))
+        if act == "relu" and not enc.shape("gated"):  # ReLU still keeps its own output
+            out.append(("ffn.dropped activation", a * rows * width))
+    return out
+
+
+def _ffn_saved(enc: EncoderSpec, a: int, rows: int, width: int) -> list[Named]:
     act = enc.activation
     if enc.shape("gated"):
         out = [(f"ffn.{n}", a * rows * width) for n in ("gate", "up", "act", "act*up")]
@@ -137,6 +174,8 @@ def _layer(
     out: list[Named] = []
     for i, block in enumerate(blocks):
         out += _stack_norm(enc, f"norm{i}", rows, a, True) + block
+        if enc.dropouts[0]:  # the sub-block's output dropped before the residual add
+            out.append(_mask(f"sub-block {i} output", rows * enc.width))
     return out
 
 
@@ -157,6 +196,10 @@ def _stack_edges(enc: EncoderSpec, spec: ActivationSpec, length: int, name: str)
     first layer reads, the final norm, T5's position buckets."""
     a, rows, h = spec.act_bytes, spec.micro_batch * length, enc.width
     out: list[Named] = []
+    if enc.dropouts[0]:  # the stack's input dropped (T5: after its final norm too)
+        out.append(_mask(f"{name} input", rows * h))
+        if enc.shape("t5_norm"):
+            out.append(_mask(f"{name} output", rows * h))
     if enc.shape("embedding_norm"):
         out += _stack_norm(enc, f"{name}.embedding_norm", rows, a, False)
     if not enc.shape("pre_norm"):  # the first layer's q, k, v read the stack's input
@@ -232,8 +275,9 @@ def training_notes(arch: Architecture, kernel: str, source: int, seq: int) -> tu
         )
     if enc.dropout:
         notes.append(
-            f"config.json trains with dropout (p up to {enc.dropout:g}): the masks and dropped"
-            " copies it saves are not billed (set the dropout to 0 for this bill to hold)"
+            f"dropout as config.json trains it (p up to {enc.dropout:g}): its one-byte masks"
+            " (CUDA's native_dropout) and the dropped copies saved are billed; fused SDPA"
+            " kernels regenerate theirs from the RNG state"
         )
     if enc.shape("mel_bins"):
         notes.append(

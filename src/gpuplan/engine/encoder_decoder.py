@@ -45,6 +45,7 @@ class EncoderSpec:
     training: tuple[tuple[str, int], ...] = ()  # the record's [training] shapes, by name
     activation: str = "gelu"  # the FFN's activation (T5: dense_act_fn)
     dropout: float = 0.0  # the largest dropout probability its config trains with
+    dropouts: tuple[float, float, float] = (0.0, 0.0, 0.0)  # hidden, attention, activation
     layerdrop: float = 0.0  # the largest LayerDrop probability (a layer skipped in training)
 
     def stack(self, name: str) -> int:
@@ -88,6 +89,8 @@ def encoder_spec(config: Mapping[str, Any], name: str) -> tuple[EncoderSpec, dic
     if parts.get("decoder.attention", 0) % shape["decoder_layers"]:
         raise GpuplanError(f"{name}: {where} decoder parts are not alike per layer")
     training = {key: evaluate(expr, values, name, where) for key, expr in rec["training"].items()}
+    by_type = rec.get("dropout_defaults_by_type", {}).get(str(config.get("model_type")), {})
+    defaults = {**rec.get("dropout_defaults", {}), **by_type}
     spec = EncoderSpec(
         parts=tuple(parts.items()),
         width=shape["width"],
@@ -97,8 +100,9 @@ def encoder_spec(config: Mapping[str, Any], name: str) -> tuple[EncoderSpec, dic
         family=rec["name"],
         training=tuple(training.items()),
         activation=_activation(config, rec),
-        dropout=_dropout(config, DROPOUT_KEYS),
-        layerdrop=_dropout(config, ("encoder_layerdrop", "decoder_layerdrop")),
+        dropout=_dropout(config, DROPOUT_KEYS, defaults),
+        dropouts=_dropouts(config, rec["name"], defaults),
+        layerdrop=_dropout(config, ("encoder_layerdrop", "decoder_layerdrop"), defaults),
     )
     return spec, shape
 
@@ -106,10 +110,27 @@ def encoder_spec(config: Mapping[str, Any], name: str) -> tuple[EncoderSpec, dic
 DROPOUT_KEYS = ("dropout_rate", "dropout", "attention_dropout", "activation_dropout")
 
 
-def _dropout(config: Mapping[str, Any], keys: tuple[str, ...]) -> float:
+def _dropouts(
+    config: Mapping[str, Any], family: str, defaults: Mapping[str, float]
+) -> tuple[float, float, float]:
+    """The dropout probabilities training applies (hidden states, attention probabilities, the
+    FFN's activation): T5's one dropout_rate for all three (T5Config), the others' dropout,
+    attention_dropout and activation_dropout."""
+    if family == "t5":
+        p = _dropout(config, ("dropout_rate",), defaults)
+        return p, p, p
+    keys = ("dropout", "attention_dropout", "activation_dropout")
+    hidden, attention, activation = (_dropout(config, (k,), defaults) for k in keys)
+    return hidden, attention, activation
+
+
+def _dropout(
+    config: Mapping[str, Any], keys: tuple[str, ...], defaults: Mapping[str, float]
+) -> float:
     """The largest probability the config gives under `keys` (T5's dropout_rate; BART's,
-    M2M100's and Whisper's dropout, attention_dropout, activation_dropout; their LayerDrop)."""
-    rates = [config.get(k) for k in keys]
+    M2M100's and Whisper's dropout, attention_dropout, activation_dropout; their LayerDrop),
+    the config class's default for a key config.json omits."""
+    rates = [config.get(k, defaults.get(k)) for k in keys]
     return max([float(r) for r in rates if isinstance(r, int | float) and 0 < r < 1], default=0.0)
 
 
