@@ -54,11 +54,12 @@ def _catalog() -> dict[str, dict[str, Any]]:
     from importlib import resources
 
     data = resources.files("gpuplan.catalog").joinpath("data/models")
-    return {
+    configs = {
         p.name[:-5]: json.loads(p.read_text("utf-8"))
         for p in data.iterdir()
         if p.name.endswith(".json")
-    }
+    }  # the encoder-decoders: their own section below and tests/test_encdec_training.py
+    return {k: c for k, c in configs.items() if not c.get("is_encoder_decoder")}
 
 
 CASES: dict[str, dict[str, Any]] = {
