@@ -78,6 +78,11 @@ def encoder_spec(config: Mapping[str, Any], name: str) -> tuple[EncoderSpec, dic
     rec = _table()[str(config.get("model_type"))]
     where = f"encoder_decoders.toml [{rec['name']}]"
     values = field_values(rec["fields"], rec.get("defaults", {}), config, name, f"{rec['name']}")
+    for field, value in values.items():  # an encoder-decoder's fields are single numbers
+        if isinstance(value, list):
+            path = rec["fields"][field]
+            key = path if isinstance(path, str) else str(path)
+            raise GpuplanError(f"{name}: config field {key!r} must be a whole number, got a list")
     parts = {part: evaluate(expr, values, name, where) for part, expr in rec["params"].items()}
     bad = [p for p in parts if p.split(".")[0] not in STACKS or parts[p] < 0]
     if bad:
