@@ -588,6 +588,9 @@ def _ffn_bytes(
     """`gated` (or `plain`) × a × the FFN's width × its tokens, for a layer kind: the dense MLP's
     width, or a MoE block's per token-expert slot; 0 for a layer without an FFN."""
     a, t, tp = spec.act_bytes, spec.tokens, spec.tp
+    if arch.encoder is not None:  # a decoder layer's FFN (engine/encdec_activations.py)
+        enc = encoder_of(arch)
+        return (gated if enc.shape("gated") else plain) * a * t * enc.shape("ffn_decoder")
     if not kind.ffn:
         return 0
     if kind.moe and arch.moe is not None:
