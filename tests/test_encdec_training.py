@@ -408,3 +408,19 @@ def test_a_target_beyond_the_learned_positions_is_refused(capsys: Any) -> None:
     bart = architecture_from_config(TINY["bart"], "bart")
     with pytest.raises(GpuplanError, match="source of 512 tokens.*256 learned positions"):
         training_bill(TrainingSetup(arch=bart, recipe=setup.recipe, gpu=setup.gpu, seq=512))
+
+
+def test_the_web_api_takes_the_target_length_and_refuses_in_a_4xx() -> None:
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from gpuplan.web.app import create_app
+
+    body = {"model": "flan-t5-base", "gpus": 1, "seq": 512}
+    with TestClient(create_app(), raise_server_exceptions=False) as client:
+        short = client.post("/api/train", json={**body, "target_seq": 128})
+        same = client.post("/api/train", json=body)
+        split = client.post("/api/train", json={**body, "gpus": 2, "tp": 2})
+    assert short.status_code == same.status_code == 200
+    assert short.json()["activations_bytes"] < same.json()["activations_bytes"]
+    assert split.status_code == 400 and "tp=2" in split.json()["detail"]
