@@ -25,18 +25,18 @@ f the FFN width:
              the zero bias it passes as a mask (1·H·L·S). Under gradient checkpointing each
              stack's position bias (1·H·Lq·Lk, computed once, passed to every block) and the
              cross-attention's zero bias (made to require a gradient) are the blocks' inputs
-             the checkpoints keep; the buckets are rebuilt inside the first block. Whisper makes q, k and v contiguous
-             head-first, so SDPA's output is copied to merge the heads (o's input, a·N·H·d).
+             the checkpoints keep; the buckets are rebuilt inside the first block. Whisper
+             makes q, k and v contiguous head-first, so SDPA's output is copied to merge the
+             heads (o's input, a·N·H·d). (On CUDA the memory-efficient kernel takes a bias
+             that needs a gradient; the bill keeps the math path, an upper bound, and says so.)
   FFN        ReLU (T5 v1.0, M2M100): its output; GELU (BART, Whisper): fc1's and the
              activation's outputs; T5 v1.1's gated gelu_new: wi_0's and wi_1's outputs, the
              activation and the product, and gelu_new's unfused tanh intermediates (3·a·N·f).
   front-end  Whisper's two convolutions over the mel frames F (3000): the features
              (a·b·mels·F), conv1's and its GELU's outputs (2·a·b·h·F), conv2's output
-             (a·b·h·F/2) before its GELU; token ids (int64) for a text encoder, BART's
-             position ids.
+             (a·b·h·F/2) before its GELU; token ids (int64) for a text encoder.
   loss side  the decoder's ids and the labels (int64 over b·L); the loss's own log-softmax is
              engine/loss.py's.
-
   dropout    as the config trains (T5's dropout_rate; the others' dropout, attention_dropout,
              activation_dropout): a one-byte mask (CUDA's fused native_dropout keeps a bool
              mask; the CPU keeps its noise in the input's dtype, which the tests account for)
