@@ -246,7 +246,8 @@ CLI_SURFACE = {
     " --headroom --json --lora-base --lora-modules-to-save --lora-rank --lora-targets --loss"
     " --mfu --micro-batch --network --no-compile --no-reshard-after-forward --offload"
     " --offload-activations --optimizer-in-backward --optimizer-kernel --override --pp --qlora"
-    " --recipe --reshard-after-forward --seq --sp --stage --tp --units --virtual-stages --zero",
+    " --recipe --reshard-after-forward --seq --sp --stage --target-seq --tp --units"
+    " --virtual-stages --zero",
     "web": "--host --hub --open --port",
 }
 

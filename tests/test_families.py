@@ -54,11 +54,12 @@ def _catalog() -> dict[str, dict[str, Any]]:
     from importlib import resources
 
     data = resources.files("gpuplan.catalog").joinpath("data/models")
-    return {
+    configs = {
         p.name[:-5]: json.loads(p.read_text("utf-8"))
         for p in data.iterdir()
         if p.name.endswith(".json")
-    }
+    }  # the encoder-decoders: their own section below and tests/test_encdec_training.py
+    return {k: c for k, c in configs.items() if not c.get("is_encoder_decoder")}
 
 
 CASES: dict[str, dict[str, Any]] = {
@@ -900,13 +901,18 @@ def test_encoder_decoder_caches_match_a_forward_pass(model_type: str) -> None:
     assert arch.encoder is not None and arch.encoder.encoder_tokens in (0, encoder_tokens)
 
 
-def test_training_an_encoder_decoder_is_refused_in_one_line() -> None:
-    from gpuplan.engine.training import validate_training
+def test_training_an_encoder_decoder_over_tensor_parallelism_is_refused_in_one_line() -> None:
+    """Training is modelled over data parallelism (tests/test_encdec_training.py); tp, pp and
+    cp splits of the two stacks are refused by name."""
+    from gpuplan.catalog import get_gpu
+    from gpuplan.catalog.recipes import get_recipe
+    from gpuplan.engine.sharding import Layout
+    from gpuplan.engine.training import TrainingSetup, validate_training
 
     arch = architecture_from_config(_full({"model_type": "t5"}), "t5")
-    setup = type("Setup", (), {"arch": arch})()
-    with pytest.raises(GpuplanError, match="training an encoder-decoder"):
-        validate_training(setup)  # type: ignore[arg-type]
+    setup = TrainingSetup(arch, get_recipe("adamw-bf16"), get_gpu("h100"), Layout(tp=2))
+    with pytest.raises(GpuplanError, match="training an encoder-decoder.*tp=2"):
+        validate_training(setup)
 
 
 def test_kimi_full_rank_gate_replaces_the_low_rank_pair() -> None:

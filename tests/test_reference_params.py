@@ -48,11 +48,13 @@ _REFERENCE_TYPE = {"mycorp_decoder": "llama"}
 
 
 def _catalog_configs() -> dict[str, dict[str, Any]]:
+    """The catalog's decoders (its encoder-decoders: tests/test_encdec_training.py)."""
     data = resources.files("gpuplan.catalog").joinpath("data")
-    return {
+    configs = {
         entry.id: json.loads(data.joinpath(entry.config).read_text("utf-8"))
         for entry in list_models()
     }
+    return {k: c for k, c in configs.items() if not c.get("is_encoder_decoder")}
 
 
 CATALOG = _catalog_configs()

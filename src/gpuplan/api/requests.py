@@ -373,6 +373,12 @@ TRAIN = (
         help="Sequence length, e.g. 4096 or 8K (K = 1,024, as vLLM reads it).",
         cli=("--seq",),
     ),
+    tokens(
+        "target_seq",
+        help="Encoder-decoders (T5, BART, Whisper): the decoder's target length; --seq is the"
+        " encoder's source length (Whisper's encoder reads its 1500 frames). [default: --seq]",
+        cli=("--target-seq",),
+    ),
     count(
         "micro_batch",
         1,

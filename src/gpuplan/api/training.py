@@ -336,6 +336,7 @@ def _setup(
         gpu=spec,
         layout=layout,
         seq=int(req.seq),
+        target_seq=int(req.target_seq or 0),
         micro_batch=int(req.micro_batch),
         grad_accum=int(req.grad_accum) if req.grad_accum else 0,
         recompute=parse_checkpointing(req.checkpointing, profile.recompute),

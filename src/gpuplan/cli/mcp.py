@@ -109,7 +109,7 @@ def build_server() -> Any:
 # checks the values once, when the API builds it
 SERVE_TOOL = ("gpu", "gpus", "tp", "pp", "dtype", "kv_dtype", "context", "users")
 SPEED_TOOL = ("prompt", "output", "request_rate", "eager")
-TRAIN_TOOL = ("gpu", "gpus", "zero", "seq", "checkpointing", "lora_rank", "qlora")
+TRAIN_TOOL = ("gpu", "gpus", "zero", "seq", "target_seq", "checkpointing", "lora_rank", "qlora")
 PLAN_TOOL = (
     "users",
     "context",

@@ -52,6 +52,14 @@ from __future__ import annotations
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture, LayerSpec
+from gpuplan.engine.encdec_activations import (
+    decoder_layer_tensors,
+    decoder_side_tensors,
+    encoder_layer_tensors,
+    encoder_of,
+    encoder_side_tensors,
+    source_tokens,
+)
 from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.mixer_activations import MixerRun, mixer_tensors, mixer_widths
 from gpuplan.errors import GpuplanError
@@ -83,6 +91,7 @@ class ActivationSpec:
     sp_gathered: bool = False  # sequence parallelism that saves the all-gathered linear input
     gqa_expanded: bool = False  # k and v copied out to every query head before attention
     residual_bytes: int = 0  # bytes per residual-stream element (0: act_bytes; 4: fp32 stream)
+    source: int = 0  # an encoder-decoder's encoder length per sequence (0: seq, the decoder's)
 
     @property
     def tokens(self) -> int:
@@ -320,7 +329,10 @@ def _moe(arch: Architecture, spec: ActivationSpec, t: int) -> list[Saved]:
 def layer_tensors(arch: Architecture, layer: LayerSpec, spec: ActivationSpec) -> tuple[Saved, ...]:
     """The tensors one decoder layer saves for one micro-batch on one GPU (no recompute): its
     token mixer (attention, a state mixer, or both side by side) behind its norm, then its FFN
-    behind its own norm. A block with one sub-block (Mamba, Nemotron-H) has one norm."""
+    behind its own norm. A block with one sub-block (Mamba, Nemotron-H) has one norm. An
+    encoder-decoder's layers are its decoder's (engine/encdec_activations.py)."""
+    if arch.encoder is not None:
+        return tuple(Saved(name, n) for name, n in decoder_layer_tensors(arch, spec))
     t = spec.tokens
     a, h = spec.act_bytes, arch.hidden_size
     edge = _edge_tokens(spec)  # tokens at the layer boundary
@@ -490,7 +502,11 @@ def edge_tensors(
     arch: Architecture, spec: ActivationSpec, first: bool, last: bool
 ) -> tuple[Saved, ...]:
     """Saved tensors outside the decoder layers: ids, RoPE tables, final norm, labels. The loss's
-    own (the log-softmax, or what its mode keeps) are engine/loss.py's."""
+    own (the log-softmax, or what its mode keeps) are engine/loss.py's. An encoder-decoder's first
+    edge is its whole encoder (`encoder_tensors`), its last the decoder's loss side."""
+    if arch.encoder is not None:
+        loss_side = [Saved(name, n) for name, n in decoder_side_tensors(arch, spec)]
+        return (*(encoder_tensors(arch, spec) if first else ()), *(loss_side if last else ()))
     t, a, h = spec.tokens, spec.act_bytes, arch.hidden_size
     out: list[Saved] = []
     if first:
@@ -521,6 +537,20 @@ def edge_tensors(
             )
         out.append(Saved("labels (int64)", 8 * t))
     return tuple(out)
+
+
+def encoder_tensors(arch: Architecture, spec: ActivationSpec) -> tuple[Saved, ...]:
+    """An encoder-decoder's encoder as the decoder's backward finds it: its input side and every
+    layer's saved tensors, or under full recompute each layer's input (b·S·h, what the
+    checkpoint keeps) — the encoder runs before the decoder and is backpropagated after it."""
+    layers = encoder_of(arch).shape("encoder_layers")
+    out = [Saved(name, n) for name, n in encoder_side_tensors(arch, spec)]
+    if parse_recompute(spec.recompute)[0] == "full":
+        rows = spec.micro_batch * source_tokens(arch, spec)
+        width = spec.residual_bytes or spec.act_bytes
+        return (*out, Saved("encoder layer inputs", layers * width * rows * arch.hidden_size))
+    one = sum(n for _, n in encoder_layer_tensors(arch, spec))
+    return (*out, Saved(f"encoder layers ({layers})", layers * one))
 
 
 @lru_cache(maxsize=8192)
@@ -558,6 +588,9 @@ def _ffn_bytes(
     """`gated` (or `plain`) × a × the FFN's width × its tokens, for a layer kind: the dense MLP's
     width, or a MoE block's per token-expert slot; 0 for a layer without an FFN."""
     a, t, tp = spec.act_bytes, spec.tokens, spec.tp
+    if arch.encoder is not None:  # a decoder layer's FFN (engine/encdec_activations.py)
+        enc = encoder_of(arch)
+        return (gated if enc.shape("gated") else plain) * a * t * enc.shape("ffn_decoder")
     if not kind.ffn:
         return 0
     if kind.moe and arch.moe is not None:
@@ -637,7 +670,8 @@ def saved_activation_bytes(arch: Architecture, spec: ActivationSpec) -> int:
     (pp = 1): what `saved_tensors_hooks` counts for the same forward + loss — the layers, the
     edge tensors and the standard loss's fp32 log-softmax (4·T·V, engine/loss.py)."""
     validate_activations(spec)
-    log_softmax = 4 * spec.tokens * ceil_div(arch.vocab_size, spec.tp)
+    a = spec.act_bytes if arch.encoder is not None else 4  # seq2seq heads: nn.CrossEntropyLoss
+    log_softmax = a * spec.tokens * ceil_div(arch.vocab_size, spec.tp)
     return stage_bytes(arch, spec, range(arch.num_layers), True, True) + log_softmax
 
 

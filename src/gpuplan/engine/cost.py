@@ -53,7 +53,13 @@ def _ring(d: int) -> float:
 def flop_params(arch: Architecture, counts: ParamCounts) -> int:
     """N of 6ND: the active parameters that do matmuls (Kaplan et al. 2020 §2.1 leave out the
     embedding). The input embedding is a lookup, not a matmul, so it is excluded; a tied LM head
-    still multiplies every token's hidden state, so only learned positions leave with it."""
+    still multiplies every token's hidden state, so only learned positions leave with it. An
+    encoder-decoder leaves out its embedding stack (token and position tables, Whisper's
+    convolutions) and keeps both stacks and the head (the shared table when the head is tied)."""
+    if arch.encoder is not None:
+        tied = not dict(arch.encoder.parts).get("head.lm_head")
+        head = arch.vocab_size * arch.hidden_size if tied else 0
+        return max(0, counts.total - arch.encoder.stack("embed") + head)
     embedding = (
         counts.embedding
         if not arch.tie_word_embeddings

@@ -42,9 +42,18 @@ class EncoderSpec:
     cross_heads: int
     cross_head_dim: int
     family: str = ""
+    training: tuple[tuple[str, int], ...] = ()  # the record's [training] shapes, by name
+    activation: str = "gelu"  # the FFN's activation (T5: dense_act_fn)
+    dropout: float = 0.0  # the largest dropout probability its config trains with
+    dropouts: tuple[float, float, float] = (0.0, 0.0, 0.0)  # hidden, attention, activation
+    layerdrop: float = 0.0  # the largest LayerDrop probability (a layer skipped in training)
 
     def stack(self, name: str) -> int:
         return sum(n for part, n in self.parts if part.startswith(name + "."))
+
+    def shape(self, name: str) -> int:
+        """One of the record's training shapes (engine/encdec_activations.py reads them)."""
+        return dict(self.training)[name]
 
 
 @cache
@@ -69,6 +78,11 @@ def encoder_spec(config: Mapping[str, Any], name: str) -> tuple[EncoderSpec, dic
     rec = _table()[str(config.get("model_type"))]
     where = f"encoder_decoders.toml [{rec['name']}]"
     values = field_values(rec["fields"], rec.get("defaults", {}), config, name, f"{rec['name']}")
+    for field, value in values.items():  # an encoder-decoder's fields are single numbers
+        if isinstance(value, list):
+            path = rec["fields"][field]
+            key = path if isinstance(path, str) else str(path)
+            raise GpuplanError(f"{name}: config field {key!r} must be a whole number, got a list")
     parts = {part: evaluate(expr, values, name, where) for part, expr in rec["params"].items()}
     bad = [p for p in parts if p.split(".")[0] not in STACKS or parts[p] < 0]
     if bad:
@@ -79,6 +93,9 @@ def encoder_spec(config: Mapping[str, Any], name: str) -> tuple[EncoderSpec, dic
             raise GpuplanError(f"{name}: the decoder's {key} must be at least 1")
     if parts.get("decoder.attention", 0) % shape["decoder_layers"]:
         raise GpuplanError(f"{name}: {where} decoder parts are not alike per layer")
+    training = {key: evaluate(expr, values, name, where) for key, expr in rec["training"].items()}
+    by_type = rec.get("dropout_defaults_by_type", {}).get(str(config.get("model_type")), {})
+    defaults = {**rec.get("dropout_defaults", {}), **by_type}
     spec = EncoderSpec(
         parts=tuple(parts.items()),
         width=shape["width"],
@@ -86,5 +103,70 @@ def encoder_spec(config: Mapping[str, Any], name: str) -> tuple[EncoderSpec, dic
         cross_heads=shape["heads"],
         cross_head_dim=shape["head_dim"],
         family=rec["name"],
+        training=tuple(training.items()),
+        activation=_activation(config, rec),
+        dropout=_dropout(config, DROPOUT_KEYS, defaults),
+        dropouts=_dropouts(config, rec["name"], defaults),
+        layerdrop=_dropout(config, ("encoder_layerdrop", "decoder_layerdrop"), defaults),
     )
     return spec, shape
+
+
+DROPOUT_KEYS = ("dropout_rate", "dropout", "attention_dropout", "activation_dropout")
+
+
+def _dropouts(
+    config: Mapping[str, Any], family: str, defaults: Mapping[str, float]
+) -> tuple[float, float, float]:
+    """The dropout probabilities training applies (hidden states, attention probabilities, the
+    FFN's activation): T5's one dropout_rate for all three (T5Config), the others' dropout,
+    attention_dropout and activation_dropout."""
+    if family == "t5":
+        p = _dropout(config, ("dropout_rate",), defaults)
+        return p, p, p
+    keys = ("dropout", "attention_dropout", "activation_dropout")
+    hidden, attention, activation = (_dropout(config, (k,), defaults) for k in keys)
+    return hidden, attention, activation
+
+
+def _dropout(
+    config: Mapping[str, Any], keys: tuple[str, ...], defaults: Mapping[str, float]
+) -> float:
+    """The largest probability the config gives under `keys` (T5's dropout_rate; BART's,
+    M2M100's and Whisper's dropout, attention_dropout, activation_dropout; their LayerDrop),
+    the config class's default for a key config.json omits."""
+    rates = [config.get(k, defaults.get(k)) for k in keys]
+    return max([float(r) for r in rates if isinstance(r, int | float) and 0 < r < 1], default=0.0)
+
+
+def _activation(config: Mapping[str, Any], rec: Mapping[str, Any]) -> str:
+    """The FFN's activation: T5's from feed_forward_proj as T5Config derives it (its last part;
+    "gated-gelu" is gelu_new), the others' activation_function, else the record's default."""
+    if rec["name"] == "t5":
+        proj = str(config.get("feed_forward_proj") or "relu")
+        return "gelu_new" if proj == "gated-gelu" else proj.split("-")[-1][:32]
+    return str(config.get("activation_function") or rec.get("activation", "gelu"))[:32]
+
+
+def factored_elements(spec: EncoderSpec, vocab: int, decoder_layers: int) -> int:
+    """Elements of Adafactor's second moment over every trained parameter (transformers'
+    Adafactor, optimization.py: a tensor of two or more dimensions keeps a row accumulator of
+    shape[:-1] and a column one of shape[:-2] + shape[-1:], a vector its full square; Shazeer &
+    Stern 2018 §3). The matrices: q, k, v, o of each attention (d × heads·head_dim), the FFN's
+    wi (two when gated) and wo, the token tables, the trained position tables, Whisper's
+    convolutions (d × mels × 3, d × d × 3) and an untied head; norms and biases whole."""
+    h, t = spec.width, dict(spec.training)
+    inner_e = t["encoder_heads"] * t["head_dim"]
+    inner_d = spec.cross_heads * t["head_dim"]
+    ffn = 2 + t["gated"]
+    total = t["encoder_layers"] * (4 * (h + inner_e) + ffn * (h + t["ffn_encoder"]))
+    total += decoder_layers * (8 * (h + inner_d) + ffn * (h + t["ffn_decoder"]))
+    total += sum(n for part, n in spec.parts if part.split(".")[1] in ("norm", "bias"))
+    total += vocab + h + (t["decoder_vocab"] + h if t["decoder_vocab"] else 0)
+    for rows in (t["encoder_position_rows"], t["decoder_position_rows"]):
+        total += rows + t["position_cols"] if rows else 0
+    if t["mel_bins"]:  # conv1 (d, mels, 3), conv2 (d, d, 3)
+        total += h * t["mel_bins"] + 3 * h + h * h + 3 * h
+    if dict(spec.parts).get("head.lm_head"):
+        total += vocab + h
+    return total

@@ -26,6 +26,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture, LayerSpec
+from gpuplan.engine.encoder_decoder import factored_elements
 from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.params import count_params, expert_params, layer_params
 from gpuplan.engine.precision import Precision
@@ -145,6 +146,8 @@ def factored_moment_params(arch: Architecture, layers: range, tp: int) -> int:
     biases) keep a full second moment. Matrices are taken per projection (q, k, v, o; gate,
     up, down; per expert), ÷ tp; embedding and LM head count V + h each.
     """
+    if arch.encoder is not None:  # both stacks, from the record (engine/encoder_decoder.py)
+        return ceil_div(factored_elements(arch.encoder, arch.vocab_size, arch.num_layers), tp)
     a, h = arch.attention, arch.hidden_size
     q, kv = a.num_heads * a.head_dim, a.num_kv_heads * a.head_dim
     attn = (h + q) + 2 * (h + kv) + (a.num_heads * a.v_head_dim + h)

@@ -414,7 +414,12 @@ def gemma_layer_extras(arch: Architecture) -> Counter[str]:
 
 
 def layer_params(arch: Architecture, layer: LayerSpec) -> Counter[str]:
-    """All parameters of one decoder layer: its mixer, its FFN (dense or MoE) and its norms."""
+    """All parameters of one decoder layer: its mixer, its FFN (dense or MoE) and its norms. An
+    encoder-decoder's decoder layers share its record's decoder parts evenly (self- and
+    cross-attention, FFN, norms, biases: engine/encoder_decoder.py)."""
+    if arch.encoder is not None:
+        parts = [(p.split(".", 1)[1], n) for p, n in arch.encoder.parts if p.startswith("decoder.")]
+        return Counter({kind: n // arch.num_layers for kind, n in parts})
     c = mixer_params(arch, layer)
     c.update(ffn_params(arch, layer))
     c["norm"] += arch.norms_per_layer * arch.norm_elements

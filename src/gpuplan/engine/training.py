@@ -48,6 +48,7 @@ from gpuplan.engine.cost import (
     step_time,
     tp_comm_bytes,
 )
+from gpuplan.engine.encdec_activations import training_notes
 from gpuplan.engine.frameworks.profile import GENERIC, FrameworkProfile, validate_profile
 from gpuplan.engine.frozen import field, record, replace
 from gpuplan.engine.gpu import GpuSpec
@@ -103,6 +104,7 @@ class TrainingSetup:
     gpu: GpuSpec
     layout: Layout = Layout()
     seq: int = 4096
+    target_seq: int = 0  # an encoder-decoder's decoder length (0: seq, also the encoder's)
     micro_batch: int = 1
     grad_accum: int = 0  # micro-batches per optimizer step per data-parallel rank (0: = pp)
     recompute: str = "none"
@@ -138,6 +140,8 @@ class TrainingSetup:
     def loss_spec(self) -> LossSpec:
         fw = self.framework
         default = fw.tp_loss if fw.tp_loss and self.layout.tp > 1 else fw.loss
+        if self.arch.encoder is not None and default == "standard":
+            default = "plain"  # T5, BART, Whisper: nn.CrossEntropyLoss on the logits as they are
         return _loss_spec(
             self.loss or default,
             fw.keep_logits,
@@ -237,11 +241,15 @@ class TrainingBill(Bill):
 def validate_training(setup: TrainingSetup) -> None:
     """Reject impossible setups with a one-line reason."""
     a = setup.arch
-    if a.encoder is not None:  # engine/encoder_decoder.py sizes serving only
+    if a.encoder is not None:
+        _validate_encoder_decoder(setup)
+    elif setup.target_seq:
         raise GpuplanError(
-            f"{a.name}: training an encoder-decoder ({a.model_type}) is not modelled yet (the"
-            " encoder's activations and the cross-attention's); gpuplan sizes serving it"
+            f"{a.name}: --target-seq is an encoder-decoder's decoder length; a decoder-only"
+            " model trains on --seq alone"
         )
+    if setup.target_seq < 0:
+        raise GpuplanError(f"target-seq must be at least 1, got {setup.target_seq}")
     _validate_layout(setup.layout, a)
     if setup.grad_accum < 0:
         raise GpuplanError(f"grad-accum must be at least 1, got {setup.grad_accum}")
@@ -284,6 +292,50 @@ def validate_training(setup: TrainingSetup) -> None:
             "the optimizer step in backward frees each gradient at once: it cannot accumulate"
             f" gradients over {setup.micro_batches} micro-batches (use --grad-accum 1)"
         )
+
+
+def _validate_encoder_decoder(setup: TrainingSetup) -> None:
+    """What gpuplan models of training an encoder-decoder (engine/encdec_activations.py): both
+    stacks on every GPU (data parallelism, ZeRO, FSDP: how the HF Trainer runs T5, BART and
+    Whisper), eager PyTorch kernels, no recompute or full recompute, full fine-tuning."""
+    a, lo = setup.arch, setup.layout
+    what = f"{a.name}: training an encoder-decoder ({a.model_type})"
+    split = [f"{k}={v}" for k, v in (("tp", lo.tp), ("pp", lo.pp), ("cp", lo.cp), ("ep", lo.ep))]
+    split = [s for s in split if not s.endswith("=1")]
+    if split:
+        raise GpuplanError(
+            f"{what} is modelled with data parallelism, ZeRO and FSDP only; {', '.join(split)}"
+            " splits its stacks in ways gpuplan does not model"
+        )
+    if parse_recompute(setup.recompute)[0] not in ("none", "full"):
+        raise GpuplanError(
+            f"{what}: checkpointing {setup.recompute!r} is not modelled; use none or full"
+            " (the HF Trainer's gradient_checkpointing)"
+        )
+    if setup.lora is not None:
+        raise GpuplanError(f"{what} with LoRA is not modelled (its adapters over both stacks)")
+    _validate_lengths(setup)
+    fw = setup.framework
+    if fw.fused != "none" or fw.compile:
+        raise GpuplanError(f"{what} under kernel fusion or torch.compile is not modelled")
+    if fw.fp8 != "none":
+        raise GpuplanError(f"{what} in fp8 ({fw.fp8}) is not modelled")
+
+
+def _validate_lengths(setup: TrainingSetup) -> None:
+    """An encoder-decoder's source and target within its learned position tables (BART's
+    max_position_embeddings, Whisper's max_target_positions)."""
+    a, enc = setup.arch, setup.arch.encoder
+    assert enc is not None
+    target = setup.target_seq or setup.seq
+    for what, n, key in (("source", setup.seq, "max_source"), ("target", target, "max_target")):
+        most = enc.shape(key)
+        if most and n > most and not (what == "source" and enc.encoder_tokens):
+            flag = "--seq" if what == "source" else "--target-seq (default: --seq)"
+            raise GpuplanError(
+                f"{a.name}: a {what} of {n} tokens is longer than its {most} learned positions;"
+                f" set {flag} to at most {most}"
+            )
 
 
 _VALID_LAYOUT: list[tuple[Layout, Architecture]] = []
@@ -341,7 +393,7 @@ def _activation_spec(setup: TrainingSetup) -> ActivationSpec:
     """The activation spec of `setup`, validated (validate_activations)."""
     lo, fw, lora = setup.layout, setup.framework, setup.lora
     return _spec(
-        setup.seq,
+        setup.target_seq or setup.seq,
         setup.micro_batch,
         setup.recipe,
         setup.kernel,
@@ -354,6 +406,7 @@ def _activation_spec(setup: TrainingSetup) -> ActivationSpec:
         lora_modules_per_layer(setup.arch, lora) if lora else 0,
         fw,
         kbit_prepared(setup),
+        setup.seq if setup.arch.encoder is not None else 0,
     )
 
 
@@ -382,6 +435,7 @@ def _spec(
     lora_modules: int,
     fw: FrameworkProfile,
     kbit: bool = False,
+    source: int = 0,
 ) -> ActivationSpec:
     """`_activation_spec` by what it depends on (validated once: a frozen spec is returned)."""
     spec = ActivationSpec(
@@ -401,6 +455,7 @@ def _spec(
         sp_gathered=fw.sp_saves_gathered and sp and tp > 1,
         gqa_expanded=fw.gqa_expanded_kv,
         residual_bytes=4 if kbit else 0,
+        source=source,
     )
     validate_activations(spec)
     return spec
@@ -773,7 +828,7 @@ def _cost(
     share = checkpointed_layers(spec, len(st.layers)) / max(1, len(st.layers))
     flops = _step_flops(
         arch,
-        flop_params(arch, counts),
+        _flop_params(setup, counts),
         tokens,
         setup.seq,
         setup.recompute,
@@ -817,7 +872,7 @@ def _cost(
         )
         sharded = dp - (cross if lo.hybrid else 0.0)
         local = trainable / lo.shard_degree if lo.zero >= 1 else trainable
-        n = flop_params(arch, counts)
+        n = _flop_params(setup, counts)
         return flops, comm, operator_time(setup, n, share, flops, comm, sharded, local, intra)
     time = step_time(
         flops,
@@ -838,6 +893,19 @@ def _cost(
         note = f"{DEFAULT_MFU:.0%} MFU assumed: the GPU catalog has no HBM bandwidth for {gpu.name}"
         time = replace(time, assumed=note)
     return flops, comm, time
+
+
+def _flop_params(setup: TrainingSetup, counts: ParamCounts) -> int:
+    """N of 6ND per token of --seq. An encoder-decoder's encoder runs over the source (its
+    fixed length for Whisper) and the rest over the target: N = (N_enc·S + N_rest·L) ÷ seq."""
+    arch = setup.arch
+    n = flop_params(arch, counts)
+    if arch.encoder is None:
+        return n
+    encoder = arch.encoder.stack("encoder")
+    source = arch.encoder.encoder_tokens or setup.seq
+    target = setup.target_seq or setup.seq
+    return round((encoder * source + (n - encoder) * target) / setup.seq)
 
 
 @lru_cache(maxsize=4096, typed=True)
@@ -867,6 +935,7 @@ def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> tuple[str, 
         setup.capacity_factor,
         setup.lora,
         _activation_spec(setup) if parse_recompute(setup.recompute)[0] in COUNTED else None,
+        (setup.seq, setup.target_seq or setup.seq),
     )
 
 
@@ -883,13 +952,23 @@ def _note_list(
     capacity_factor: float,
     lora: LoraSpec | None,
     spec: ActivationSpec | None,
+    lengths: tuple[int, int] = (0, 0),
 ) -> tuple[str, ...]:
     """What the bill says beside its lines: the layout's (stage, chunks, etp, replication), then
     the methods' (kernels, recompute, optimizer, FSDP, MoE, LoRA)."""
-    notes = [*arch.notes, *_layout_notes(arch, lo, st, in_flight)]
+    notes = [*_arch_notes(arch, kernel, lengths), *_layout_notes(arch, lo, st, in_flight)]
     notes += _method_notes(arch, kernel, recompute, recipe, fsdp_fp32)
     notes += _tuning_notes(arch, st, recompute, capacity_factor, lora, spec)
     return tuple(notes)
+
+
+def _arch_notes(arch: Architecture, kernel: str, lengths: tuple[int, int]) -> list[str]:
+    """The architecture's notes; an encoder-decoder's training notes in place of its serving
+    one (engine/encdec_activations.py)."""
+    if arch.encoder is None:
+        return list(arch.notes)
+    kept = [n for n in arch.notes if not n.startswith("encoder-decoder: each request")]
+    return kept + list(training_notes(arch, kernel, *lengths))
 
 
 def _layout_notes(arch: Architecture, lo: Layout, st: StageParams, in_flight: int) -> list[str]:

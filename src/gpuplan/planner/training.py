@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.frozen import asdict, record, replace
 from gpuplan.engine.sharding import tp_problem
 from gpuplan.engine.training import TrainingBill, TrainingSetup, budget_bytes, training_bill
@@ -49,6 +50,8 @@ def lower_bound(setup: TrainingSetup) -> int:
 
 
 def _valid_tp(setup: TrainingSetup, n: int) -> list[int]:
+    if setup.arch.encoder is not None:  # an encoder-decoder trains on data parallelism only
+        return [1]
     node = setup.gpu.gpus_per_node
     return [t for t in range(1, node + 1) if tp_problem(setup.arch, t) is None and n % t == 0]
 
@@ -89,13 +92,18 @@ def _layouts(setup: TrainingSetup, n: int, fixed: set[str]) -> Iterator[Training
             pps = (
                 [lo.pp]
                 if "pp" in fixed
-                else [p for p in range(1, arch.num_layers + 1) if (n // tp) % p == 0]
+                else [p for p in range(1, _max_pp(arch) + 1) if (n // tp) % p == 0]
             )
             for pp in pps:
                 rest = n // (tp * pp * lo.cp) if n % (tp * pp * lo.cp) == 0 else 0
                 if rest < 1 or (lo.ep > 1 and (rest * lo.cp) % lo.ep):
                     continue
                 yield replace(setup, layout=replace(lo, zero=zero, tp=tp, pp=pp, dp=rest, sp=sp))
+
+
+def _max_pp(arch: Architecture) -> int:
+    """Pipeline stages to search: one per layer; an encoder-decoder is not split."""
+    return 1 if arch.encoder is not None else arch.num_layers
 
 
 def _counts(start: int, node: int, max_gpus: int) -> Iterator[int]:

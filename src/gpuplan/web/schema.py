@@ -159,6 +159,7 @@ TRAIN_FIELDS = (
     "fsdp",
     "micro_batch",
     "seq",
+    "target_seq",
     "checkpointing",
     "method",
     "lora_rank",
