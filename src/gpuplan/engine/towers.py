@@ -14,7 +14,9 @@ once, its fields relative to the sub-config it sits in) under `uses`, alias -> "
 parts are counted as "alias.part" beside the record's own (its projector, say).
 
 Expressions use integers, + - * // ( ) **, min/max/len/entries and the record's field names; booleans
-count as 0 / 1. Nothing is evaluated but that arithmetic (an `ast` walk, no `eval`).
+count as 0 / 1; `sum(expr for i in range(a, b))` adds a term per stage of a tower whose widths
+follow a list (ConvNeXt stages, a chain of convolutions). Nothing is evaluated but that arithmetic
+(an `ast` walk, no `eval`).
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ _CALLS: dict[str, Callable[..., Any]] = {
     "len": len,
     # a field that is one number or a list of them (vision_feature_layer): how many it names
     "entries": lambda value: len(value) if isinstance(value, list) else 1,
+    # 1 when a number is one of a list's entries (a VQ-GAN's attn_resolutions), else 0
+    "among": lambda value, values: int(value in values),
+    "total": sum,  # a list's sum (a conv stack's channel counts)
 }
 
 
@@ -260,8 +265,8 @@ def _walk(node: ast.expr, values: Mapping[str, Any]) -> Any:
         return _BINARY[type(node.op)](_walk(node.left, values), _walk(node.right, values))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return -_walk(node.operand, values)
-    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
-        seq, index = _walk(node.value, values), node.slice.value
+    if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Slice):
+        seq, index = _walk(node.value, values), _walk(node.slice, values)
         if (
             not isinstance(seq, list)
             or not isinstance(index, int)
@@ -271,7 +276,49 @@ def _walk(node: ast.expr, values: Mapping[str, Any]) -> Any:
         return seq[index]
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CALLS:
         return _CALLS[node.func.id](*(_walk(a, values) for a in node.args))
+    if _is_stage_sum(node):
+        return _stage_sum(node, values)  # type: ignore[arg-type]
     raise TowerTableError(f"towers.toml: {ast.unparse(node)!r} is not tower arithmetic")
+
+
+_MAX_STAGES = 4096
+
+
+def _is_stage_sum(node: ast.expr) -> bool:
+    """`sum(<expr> for <name> in range(<a>[, <b>]))`: one generator, no filters."""
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "sum"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.GeneratorExp)
+    ):
+        return False
+    gens = node.args[0].generators
+    if len(gens) != 1 or gens[0].ifs or not isinstance(gens[0].target, ast.Name):
+        return False
+    it = gens[0].iter
+    return (
+        isinstance(it, ast.Call)
+        and isinstance(it.func, ast.Name)
+        and it.func.id == "range"
+        and 1 <= len(it.args) <= 2
+    )
+
+
+def _stage_sum(node: ast.Call, values: Mapping[str, Any]) -> Any:
+    """The sum of the generator's term over its range, the loop name bound to each index."""
+    gen = node.args[0]
+    assert isinstance(gen, ast.GeneratorExp)
+    loop = gen.generators[0]
+    assert isinstance(loop.target, ast.Name) and isinstance(loop.iter, ast.Call)
+    bounds = [_walk(a, values) for a in loop.iter.args]
+    if not all(isinstance(b, int) for b in bounds):
+        raise TypeError(bounds)
+    span = range(*bounds)
+    if len(span) > _MAX_STAGES:
+        raise TypeError(len(span))
+    return sum(_walk(gen.elt, {**values, loop.target.id: i}) for i in span)
 
 
 @cache
