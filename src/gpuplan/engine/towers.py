@@ -44,6 +44,7 @@ _RECORD_KEYS = {
     "token_unit",
     "uses",
     "not_counted",
+    "counted_when",
 }
 _BINARY = {
     ast.Add: operator.add,
@@ -84,6 +85,9 @@ class Tower:
     # alias -> (kind, sub-config path, the wrapper's own defaults for that kind's fields)
     uses: Mapping[str, tuple[str, str, Mapping[str, Any]]] = record_field(default_factory=dict)
     not_counted: tuple[str, ...] = ()  # sub-configs whose towers the record does not count
+    # sub-config -> a 0/1 field: its tower is counted only when the field is 1 (a tower the
+    # config names by an architecture string the record knows); else named as not counted
+    counted_when: Mapping[str, str] = record_field(default_factory=dict)
 
 
 @record
@@ -116,7 +120,10 @@ def tower_count(config: Mapping[str, Any], name: str = "model") -> TowerCount | 
     if bad:
         raise GpuplanError(f"{name}: the {tower.name} tower's {bad[0]} comes out negative")
     tokens = _evaluate(tower.tokens, values, tower, name) if tower.tokens else 0
-    missing = tuple(key for key in tower.not_counted if isinstance(config.get(key), Mapping))
+    unknown = [key for key, flag in tower.counted_when.items() if not values[flag]]
+    missing = tuple(
+        key for key in (*tower.not_counted, *unknown) if isinstance(config.get(key), Mapping)
+    )
     return TowerCount(
         tower.name, tower.kind, parts, tokens, tower.token_unit, tower.source, missing
     )
@@ -363,6 +370,7 @@ def _parsed_record(
         token_unit=rec.get("token_unit", "image"),
         uses=uses,
         not_counted=tuple(rec.get("not_counted", ())),
+        counted_when=dict(rec.get("counted_when", {})),
     )
 
 
