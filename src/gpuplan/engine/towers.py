@@ -167,7 +167,8 @@ def field_values(
     as {path, in} is 1 when the value is one of the list, else 0; one given as
     {path, reciprocal = true} is int(1 / value); one given as {path, count} is how many entries
     of that list equal count (layer_types' "full_attention", say); one given as
-    {path, values = true} is the list of that table's values."""
+    {path, values = true} is the list of that table's values (with key = "name", that entry of
+    each value that is a table holding it: per-layer overrides of one setting)."""
     out: dict[str, Any] = {}
     for field, spec in fields.items():
         prefix = spec.get("prefix") if isinstance(spec, Mapping) else None
@@ -188,7 +189,7 @@ def field_values(
             out[field] = int(value in among)
             continue
         if values_of and isinstance(value, Mapping):  # a table's values (its keys dropped)
-            value = list(value.values())
+            value = _table_values(value, spec.get("key"))
         if counted is not None and isinstance(value, list | tuple):
             out[field] = sum(entry == counted for entry in value)
             continue
@@ -203,6 +204,12 @@ def field_values(
             _reciprocal(value, paths[0], name) if inverse else _checked(value, paths[0], name)
         )
     return out
+
+
+def _table_values(table: Mapping[str, Any], key: str | None) -> list[Any]:
+    if key is None:
+        return list(table.values())
+    return [v[key] for v in table.values() if isinstance(v, Mapping) and key in v]
 
 
 def _paths(spec: Any) -> tuple[str, ...]:
