@@ -138,7 +138,10 @@ def _reference(model_type: str) -> tuple[dict[str, Any], int]:
 
 
 # wrappers whose language model is not a `language_model` module: the text modules' prefixes
-_TEXT_MODULES = {"git": ("git.embeddings.", "git.encoder.", "output.")}
+_TEXT_MODULES = {
+    "git": ("git.embeddings.", "git.encoder.", "output."),
+    "blip": ("text_decoder.",),
+}
 
 
 @pytest.mark.reference
