@@ -141,6 +141,7 @@ def _reference(model_type: str) -> tuple[dict[str, Any], int]:
 _TEXT_MODULES = {
     "git": ("git.embeddings.", "git.encoder.", "output."),
     "blip": ("text_decoder.",),
+    "pix2struct": ("decoder.",),
 }
 
 
