@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 
 from gpuplan.engine.architecture import architecture_from_config
-from gpuplan.engine.towers import all_kinds, all_towers, tower_count
+from gpuplan.engine.towers import (
+    TowerTableError,
+    all_kinds,
+    all_towers,
+    evaluate,
+    field_values,
+    tower_count,
+)
 from gpuplan.engine.vision import multimodal_params
 from gpuplan.errors import GpuplanError
 
@@ -243,3 +250,26 @@ def test_tower_table_refuses_a_bad_field_in_one_line() -> None:
     cfg = {"model_type": "glm4v", "vision_config": {"hidden_size": "wide"}}
     with pytest.raises(GpuplanError, match="vision_config.hidden_size"):
         tower_count(cfg, "glm")
+
+
+def test_stage_sums_and_list_helpers_are_plain_arithmetic() -> None:
+    """A chain of convolutions c0 -> c1 -> c2 (kernel k each) has c0·c1·k + c1·c2·k weights;
+    `among` tests membership, `total` sums a list, a subscript may be computed."""
+    d, k = [2, 3, 4], 5
+    chain = "sum(d[i - 1]*d[i]*k for i in range(1, len(d)))"
+    assert evaluate(chain, {"d": d, "k": k}, "t", "w") == 2 * 3 * 5 + 3 * 4 * 5
+    assert evaluate("among(16, r) + among(8, r)", {"r": [16, 32]}, "t", "w") == 1
+    assert evaluate("total(d) + d[len(d) - 1]", {"d": d}, "t", "w") == 9 + 4
+
+
+def test_stage_sum_refuses_runaway_ranges_and_other_generators() -> None:
+    with pytest.raises(GpuplanError, match="wrong shape"):
+        evaluate("sum(i for i in range(n))", {"n": 10**9}, "huge", "w")
+    with pytest.raises(TowerTableError):
+        evaluate("sum(i for i in d)", {"d": [1, 2]}, "t", "w")
+
+
+def test_a_field_reads_one_setting_from_per_layer_tables() -> None:
+    spec = {"x": {"path": "per_layer", "values": True, "key": "experts"}}
+    config = {"per_layer": {"3": {"experts": 4}, "4": {"experts": 8}, "5": {"other": 1}}}
+    assert field_values(spec, {}, config, "t", "r") == {"x": [4, 8]}
