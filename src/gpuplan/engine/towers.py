@@ -290,19 +290,18 @@ def _walk(node: ast.expr, values: Mapping[str, Any]) -> Any:
         return seq[index]
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CALLS:
         return _CALLS[node.func.id](*(_walk(a, values) for a in node.args))
-    if _is_stage_sum(node):
-        return _stage_sum(node, values)  # type: ignore[arg-type]
+    if isinstance(node, ast.Call) and _is_stage_sum(node):
+        return _stage_sum(node, values)
     raise TowerTableError(f"towers.toml: {ast.unparse(node)!r} is not tower arithmetic")
 
 
 _MAX_STAGES = 4096
 
 
-def _is_stage_sum(node: ast.expr) -> bool:
+def _is_stage_sum(node: ast.Call) -> bool:
     """`sum(<expr> for <name> in range(<a>[, <b>]))`: one generator, no filters."""
     if not (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
+        isinstance(node.func, ast.Name)
         and node.func.id == "sum"
         and len(node.args) == 1
         and isinstance(node.args[0], ast.GeneratorExp)
