@@ -30,7 +30,7 @@ _TOWERS = all_towers()
 _WRAPPERS = sorted({w for t in _TOWERS.values() for w in t.wrappers})
 _BY_WRAPPER = {w: t for t in _TOWERS.values() for w in t.wrappers}
 # built from their sub-modules when the whole wrapper needs an extra (timm) that is missing
-_NEEDS_TIMM = {"gemma3n"}
+_NEEDS_TIMM = {"gemma3n", "fast_vlm"}
 
 
 def _has_timm() -> bool:
@@ -125,6 +125,48 @@ def _mobilenet_v5_300m() -> int:
     return total + fused * 2 * fused + 2 * fused + 2 * fused * 2048 + 2048 + 2048
 
 
+# timm's fastvit_mci3 arguments (timm 1.0.31, models/fastvit.py): blocks per stage, widths,
+# token mixers; mlp_ratio 4, 7x7 conditional position encodings before the attention stages
+_FASTVIT_MCI3 = ((2, 96, "repmixer"), (12, 192, "repmixer"), (24, 384, "repmixer"))
+_FASTVIT_MCI3 += ((4, 768, "attention"), (2, 1536, "attention"))
+
+
+def _fastvit_mci3() -> int:
+    """FastViT-MCi3 reparameterized (inference_mode): each MobileOne / RepMixer branch folded
+    into one conv with bias. Stem: 3x3 conv 3 -> 96, depthwise 3x3, 1x1. Per later stage a
+    depthwise 7x7 and a 1x1 downsample (each biased); attention stages a depthwise 7x7
+    position conv. A ConvMlp is a depthwise 7x7 conv (no bias) + BatchNorm + biased 1x1 fc1
+    (x4) and fc2; a RepMixer block adds a depthwise 3x3 mixer and one layer scale, an
+    attention block a LayerNorm2d, a bias-free qkv, a biased proj and two layer scales. Then a
+    depthwise 3x3 conv to twice the last width with a squeeze-excite of ratio 1/16."""
+    e0 = _FASTVIT_MCI3[0][1]
+    total = 27 * e0 + e0 + 9 * e0 + e0 + e0 * e0 + e0
+    for i, (blocks, e, mixer) in enumerate(_FASTVIT_MCI3):
+        total += (49 * e + e + e * e + e) if i else 0
+        total += 49 * e + e if mixer == "attention" else 0
+        mlp = 49 * e + 2 * e + 4 * e * e + 4 * e + 4 * e * e + e
+        block = 9 * e + e + e if mixer == "repmixer" else 2 * e + 3 * e * e + e * e + e + 2 * e
+        total += blocks * (block + mlp)
+    f = 2 * _FASTVIT_MCI3[-1][1]
+    return total + 9 * f + f + 2 * f * (f // 16) + f // 16 + f
+
+
+def _timm_tower(model_type: str) -> int:
+    return _mobilenet_v5_300m() if model_type == "gemma3n" else _fastvit_mci3()
+
+
+def _timm_free_parts(config: Any) -> int:
+    """What a timm-towered wrapper holds beside its timm tower, built alone: Gemma 3n's audio
+    tower and embedders, FastVLM's projector."""
+    if config.model_type == "gemma3n":
+        return _gemma3n_parts(config)
+    torch = pytest.importorskip("torch")
+    f = pytest.importorskip("transformers.models.fast_vlm.modeling_fast_vlm")
+    with torch.device("meta"):
+        projector = f.FastVlmMultiModalProjector(config)
+    return sum(p.numel() for p in projector.parameters())
+
+
 def _reference(model_type: str) -> tuple[dict[str, Any], int]:
     """A wrapper's default config and the parameters transformers builds outside its language
     model (towers, projectors, embedders) on the meta device."""
@@ -133,7 +175,7 @@ def _reference(model_type: str) -> tuple[dict[str, Any], int]:
         warnings.simplefilter("ignore")
         config = transformers.AutoConfig.for_model(model_type)
         if model_type in _NEEDS_TIMM and not _has_timm():
-            return config.to_dict(), _gemma3n_parts(config) + _mobilenet_v5_300m()
+            return config.to_dict(), _timm_free_parts(config) + _timm_tower(model_type)
         model = _meta_model(config)
     text = _TEXT_MODULES.get(model_type, ("lm_head",))
     outside = sum(
@@ -273,3 +315,18 @@ def test_a_field_reads_one_setting_from_per_layer_tables() -> None:
     spec = {"x": {"path": "per_layer", "values": True, "key": "experts"}}
     config = {"per_layer": {"3": {"experts": 4}, "4": {"experts": 8}, "5": {"other": 1}}}
     assert field_values(spec, {}, config, "t", "r") == {"x": [4, 8]}
+
+
+def test_fastvit_record_matches_timm_arguments() -> None:
+    cfg = {
+        "model_type": "fast_vlm",
+        "vision_config": {"architecture": "fastvit_mci3", "model_args": {"inference_mode": True}},
+        "text_config": {"hidden_size": 64},
+    }
+    counted = tower_count(cfg, "fast_vlm")
+    assert counted is not None and not counted.not_counted
+    vision = sum(n for part, n in counted.parts.items() if part.startswith("vision."))
+    assert vision == _fastvit_mci3() == 122_714_208  # timm 1.0.31 on the meta device
+    cfg["vision_config"]["model_args"] = {"inference_mode": False}  # train-time branches
+    counted = tower_count(cfg, "fast_vlm")
+    assert counted is not None and counted.not_counted == ("vision_config",)

@@ -85,9 +85,10 @@ class Tower:
     # alias -> (kind, sub-config path, the wrapper's own defaults for that kind's fields)
     uses: Mapping[str, tuple[str, str, Mapping[str, Any]]] = record_field(default_factory=dict)
     not_counted: tuple[str, ...] = ()  # sub-configs whose towers the record does not count
-    # sub-config -> a 0/1 field: its tower is counted only when the field is 1 (a tower the
-    # config names by an architecture string the record knows); else named as not counted
-    counted_when: Mapping[str, str] = record_field(default_factory=dict)
+    # sub-config -> a 0/1 field (or a list of them): its tower is counted only when each is 1
+    # (a tower the config names by an architecture string the record knows); else it is named
+    # as not counted
+    counted_when: Mapping[str, str | list[str]] = record_field(default_factory=dict)
 
 
 @record
@@ -120,7 +121,11 @@ def tower_count(config: Mapping[str, Any], name: str = "model") -> TowerCount | 
     if bad:
         raise GpuplanError(f"{name}: the {tower.name} tower's {bad[0]} comes out negative")
     tokens = _evaluate(tower.tokens, values, tower, name) if tower.tokens else 0
-    unknown = [key for key, flag in tower.counted_when.items() if not values[flag]]
+    unknown = [
+        key
+        for key, flags in tower.counted_when.items()
+        if not all(values[f] for f in ([flags] if isinstance(flags, str) else flags))
+    ]
     missing = tuple(
         key for key in (*tower.not_counted, *unknown) if isinstance(config.get(key), Mapping)
     )
