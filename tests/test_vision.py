@@ -134,3 +134,18 @@ def test_tower_and_projector_match_transformers(model_type: str) -> None:
     assert arch.vision_params == expected, model_type
     assert not [n for n in arch.notes if "not counted" in n or "not modelled" in n]
     assert count_params(arch).by_kind["vision"] == expected
+
+
+@pytest.mark.reference
+def test_mistral_large4_tower_and_projector_match_transformers() -> None:
+    """Mistral Large 4 builds Mistral 3's Pixtral tower and patch-merger projector (its text
+    family is read elsewhere): the tower alone is checked here."""
+    config, model = _meta_wrapper("mistral_large4")
+    expected = sum(
+        p.numel()
+        for n, p in model.named_parameters()
+        if "language_model" not in n and not n.startswith("lm_head")
+    )
+    params, notes = multimodal_params(config.to_dict(), "mistral_large4")
+    assert params == expected
+    assert not [n for n in notes if "not counted" in n or "not modelled" in n]

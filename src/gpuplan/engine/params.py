@@ -520,6 +520,7 @@ def _encoder_decoder_counts(arch: Architecture) -> ParamCounts:
     by_kind: Counter[str] = Counter()
     for part, n in enc.parts:
         by_kind[part.split(".", 1)[1]] += n
+    by_kind["vision"] += arch.vision_params  # a wrapper's image tower (Florence-2's DaViT)
     per_layer = (enc.stack("decoder") // arch.num_layers,) * arch.num_layers
     total = sum(by_kind.values())
     return ParamCounts(

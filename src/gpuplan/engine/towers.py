@@ -14,7 +14,9 @@ once, its fields relative to the sub-config it sits in) under `uses`, alias -> "
 parts are counted as "alias.part" beside the record's own (its projector, say).
 
 Expressions use integers, + - * // ( ) **, min/max/len/entries and the record's field names; booleans
-count as 0 / 1. Nothing is evaluated but that arithmetic (an `ast` walk, no `eval`).
+count as 0 / 1; `sum(expr for i in range(a, b))` adds a term per stage of a tower whose widths
+follow a list (ConvNeXt stages, a chain of convolutions). Nothing is evaluated but that arithmetic
+(an `ast` walk, no `eval`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ _RECORD_KEYS = {
     "token_unit",
     "uses",
     "not_counted",
+    "counted_when",
 }
 _BINARY = {
     ast.Add: operator.add,
@@ -56,6 +59,9 @@ _CALLS: dict[str, Callable[..., Any]] = {
     "len": len,
     # a field that is one number or a list of them (vision_feature_layer): how many it names
     "entries": lambda value: len(value) if isinstance(value, list) else 1,
+    # 1 when a number is one of a list's entries (a VQ-GAN's attn_resolutions), else 0
+    "among": lambda value, values: int(value in values),
+    "total": sum,  # a list's sum (a conv stack's channel counts)
 }
 
 
@@ -79,6 +85,10 @@ class Tower:
     # alias -> (kind, sub-config path, the wrapper's own defaults for that kind's fields)
     uses: Mapping[str, tuple[str, str, Mapping[str, Any]]] = record_field(default_factory=dict)
     not_counted: tuple[str, ...] = ()  # sub-configs whose towers the record does not count
+    # sub-config -> a 0/1 field (or a list of them): its tower is counted only when each is 1
+    # (a tower the config names by an architecture string the record knows); else it is named
+    # as not counted
+    counted_when: Mapping[str, str | list[str]] = record_field(default_factory=dict)
 
 
 @record
@@ -111,7 +121,14 @@ def tower_count(config: Mapping[str, Any], name: str = "model") -> TowerCount | 
     if bad:
         raise GpuplanError(f"{name}: the {tower.name} tower's {bad[0]} comes out negative")
     tokens = _evaluate(tower.tokens, values, tower, name) if tower.tokens else 0
-    missing = tuple(key for key in tower.not_counted if isinstance(config.get(key), Mapping))
+    unknown = [
+        key
+        for key, flags in tower.counted_when.items()
+        if not all(values[f] for f in ([flags] if isinstance(flags, str) else flags))
+    ]
+    missing = tuple(
+        key for key in (*tower.not_counted, *unknown) if isinstance(config.get(key), Mapping)
+    )
     return TowerCount(
         tower.name, tower.kind, parts, tokens, tower.token_unit, tower.source, missing
     )
@@ -155,7 +172,8 @@ def field_values(
     as {path, in} is 1 when the value is one of the list, else 0; one given as
     {path, reciprocal = true} is int(1 / value); one given as {path, count} is how many entries
     of that list equal count (layer_types' "full_attention", say); one given as
-    {path, values = true} is the list of that table's values."""
+    {path, values = true} is the list of that table's values (with key = "name", that entry of
+    each value that is a table holding it: per-layer overrides of one setting)."""
     out: dict[str, Any] = {}
     for field, spec in fields.items():
         prefix = spec.get("prefix") if isinstance(spec, Mapping) else None
@@ -176,7 +194,7 @@ def field_values(
             out[field] = int(value in among)
             continue
         if values_of and isinstance(value, Mapping):  # a table's values (its keys dropped)
-            value = list(value.values())
+            value = _table_values(value, spec.get("key"))
         if counted is not None and isinstance(value, list | tuple):
             out[field] = sum(entry == counted for entry in value)
             continue
@@ -191,6 +209,12 @@ def field_values(
             _reciprocal(value, paths[0], name) if inverse else _checked(value, paths[0], name)
         )
     return out
+
+
+def _table_values(table: Mapping[str, Any], key: str | None) -> list[Any]:
+    if key is None:
+        return list(table.values())
+    return [v[key] for v in table.values() if isinstance(v, Mapping) and key in v]
 
 
 def _paths(spec: Any) -> tuple[str, ...]:
@@ -260,8 +284,8 @@ def _walk(node: ast.expr, values: Mapping[str, Any]) -> Any:
         return _BINARY[type(node.op)](_walk(node.left, values), _walk(node.right, values))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return -_walk(node.operand, values)
-    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
-        seq, index = _walk(node.value, values), node.slice.value
+    if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Slice):
+        seq, index = _walk(node.value, values), _walk(node.slice, values)
         if (
             not isinstance(seq, list)
             or not isinstance(index, int)
@@ -271,7 +295,48 @@ def _walk(node: ast.expr, values: Mapping[str, Any]) -> Any:
         return seq[index]
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CALLS:
         return _CALLS[node.func.id](*(_walk(a, values) for a in node.args))
+    if isinstance(node, ast.Call) and _is_stage_sum(node):
+        return _stage_sum(node, values)
     raise TowerTableError(f"towers.toml: {ast.unparse(node)!r} is not tower arithmetic")
+
+
+_MAX_STAGES = 4096
+
+
+def _is_stage_sum(node: ast.Call) -> bool:
+    """`sum(<expr> for <name> in range(<a>[, <b>]))`: one generator, no filters."""
+    if not (
+        isinstance(node.func, ast.Name)
+        and node.func.id == "sum"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.GeneratorExp)
+    ):
+        return False
+    gens = node.args[0].generators
+    if len(gens) != 1 or gens[0].ifs or not isinstance(gens[0].target, ast.Name):
+        return False
+    it = gens[0].iter
+    return (
+        isinstance(it, ast.Call)
+        and isinstance(it.func, ast.Name)
+        and it.func.id == "range"
+        and 1 <= len(it.args) <= 2
+    )
+
+
+def _stage_sum(node: ast.Call, values: Mapping[str, Any]) -> Any:
+    """The sum of the generator's term over its range, the loop name bound to each index."""
+    gen = node.args[0]
+    assert isinstance(gen, ast.GeneratorExp)
+    loop = gen.generators[0]
+    assert isinstance(loop.target, ast.Name) and isinstance(loop.iter, ast.Call)
+    bounds = [_walk(a, values) for a in loop.iter.args]
+    if not all(isinstance(b, int) for b in bounds):
+        raise TypeError(bounds)
+    span = range(*bounds)
+    if len(span) > _MAX_STAGES:
+        raise TypeError(len(span))
+    return sum(_walk(gen.elt, {**values, loop.target.id: i}) for i in span)
 
 
 @cache
@@ -316,6 +381,7 @@ def _parsed_record(
         token_unit=rec.get("token_unit", "image"),
         uses=uses,
         not_counted=tuple(rec.get("not_counted", ())),
+        counted_when=dict(rec.get("counted_when", {})),
     )
 
 

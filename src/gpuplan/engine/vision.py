@@ -108,7 +108,10 @@ _DEFAULT_TOWER = {
 }
 # projectors counted (by the wrapper's model_type); another wrapper's is estimated, with a note
 _LLAVA = frozenset({"llava", "llava_next", "llava_next_video", "llava_onevision"})
-_PROJECTORS = _LLAVA | {"gemma3", "mistral3", "kimi_vl", "paligemma", "idefics3", "smolvlm"}
+_MISTRAL3 = frozenset(
+    {"mistral3", "mistral_large4"}
+)  # Mistral Large 4 builds Mistral 3's projector
+_PROJECTORS = _LLAVA | _MISTRAL3 | {"gemma3", "kimi_vl", "paligemma", "idefics3", "smolvlm"}
 # other encoders a checkpoint may carry; none is counted, each is named in a note
 _OTHER_TOWERS = (
     "encoder_config",  # Granite Speech's conformer encoder (with its projector_config)
@@ -285,7 +288,7 @@ def _projector(config: Mapping[str, Any], v: ConfigView, outer: str, th: int) ->
     h = v.require("vision_hidden_size")
     if outer == "gemma3":
         return int(h * th + h)  # mm_input_projection + mm_soft_emb_norm
-    if outer == "mistral3":
+    if outer in _MISTRAL3:
         merge = v.get("vision_merge_size")
         return int(h * h * merge * merge + h + h * th + th * th)  # patch merger, norm, 2-layer MLP
     if outer == "kimi_vl":

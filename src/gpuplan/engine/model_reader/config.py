@@ -119,8 +119,8 @@ def architecture_from_config(config: Mapping[str, Any], name: str = "model") -> 
     model_type = raw.get("model_type", config.get("model_type", "unknown"))
     if not isinstance(model_type, str) or len(model_type) > 128:
         raise GpuplanError(f"{name}: config field 'model_type' must be a short string")
-    if is_encoder_decoder(model_type):
-        return _encoder_decoder(raw, name, model_type)
+    if is_encoder_decoder(model_type):  # a wrapper's towers too (Florence-2's DaViT)
+        return _with_towers(_encoder_decoder(raw, name, model_type), config, name)
     if raw.get("is_encoder_decoder") is True:
         raise GpuplanError(
             f"{name}: model_type {model_type!r} is an encoder-decoder (is_encoder_decoder) gpuplan"
@@ -139,6 +139,12 @@ def architecture_from_config(config: Mapping[str, Any], name: str = "model") -> 
     view, traits = family.resolve(raw, name)
     arch = Reader(view, traits, family, model_type, notes).build()
     arch = _said(arch, view, traits)
+    return _with_towers(arch, config, name)
+
+
+def _with_towers(arch: Architecture, config: Mapping[str, Any], name: str) -> Architecture:
+    """The wrapper's encoder towers and projectors (engine/vision.py, towers.toml) beside its
+    language model, with a note for each one not counted."""
     vision, tower_notes = multimodal_params(config, name)
     if vision or tower_notes:
         arch = replace(arch, vision_params=vision, notes=arch.notes + tower_notes)
