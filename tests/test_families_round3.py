@@ -69,6 +69,14 @@ def _assert_cache(cfg: dict[str, Any], name: str) -> None:
     assert state == state_bytes_per_sequence(arch, fp32, layout="transformers"), name
 
 
+def _meta_causal_lm(config: Any) -> Any:
+    """transformers' causal LM for `config`, built on the meta device (no weights allocated)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.device("meta"):
+            return AutoModelForCausalLM.from_config(config)
+
+
 # --------------------------------------------------------------------------------------
 # Families sized exactly: parameters and caches
 # --------------------------------------------------------------------------------------
@@ -281,10 +289,7 @@ def test_rwkv_parameters_are_exact(size: str) -> None:
         layers, width = _RWKV4[size]
         settings = {"num_hidden_layers": layers, "hidden_size": width, "vocab_size": 50277}
     config = _rwkv_config(**settings)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config)
+    model = _meta_causal_lm(config)
     arch = architecture_from_config(config.to_dict(), f"rwkv-4-{size}")
     counts = count_params(arch)
     assert counts.total == counts.active == sum(p.numel() for p in model.parameters())
@@ -346,10 +351,7 @@ def test_recurrent_gemma_parameters_are_exact(size: str) -> None:
             "vocab_size": 256000,
         }
     config = _recurrent_gemma(**settings)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config)
+    model = _meta_causal_lm(config)
     arch = architecture_from_config(config.to_dict(), f"recurrentgemma-{size}")
     counts = count_params(arch)
     assert counts.total == counts.active == sum(p.numel() for p in model.parameters())
@@ -423,10 +425,7 @@ def _xlstm(**settings: Any) -> Any:
 )
 def test_xlstm_parameters_are_exact(settings: dict[str, Any]) -> None:
     config = _xlstm(**settings)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config)
+    model = _meta_causal_lm(config)
     counts = count_params(architecture_from_config(config.to_dict(), "xlstm-7b"))
     assert counts.total == counts.active == sum(p.numel() for p in model.parameters())
 
