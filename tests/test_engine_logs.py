@@ -160,66 +160,53 @@ def test_issue20_corpus_is_sourced_and_resolvable():
         config_for(c["model_id"], c.get("config"))
 
 
-def test_issue20_second_batch_is_new_sourced_and_resolvable():
-    """public-logs-4.json (issue 20, second batch): cases new to the corpus (no case id and no
-    source page already used), each with its page (or the search index id of a repository file
-    shown without its path), the lines its figures were read from, a GPU the catalog knows and
-    a config.json in the repo."""
+_EARLIER = (
+    "vllm-0.19-h100.json",
+    "public-reports.json",
+    "public-logs.json",
+    "public-logs-3.json",
+    "public-logs-4.json",
+    "public-logs-5.json",
+)
+
+
+def _new_batch(name: str) -> list[dict]:
+    """The cases of `name`, checked new to the corpus read before it (no case id and no source
+    page already used), each with its page or the search index id of a repository file shown
+    without its path, the lines its figures were read from, a known GPU and a config.json."""
     from gpuplan.catalog import get_gpu
 
+    before = _EARLIER[: _EARLIER.index(name)] if name in _EARLIER else _EARLIER
     earlier = [
-        c
-        for name in (
-            "vllm-0.19-h100.json",
-            "public-reports.json",
-            "public-logs.json",
-            "public-logs-3.json",
-        )
-        for c in json.loads((DATA / "engine_logs" / name).read_text())["cases"]
+        c for f in before for c in json.loads((DATA / "engine_logs" / f).read_text())["cases"]
     ]
-    new = json.loads((DATA / "engine_logs" / "public-logs-4.json").read_text())["cases"]
-    assert len(new) >= 1
+    new = json.loads((DATA / "engine_logs" / name).read_text())["cases"]
     ids = {c["case_id"] for c in new}
-    assert len(ids) == len(new) and not ids & {c["case_id"] for c in earlier}
-    urls = {c["source_url"] for c in new} - {None}
-    assert not urls & {c.get("source_url") for c in earlier}
+    assert new and len(ids) == len(new) and not ids & {c["case_id"] for c in earlier}
+    assert not ({c["source_url"] for c in new} - {None}) & {c.get("source_url") for c in earlier}
     for c in new:
-        # a repository file the search index showed without its path: its index id instead
         assert c["verbatim_excerpt"] and (c["source_url"] or "index id" in c["caveats"])
         get_gpu(c["gpu"])
         config_for(c["model_id"], c.get("config"))
+    return new
+
+
+def test_issue20_second_batch_is_new_sourced_and_resolvable():
+    """public-logs-4.json (issue 20, second batch of vLLM logs)."""
+    _new_batch("public-logs-4.json")
 
 
 def test_issue20_pcie_and_amd_batch_is_new_sourced_and_resolvable():
-    """public-logs-6.json (issue 20, PCIe datacenter and AMD batch): cases new to the corpus
-    (no case id and no source page or search-index id already used), each with its page (or the
-    index id of a repository file shown without its path), its lines, a GPU the catalog knows in
-    the PCIe datacenter or AMD class, and a config.json in the repo."""
+    """public-logs-6.json (issue 20, PCIe datacenter and AMD batch): in those classes, with
+    their launch arguments and logged figures."""
     from engine_cases import gpu_class
 
-    earlier = [
-        c
-        for name in (
-            "vllm-0.19-h100.json",
-            "public-reports.json",
-            "public-logs.json",
-            "public-logs-3.json",
-            "public-logs-4.json",
-            "public-logs-5.json",
-        )
-        for c in json.loads((DATA / "engine_logs" / name).read_text())["cases"]
-    ]
-    new = json.loads((DATA / "engine_logs" / "public-logs-6.json").read_text())["cases"]
-    ids = {c["case_id"] for c in new}
-    assert len(ids) == len(new) and not ids & {c["case_id"] for c in earlier}
-    assert not ({c["source_url"] for c in new} - {None}) & {c.get("source_url") for c in earlier}
+    new = _new_batch("public-logs-6.json")
     classes = [gpu_class(c["gpu"]) for c in new]
     assert classes.count("PCIe datacenter") >= 2 and classes.count("AMD") >= 4
     assert sum(c["gpu"] == "mi300x" for c in new) >= 3  # AMD Instinct
     for c in new:
-        assert c["verbatim_excerpt"] and (c["source_url"] or "index id" in c["caveats"])
         assert c["launch_args"] and c["logged"], c["case_id"]
-        config_for(c["model_id"], c.get("config"))
 
 
 @pytest.mark.parametrize(
