@@ -361,8 +361,8 @@ def _layout_notes(
     if arch.num_state_layers:
         notes.append(
             f"{arch.num_state_layers} of {arch.num_layers} layers keep a recurrent state"
-            " (Mamba / linear attention / short convolution) instead of a KV cache: a fixed"
-            " amount per sequence, whatever the context"
+            " (Mamba, linear attention, RG-LRU, mLSTM, RWKV or a short convolution) instead of a"
+            " KV cache: a fixed amount per sequence, whatever the context"
         )
     if arch.num_sliding_layers:
         notes.append(
