@@ -169,6 +169,45 @@ def test_sglang_runs_prefill_apart_from_decode():
     assert sg.tpot.mean == pytest.approx(sg.itl.mean, rel=0.01)
 
 
+def test_sglang_step_sizes_follow_its_server_args():
+    """SGLang sizes its chunked prefill and decode CUDA graphs by GPU memory
+    (sglang/srt/server_args.py): 160-sequence graphs before pull request #10372 (0.5.3), then
+    256 (tp < 4) / 512 on H100/H200-class GPUs with 8192-token chunks, 512 with 16384-token
+    chunks on larger ones (B200, B300, MI300X)."""
+    from gpuplan.engine.speed.policy import engine_policy
+
+    def sizes(version, gpu, tp):
+        p = engine_policy("sglang", version, resolve_gpu_spec(gpu), tp=tp)
+        return p.budget, p.graph_tokens
+
+    assert sizes("0.4.0", "h200", 4) == (8192, 160)
+    assert sizes("0.5.7", "h200", 8) == (8192, 512)
+    assert sizes("0.5.7", "h200", 2) == (8192, 256)
+    assert sizes("0.5.12", "b300", 8) == (16384, 512)
+    assert sizes(None, "h100", 1) == (8192, 256)
+
+
+def test_narrow_k_expert_gemms_pay_each_output_tile():
+    """An expert GEMM of width N and depth K costs N·(K + K½) (DeepGEMM PR #73: K/(K + 760) of
+    the large-K rate). DeepSeek-R1's expert (h = 7168, I = 2048, gated) split 8 ways by tensor
+    parallelism has w2 K = 256: the tile term adds 760·(2·256 + 7168) / (3·7168·256) = 106 % to
+    its FLOPs; kept whole under expert parallelism, 760·(2·2048 + 7168) / (3·7168·2048) = 19 %."""
+    from gpuplan.engine.speed.step import _experts
+
+    for ep, extra in ((False, 760 * (2 * 256 + 7168) / (3 * 7168 * 256)), (True, 0.1944)):
+        s = shape_of(
+            SpeedSetup(
+                _setup("deepseek-r1", "h200", gpus=8),
+                Load(prompt=8192, output=2),
+                expert_parallel=ep,
+            )
+        )
+        bare = replace(s, kernels=replace(s.kernels, gemm_k_half=0.0))
+        # 8192 tokens x top-8 over 256 experts: 256 rows each, every expert touched
+        with_tiles, without = _experts(s, 8192, 1e30)[0], _experts(bare, 8192, 1e30)[0]
+        assert with_tiles / without == pytest.approx(1 + extra, rel=0.01)
+
+
 def test_turbomind_emits_first_tokens_after_every_admitted_context():
     """LMDeploy's TurboMind decodes the contexts of all newly admitted requests before the
     generation step (LlamaBatch::contextDecode): C prompts arriving together all get their first
