@@ -22,7 +22,10 @@ KNOB_BOUNDS = {
     "kernel_eager_us": (0.0, 200.0),
     "step_ms": (0.0, 50.0),
     "request_ms": (0.0, 500.0),
+    "seq_us": (0.0, 1000.0),
 }
+# Values tried for a figure that starts at zero (a multiplicative step cannot leave it).
+FROM_ZERO = {"seq_us": (25.0, 50.0, 100.0, 200.0)}
 STEPS = (0.5, 0.75, 0.9, 1.1, 1.33, 2.0)
 
 
@@ -62,7 +65,7 @@ def fit_knobs(
 ) -> tuple[SpeedKnobs, float]:
     """The knobs minimising the runs' median |error|, from `start` (coordinate descent over
     multiplicative steps within KNOB_BOUNDS; per-kernel eager cost only where a run is eager)."""
-    names = ["hbm", "kernel_graph_us", "step_ms", "request_ms"]
+    names = ["hbm", "kernel_graph_us", "step_ms", "request_ms", "seq_us"]
     if any(not r.setup.cuda_graphs for r in runs):
         names.append("kernel_eager_us")
     best, score = start, median_error(runs, start)
@@ -71,7 +74,9 @@ def fit_knobs(
         for name in names:
             lo, hi = KNOB_BOUNDS[name]
             base = getattr(best, name)
-            tries = [base * f for f in STEPS] if base else [0.5, 2.0, 8.0]
+            tries = (
+                [base * f for f in STEPS] if base else list(FROM_ZERO.get(name, (0.5, 2.0, 8.0)))
+            )
             for value in tries:
                 value = min(hi, max(lo, value))
                 cand = replace(best, **{name: value})

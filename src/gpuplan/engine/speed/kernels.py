@@ -42,19 +42,24 @@ class KernelFigures:
     link_latency_us: float
     sources: tuple[str, ...]
     gemm_fp4: float = 0.0  # share of the fp4 peak; 0: as gemm_fp8 (kernels.toml)
+    gemm_k_half: float = 0.0  # K at which a GEMM reaches half its large-K rate (widths.py)
 
 
 @record
 class SpeedKnobs:
     """The fitted figures: achieved HBM share on weight streams, fixed cost per kernel launched
-    with and without CUDA graphs, fixed CPU cost per engine step, and a fixed cost per request on
-    a served (HTTP) run, added to its TTFT and E2E as the client times them."""
+    with and without CUDA graphs, fixed CPU cost per engine step, a fixed cost per request on
+    a served (HTTP) run, added to its TTFT and E2E as the client times them, and a CPU cost per
+    sequence a step carries (the scheduler's per-request loop: sglang/srt/managers/
+    scheduler.py process_batch_result_decode, vllm/v1/core/sched/scheduler.py
+    update_from_output; 0 unless calibrated)."""
 
-    hbm: float = 0.7
+    hbm: float = 0.74
     kernel_graph_us: float = 3.0
-    kernel_eager_us: float = 35.0
-    step_ms: float = 0.6
+    kernel_eager_us: float = 45.0
+    step_ms: float = 0.3
     request_ms: float = 30.0  # fixed per request on the API path (HTTP, tokenise, detokenise)
+    seq_us: float = 0.0  # CPU cost per sequence of a step (scheduler bookkeeping, detokenise)
 
 
 def default_knobs() -> SpeedKnobs:
@@ -66,6 +71,7 @@ def default_knobs() -> SpeedKnobs:
         kernel_eager_us=float(f["kernel_eager_us"]),
         step_ms=float(f["step_ms"]),
         request_ms=float(f["request_ms"]),
+        seq_us=float(f.get("seq_us", 0.0)),
     )
 
 

@@ -10,10 +10,15 @@ decodes, the token budget of a step, the sequence cap, and which steps replay CU
     vLLM V0           prefill-first: waiting prompts run whole in a prefill-only step, decodes
                       wait (vllm/core/scheduler.py _schedule_default); graphs on decode batches
                       ≤ 256; max_num_seqs 256.
-    SGLang            prefill batches of up to chunked_prefill_size tokens (taken as 8192 on GPUs
-                      of ≥ 75 GiB, 4096 below; sglang/srt/server_args.py sizes it by GPU memory)
-                      run on their own, ahead of decode (no mixed chunks by default); decode
-                      graphs up to cuda_graph_max_bs (256 taken).
+    SGLang            prefill batches of up to chunked_prefill_size tokens run on their own, ahead
+                      of decode (no mixed chunks by default); decode graphs up to
+                      cuda_graph_max_bs. Both are sized by GPU memory in sglang/srt/server_args.py
+                      (`sglang_sizes`): before 0.5.3 decode graphs stop at 160 sequences (pull
+                      requests #2044 / #2268, Nov. 2024) and the chunk is taken as 8192 on GPUs of
+                      ≥ 75 GiB, 4096 below; from 0.5.3 (pull request #10372, Sept. 2025, which
+                      "relaxes max_cuda_graph_bs") GPUs of < 60 GB capture 32 (tp < 4) or 160,
+                      < 160 GB (H100, H200) 256 (tp < 4) or 512 with 8192-token chunks, larger
+                      ones (B200, B300, MI300X/MI325X) 512 with 16384-token chunks.
     LMDeploy          TurboMind (a C++ batcher): each iteration first decodes the contexts of
                       every newly admitted request (LlamaBatch::contextDecode, in sub-batches of
                       max_context_token_num), then runs the generation step that emits their
@@ -80,6 +85,20 @@ def _version(text: str | None) -> tuple[int, ...]:
     return tuple(out)
 
 
+def sglang_sizes(version: str | None, gpu: GpuSpec, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) SGLang defaults to at `version` on `gpu` with
+    `tp` ranks (module docstring; sglang/srt/server_args.py, gpu_mem in MiB as torch reports
+    it); None: the newest rules."""
+    mib = gpu.memory_bytes / (1 << 20)
+    if version and _version(version) < (0, 5, 3):
+        return (8192 if gpu.memory_bytes >= 75 * GIB else 4096), 160
+    if mib < 60 * 1024:
+        return 4096, 32 if tp < 4 else 160
+    if mib < 160 * 1024:
+        return 8192, 256 if tp < 4 else 512
+    return 16384, 512
+
+
 def engine_policy(
     engine: str | None,
     version: str | None,
@@ -87,13 +106,15 @@ def engine_policy(
     cuda_graphs: bool = True,
     max_num_batched_tokens: int | None = None,
     poll_steps: int = 1,
+    tp: int = 1,
 ) -> Policy:
-    """The step rules of `engine` at `version` on `gpu` (module docstring); None: vLLM V1."""
+    """The step rules of `engine` at `version` on `gpu` with `tp` tensor-parallel ranks (module
+    docstring); None: vLLM V1."""
     name = (engine or "vllm").lower()
     big = gpu.memory_bytes >= 70 * GIB and not gpu.id.startswith("a100")
     if name.startswith("sglang"):
-        budget = 8192 if gpu.memory_bytes >= 75 * GIB else 4096
-        p = Policy("sglang", False, budget, 4096, 256, False, reserve=SGLANG_NEW_TOKEN_RATIO)
+        budget, graph_bs = sglang_sizes(version, gpu, tp)
+        p = Policy("sglang", False, budget, 4096, graph_bs, False, reserve=SGLANG_NEW_TOKEN_RATIO)
     elif name.startswith(("lmdeploy", "turbomind")):
         p = Policy("turbomind", False, 1 << 30, 256, 1 << 30, True, gqa_decode=False)
     elif name.startswith(("trt", "tensorrt", "nim")):

@@ -97,7 +97,8 @@ def _stat(xs: list[float]) -> Stat:
 
 
 class _Engine:
-    """Times steps of the layout: pp stages of micro-batches, plus the per-step CPU cost."""
+    """Times steps of the layout: pp stages of micro-batches, plus the CPU cost per step and per
+    sequence the step carries (decodes and prefill chunks)."""
 
     def __init__(self, shape: RankShape, knobs: SpeedKnobs, policy: Policy) -> None:
         self.s, self.k, self.p = shape, knobs, policy
@@ -122,9 +123,9 @@ class _Engine:
             self.p.gqa_decode,
         )
         comm = pp * st.comm + pp_handoff(s, m / pp)
-        st = StepTime(
-            pp * st.compute, pp * st.memory, comm, pp * st.overhead + self.k.step_ms * 1e-3
-        )
+        seqs = dec + (round(pre / chunk) if pre and chunk else 0)
+        cpu = self.k.step_ms * 1e-3 + self.k.seq_us * 1e-6 * seqs
+        st = StepTime(pp * st.compute, pp * st.memory, comm, pp * st.overhead + cpu)
         return st.total, st
 
     def charge(self, phase: str, st: StepTime, times: float = 1.0) -> None:

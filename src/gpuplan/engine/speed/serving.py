@@ -101,6 +101,7 @@ def serving_speed(setup: SpeedSetup) -> SpeedResult:
         setup.cuda_graphs,
         setup.max_num_batched_tokens,
         setup.poll_steps,
+        setup.serving.tp,
     )
     policy = replace(policy, kv_tokens=kv_tokens(setup))
     sim = simulate(shape, setup.knobs, policy, ld)

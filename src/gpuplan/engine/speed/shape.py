@@ -24,6 +24,7 @@ from gpuplan.engine.kv_cache import kv_cache_bytes_per_sequence_per_gpu
 from gpuplan.engine.params import count_params, expert_params
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.speed.kernels import KernelFigures, kernel_figures
+from gpuplan.engine.speed.widths import expert_widths
 from gpuplan.engine.weights import WeightFormat, stage_layers, weights_per_gpu
 from gpuplan.errors import GpuplanError
 
@@ -61,6 +62,9 @@ class RankShape:
     pp: int
     kernels: KernelFigures
     expert_ranks: int = 1  # ranks the experts are spread over whole (EP; 1: each split by tp)
+    # Σ N (output columns) of one routed expert's GEMMs on this rank: each costs K_half more K
+    # per routed row (widths.py)
+    expert_width: float = 0.0
 
 
 def gemm_path(p: Precision, k: KernelFigures, gpu: GpuSpec) -> str:
@@ -255,4 +259,5 @@ def rank_shape(
         pp=pp,
         kernels=k,
         expert_ranks=ep,
+        expert_width=expert_widths(arch, tp, ep > 1),
     )

@@ -9,7 +9,8 @@ A step carries `decode` sequences (one token each, at their contexts) and prefil
                   of each sequence: the decode tokens and the prompts this step completes)
     routed        touched experts T = E·(1 − (1 − k/E)^M) (uniform routing); bytes T/E of the
     experts       experts' weights; FLOPs 2·N_expert·T·⌈M·k/T⌉_tile (tokens per expert padded to
-                  the grouped GEMM's block, DeepGEMM / Triton fused_moe); plus the M·k routed
+                  the grouped GEMM's block, DeepGEMM / Triton fused_moe) + 2·K½·ΣN·M·k (each
+                  output column's tile cost, widths.py: narrow-K w2 under TP); plus the M·k routed
                   rows' activation traffic (gather, intermediate, output and weighted sum);
                   under expert parallelism a rank holds E/ep whole experts, moves M·k/ep rows,
                   and the step waits for the rank with the most touched experts
@@ -116,7 +117,8 @@ def _experts(s: RankShape, m: float, bw: float) -> tuple[float, float]:
     per_expert = m * s.top_k / touched
     busiest = busiest_rank_experts(s.num_experts, s.top_k, m, s.expert_ranks)
     rows = busiest * _tile(per_expert, s.kernels.grouped_tile_m)
-    flops = 2 * s.expert_params * rows * s.moe_layers
+    tiles = s.kernels.gemm_k_half * s.expert_width * busiest * per_expert  # real rows' tiles
+    flops = 2 * (s.expert_params * rows + tiles) * s.moe_layers
     nbytes = s.experts_bytes * busiest * s.expert_ranks / s.num_experts
     tc, tm = _roof(flops, s.expert_flops, nbytes, bw)
     return tc, tm + moe_activation_bytes(s, m) / bw
