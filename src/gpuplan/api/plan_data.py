@@ -11,6 +11,7 @@ from gpuplan.api.answers import three_answers
 from gpuplan.api.common import gpu_dict
 from gpuplan.api.planning import DEFAULT_PLAN_GPUS, PlanOption, parse_duration, plan
 from gpuplan.engine.serving import DEFAULT_HEADROOM
+from gpuplan.engine.speed.scope import unmodelled_for_speed
 
 if TYPE_CHECKING:  # the training plans' types only: a serving plan loads no training code
     from gpuplan.api.training import TrainingPlan
@@ -83,6 +84,8 @@ def serving_plan_data(
         "options": rows,
         "fixes": [],
     }
+    if options and (what := unmodelled_for_speed(options[0].plan.bill.setup.arch)):
+        data["speed_note"] = f"TTFT/TPOT leave out {what}: not timed, a lower bound"
     if pin:
         data["pinned"] = dict(pin)
     if manifest is not None and options:

@@ -19,6 +19,7 @@ from gpuplan.catalog.prices import gpu_price, parse_prices
 from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.serving import DEFAULT_HEADROOM, ServingSetup
 from gpuplan.engine.speed.kernels import SpeedKnobs
+from gpuplan.engine.speed.scope import check_speed_scope
 from gpuplan.errors import GpuplanError
 from gpuplan.planner.export import launch_command
 from gpuplan.planner.goals import DEFAULT_MAX_GPUS, ServingCandidate, ServingGoal, plan_to_goal
@@ -184,6 +185,8 @@ def plan(
     real_number("headroom", headroom)  # as serve refuses it: a fraction in (0, 1]
     prompt, output = _load(context, prompt_tokens, output_tokens)
     setups = _serving_setups(model, gpus, dtypes, kv_dtype, context, headroom)
+    if tpot is not None or ttft is not None or objective in ("throughput", "latency"):
+        check_speed_scope(setups[0].arch)  # a latency goal needs a speed the model can time
     goal = _serving_goal(setups, users, prompt, output, tpot, ttft, objective, prices, max_gpus)
     goal = _pinned(goal, tp, pp, ep)
     if calibration is not None:

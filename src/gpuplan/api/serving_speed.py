@@ -21,6 +21,7 @@ from gpuplan.api.serving import serve
 from gpuplan.engine.serving import ServingSetup
 from gpuplan.engine.speed.kernels import SpeedKnobs, default_knobs
 from gpuplan.engine.speed.schedule import PARTS, Load, Stat
+from gpuplan.engine.speed.scope import check_speed_scope
 from gpuplan.engine.speed.serving import SpeedResult, SpeedSetup, kv_capacity, serving_speed
 from gpuplan.engine.speed.shape import rank_shape
 from gpuplan.errors import GpuplanError
@@ -138,7 +139,9 @@ def layout_speed(
     calibration: str | None = None,
     num_prompts: int = 0,
 ) -> dict[str, Any]:
-    """The speed dict of one layout (a serving bill's setup) under the benchmark's load."""
+    """The speed dict of one layout (a serving bill's setup) under the benchmark's load; a model
+    the speed model does not time is refused in one line (engine/speed/scope.py)."""
+    check_speed_scope(serving.arch)
     knobs, knobs_source = _knobs(calibration)
     load = speed_load(users, prompt, output, request_rate, num_prompts)
     setup = SpeedSetup(serving, load, None, None, not eager, knobs=knobs)

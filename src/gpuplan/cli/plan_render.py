@@ -59,6 +59,8 @@ def render_serving_plans(data: dict[str, Any], units: str, as_csv: bool) -> None
         return
     out.print(_plans_heading(data))
     out.print(_plans_table(rows, units))
+    if data.get("speed_note"):
+        out.print(f"[yellow]note: {data['speed_note']}[/yellow]")
     out.print(
         "[dim]speed: engine/speed operator model (GEMMs, attention, experts, TP comm, launch"
         " costs; kernels.toml) on a static batch per replica, TTFT one prompt alone; accuracy:"
