@@ -73,7 +73,7 @@ def calibrate_command(
     con.print(
         f"fitted: HBM {k.hbm:.2f} of peak, {k.kernel_graph_us:.1f} µs per kernel (graphs),"
         f" {k.kernel_eager_us:.1f} µs (eager), {k.step_ms:.2f} ms per step,"
-        f" {k.request_ms:.1f} ms per request"
+        f" {k.request_ms:.1f} ms per request, {k.seq_us:.0f} µs per sequence per step"
     )
     if out:
         con.print(f"wrote {escape(out)}")
