@@ -5,8 +5,9 @@ tests/data/configs/SOURCES.md, section "Long tail"). For every file, the model t
 from it on the meta device is the reference: gpuplan's total and active parameters equal its own.
 Three files are the exceptions the scan found and left: Gemma 4's vision tower, which gpuplan does
 not model and says so (the text model is exact), and two configs quoted without a vocabulary
-(Ministral 3's geometry, Kimi-K2.7's text model), which gpuplan refuses in one line. A tiny copy of each family the scan added runs one
-forward pass on the CPU: the KV and recurrent-state bytes its cache holds equal gpuplan's.
+(Ministral 3's geometry, Kimi-K2.7's text model), which gpuplan refuses in one line. A tiny
+copy of each family the scan added or changed runs one forward pass on the CPU: the KV and
+recurrent-state bytes its cache holds equal gpuplan's.
 
 No expected number comes from gpuplan: transformers and torch compute every one.
 """
@@ -83,6 +84,7 @@ def test_a_config_without_a_vocabulary_is_refused_by_name(name: str) -> None:
         "mlxcel--dots-llm1-inst",
         "trtllm--exaone-moe-4-layers",
         "glacial--lfm2.5-8b-a1b",
+        "megatron-bridge--qwen3.5-27b-text",
     ],
 )
 def test_cache_bytes_equal_a_forward_pass(name: str) -> None:
