@@ -30,7 +30,8 @@ from gpuplan.errors import GpuplanError
 class Rule:
     """The type and bounds of one canonical config field."""
 
-    kind: str  # int | int_auto | int_or_str | bool_or_str | float | bool | str | int_list | str_list | map
+    kind: str  # int | int_auto | int_per_layer | int_or_str | bool_or_str | float | bool | str |
+    #            int_list | str_list | map   (int_per_layer: an int, or one per layer, all equal)
     lo: float = 0
     hi: float = 0
     max_len: int = 0  # lists: most elements
@@ -123,8 +124,9 @@ FIELDS: dict[str, Rule] = {
     "index_topk_freq": _SMALL,
     "index_skip_topk_offset": _LAYER0,
     # mixture of experts
-    "num_experts": _EXPERTS0,
-    "experts_per_token": Rule("int", 1, MAX_EXPERTS),
+    # HunYuanMoEV1Config: num_experts / moe_topk may list one value per layer (HunYuan-A13B)
+    "num_experts": Rule("int_per_layer", 0, MAX_EXPERTS),
+    "experts_per_token": Rule("int_per_layer", 1, MAX_EXPERTS),
     "moe_intermediate_size": _WIDTH,
     "num_shared_experts": _EXPERTS0,
     "zero_experts": _EXPERTS0,  # LongCat-Flash's zero-computation (identity) experts
@@ -383,7 +385,7 @@ class ConfigView:
 
     def _default(self, field: str, rule: Rule) -> Any:
         default = self.defaults[field]
-        if isinstance(default, str) and rule.kind in ("int", "int_auto", "float"):
+        if isinstance(default, str) and rule.kind in ("int", "int_auto", "int_per_layer", "float"):
             if field in self._resolving:
                 raise GpuplanError(f"{self.name}: the default of {field!r} refers to itself")
             self._resolving.add(field)
@@ -420,6 +422,8 @@ class ConfigView:
             return None
         if kind in ("int", "int_auto"):
             return _whole(self, key, value, rule)
+        if kind == "int_per_layer":
+            return self._per_layer(key, value, rule)
         if kind == "bool_or_str":
             if isinstance(value, bool) or (isinstance(value, str) and len(value) <= rule.max_len):
                 return value
@@ -465,6 +469,18 @@ class ConfigView:
                 raise self._bad(key, "must be a JSON object", value)
             return value
         return value
+
+    def _per_layer(self, key: str, value: Any, rule: Rule) -> int:
+        """An int, or a per-layer list of one repeated int (what transformers indexes by layer
+        in HunYuanMoEV1Moe); a list that varies between layers is not modelled: refused."""
+        if not isinstance(value, list | tuple):
+            return _whole(self, key, value, rule)
+        if not value or len(value) > MAX_LAYERS:
+            raise self._bad(key, f"must be a whole number or a list of 1 to {MAX_LAYERS}", value)
+        values = {_whole(self, key, v, rule) for v in value}
+        if len(values) > 1:
+            raise self._bad(key, "varies between layers, which gpuplan does not model", value)
+        return values.pop()
 
     def _bad(self, key: str, problem: str, value: Any) -> GpuplanError:
         shown = repr(value)

@@ -307,7 +307,14 @@ def _moe_deepseek(v: ConfigView, n: int, kinds: list[tuple[str, int | None]]) ->
 
 @moe_layers("first_k")
 def _moe_first_k(v: ConfigView, n: int, kinds: list[tuple[str, int | None]]) -> list[bool]:
-    """Glm4MoeDecoderLayer: experts from first_k_dense_replace on."""
+    """Glm4MoeDecoderLayer: experts from first_k_dense_replace on; mlp_layer_types ("dense" /
+    "sparse" per layer), where the config lists it, first (ExaoneMoeConfig, LagunaConfig,
+    HYV3Config build their layers from it and derive it from first_k_dense_replace otherwise)."""
+    listed = v.get("mlp_layer_types")
+    if listed:
+        if len(listed) != n or any(t not in ("dense", "sparse") for t in listed):
+            raise v.fail("mlp_layer_types", f"must list 'dense' or 'sparse' for each of {n} layers")
+        return [t == "sparse" for t in listed]
     first = v.get("first_k_dense_replace") or 0
     return [i >= first for i in range(n)]
 

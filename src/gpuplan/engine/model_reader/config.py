@@ -84,6 +84,9 @@ _MECHANISM_KEYS = (
     "multi_query",
     "new_decoder_architecture",
     # seen on unknown families in transformers' own configs, each a mechanism Llama lacks:
+    "first_k_dense_replace",  # dense layers before the expert ones (dots.llm1 was read all-MoE)
+    "num_dense_layers",
+    "mlp_layer_types",
     "kv_lora_rank",  # multi-head latent attention
     "q_lora_rank",
     "zero_expert_num",  # zero-computation experts (LongCat-Flash)

@@ -67,7 +67,8 @@ def attention(v: ConfigView, t: Traits, hidden: int) -> AttentionSpec | None:
             "num_key_value_heads",
             f"({kv_heads}) must divide num_attention_heads ({heads})",
         )
-    if not v.present("head_dim") and hidden % heads and not t["head_dim_floor"]:
+    derived = not v.present("head_dim") and isinstance(v.defaults.get("head_dim"), str)
+    if derived and hidden % heads and not t["head_dim_floor"]:  # a literal default is the class's
         raise v.fail(
             "num_attention_heads",
             f"({heads}) does not divide hidden_size ({hidden}) and there is no head_dim",
