@@ -173,7 +173,9 @@ def _reference(model_type: str) -> tuple[dict[str, Any], int]:
     transformers = pytest.importorskip("transformers")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        config = transformers.AutoConfig.for_model(model_type)
+        config = transformers.AutoConfig.for_model(
+            model_type, **_OPTIONAL_TOWERS.get(model_type, {})
+        )
         if model_type in _NEEDS_TIMM and not _has_timm():
             return config.to_dict(), _timm_free_parts(config) + _timm_tower(model_type)
         model = _meta_model(config)
@@ -185,6 +187,10 @@ def _reference(model_type: str) -> tuple[dict[str, Any], int]:
     )
     return config.to_dict(), outside
 
+
+# wrappers whose default config has no tower (each sub-config optional): built with each at its
+# sub-config class's defaults, as transformers' Gemma4Config docstring builds a Gemma 4 E2B-like one
+_OPTIONAL_TOWERS: dict[str, dict[str, Any]] = {"gemma4": {"vision_config": {}, "audio_config": {}}}
 
 # wrappers whose language model is not a `language_model` module: the text modules' prefixes
 _TEXT_MODULES = {
@@ -330,3 +336,16 @@ def test_fastvit_record_matches_timm_arguments() -> None:
     cfg["vision_config"]["model_args"] = {"inference_mode": False}  # train-time branches
     counted = tower_count(cfg, "fast_vlm")
     assert counted is not None and counted.not_counted == ("vision_config",)
+
+
+def test_gemma4_counts_only_the_towers_its_config_builds() -> None:
+    """Gemma4Model builds a tower (and its embedder) only for a sub-config that is not null: a
+    text-only wrapper adds nothing and names nothing; a vision_config of another model_type is
+    named as not counted rather than sized as Gemma 4's."""
+    text_only = {"model_type": "gemma4", "vision_config": None, "audio_config": None}
+    params, notes = multimodal_params({**text_only, "text_config": {"hidden_size": 64}}, "g")
+    assert params == 0 and not any("not counted" in n for n in notes)
+    other = {**text_only, "vision_config": {"model_type": "siglip_vision_model"}}
+    counted = tower_count({**other, "text_config": {"hidden_size": 64}}, "g")
+    assert counted is not None and counted.params == 0
+    assert counted.not_counted == ("vision_config",)
