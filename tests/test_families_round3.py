@@ -69,6 +69,13 @@ def _assert_cache(cfg: dict[str, Any], name: str) -> None:
     assert state == state_bytes_per_sequence(arch, fp32, layout="transformers"), name
 
 
+def _hf_config(model_type: str, **settings: Any) -> Any:
+    """transformers' config class of `model_type` with `settings` over its defaults."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return AutoConfig.for_model(model_type, **settings)
+
+
 def _meta_causal_lm(config: Any) -> Any:
     """transformers' causal LM for `config`, built on the meta device (no weights allocated)."""
     with warnings.catch_warnings():
@@ -276,19 +283,13 @@ def test_ernie_mix_quant_unread_stored_types_are_refused_naming_the_keys() -> No
 _RWKV4 = {"169m": (12, 768), "430m": (24, 1024), "1b5": (24, 2048), "14b": (40, 5120)}
 
 
-def _rwkv_config(**settings: Any) -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return AutoConfig.for_model("rwkv", **settings)
-
-
 @pytest.mark.parametrize("size", ["default", *_RWKV4])
 def test_rwkv_parameters_are_exact(size: str) -> None:
     settings: dict[str, Any] = {}
     if size != "default":
         layers, width = _RWKV4[size]
         settings = {"num_hidden_layers": layers, "hidden_size": width, "vocab_size": 50277}
-    config = _rwkv_config(**settings)
+    config = _hf_config("rwkv", **settings)
     model = _meta_causal_lm(config)
     arch = architecture_from_config(config.to_dict(), f"rwkv-4-{size}")
     counts = count_params(arch)
@@ -301,7 +302,9 @@ def test_rwkv_state_matches_a_forward_pass(dtype: str) -> None:
     """RwkvModel's five states per layer (token shifts in the model dtype, WKV numerator,
     denominator and maximum in float32) equal gpuplan's state bytes; nothing is cached per
     token."""
-    config = _rwkv_config(hidden_size=32, num_hidden_layers=3, vocab_size=128, context_length=64)
+    config = _hf_config(
+        "rwkv", hidden_size=32, num_hidden_layers=3, vocab_size=128, context_length=64
+    )
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -329,12 +332,6 @@ _RECURRENT_GEMMA = {
 }
 
 
-def _recurrent_gemma(**settings: Any) -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return AutoConfig.for_model("recurrent_gemma", **settings)
-
-
 @pytest.mark.parametrize("size", ["default", *_RECURRENT_GEMMA])
 def test_recurrent_gemma_parameters_are_exact(size: str) -> None:
     settings: dict[str, Any] = {}
@@ -350,7 +347,7 @@ def test_recurrent_gemma_parameters_are_exact(size: str) -> None:
             "attention_window_size": 2048,
             "vocab_size": 256000,
         }
-    config = _recurrent_gemma(**settings)
+    config = _hf_config("recurrent_gemma", **settings)
     model = _meta_causal_lm(config)
     arch = architecture_from_config(config.to_dict(), f"recurrentgemma-{size}")
     counts = count_params(arch)
@@ -370,7 +367,8 @@ def test_recurrent_gemma_caches_match_a_forward_pass(dtype: str) -> None:
     gpuplan's state bytes."""
     from transformers import DynamicCache
 
-    config = _recurrent_gemma(
+    config = _hf_config(
+        "recurrent_gemma",
         hidden_size=32,
         intermediate_size=64,
         num_attention_heads=4,
@@ -413,18 +411,12 @@ def test_recurrent_gemma_caches_match_a_forward_pass(dtype: str) -> None:
 # --------------------------------------------------------------------------------------
 
 
-def _xlstm(**settings: Any) -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return AutoConfig.for_model("xlstm", **settings)
-
-
 # xLSTMConfig's defaults mirror NX-AI/xLSTM-7b; the variants switch what changes the modules
 @pytest.mark.parametrize(
     "settings", [{}, {"use_bias": True}, {"weight_mode": "fused"}, {"num_heads": 16}]
 )
 def test_xlstm_parameters_are_exact(settings: dict[str, Any]) -> None:
-    config = _xlstm(**settings)
+    config = _hf_config("xlstm", **settings)
     model = _meta_causal_lm(config)
     counts = count_params(architecture_from_config(config.to_dict(), "xlstm-7b"))
     assert counts.total == counts.active == sum(p.numel() for p in model.parameters())
@@ -435,7 +427,8 @@ def test_xlstm_state_matches_a_forward_pass(dtype: str) -> None:
     """xLSTMCache's C, n and m per layer and head (in the model dtype) equal gpuplan's state
     bytes; no KV cache. Widths are multiples of 64 (xLSTMCache rounds them up, the layers do
     not)."""
-    config = _xlstm(
+    config = _hf_config(
+        "xlstm",
         hidden_size=256,
         embedding_dim=256,
         num_heads=4,
