@@ -52,6 +52,7 @@ from functools import lru_cache
 
 from gpuplan.engine.architecture import Architecture, AttentionSpec, LayerSpec
 from gpuplan.engine.precision import Precision
+from gpuplan.engine.state_cache import FP32
 from gpuplan.engine.weights import stage_layers
 
 
@@ -105,15 +106,17 @@ def compressor_bytes(a: AttentionSpec, kv: Precision, context: int, layout: str 
         return 0
     entries, pending = divmod(context, rate)
     d, di = a.head_dim, a.indexer_head_dim
-    out = entries * (kv.bytes_for(d) + (indexer_key_bytes(a, kv, layout) if di else 0))
+    out = entries * _compressed_entry_bytes(a, kv, layout)
     width = d * (2 if a.compress_overlap else 1) + 2 * di
     out += kv.bytes_for(2 * pending * width)  # buffered kv and gate
     if a.compress_overlap and entries:
-        out += kv.bytes_for(rate * (d + di)) + _FP32.bytes_for(rate * (d + di))
+        out += kv.bytes_for(rate * (d + di)) + FP32.bytes_for(rate * (d + di))
     return out
 
 
-_FP32 = Precision(id="fp32", bits=32)
+def _compressed_entry_bytes(a: AttentionSpec, kv: Precision, layout: str) -> int:
+    """One DeepSeek-V4 compressed entry: head_dim, and its indexer key on CSA layers."""
+    return kv.bytes_for(a.head_dim) + indexer_key_bytes(a, kv, layout)
 
 
 @lru_cache(maxsize=1024)
@@ -184,8 +187,7 @@ def _compressed_per_token(arch: Architecture, kv: Precision, layout: str) -> int
     for spec, n in arch.layer_groups():
         a = arch.attention_of(spec)
         if spec.has_attention and a.compress_rate:
-            entry = kv.bytes_for(a.head_dim) + indexer_key_bytes(a, kv, layout)
-            total += n * entry // a.compress_rate
+            total += n * _compressed_entry_bytes(a, kv, layout) // a.compress_rate
     return total
 
 
