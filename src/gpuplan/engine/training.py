@@ -127,6 +127,11 @@ class TrainingSetup:
         return self.layout.gpus
 
     @property
+    def decoder_seq(self) -> int:
+        """The decoder's length: an encoder-decoder's --target-seq, else --seq."""
+        return self.target_seq or self.seq
+
+    @property
     def micro_batches(self) -> int:
         """Micro-batches per step: as given, else pp (enough to fill a 1F1B pipeline)."""
         return self.grad_accum or self.layout.pp
@@ -327,7 +332,7 @@ def _validate_lengths(setup: TrainingSetup) -> None:
     max_position_embeddings, Whisper's max_target_positions)."""
     a, enc = setup.arch, setup.arch.encoder
     assert enc is not None
-    target = setup.target_seq or setup.seq
+    target = setup.decoder_seq
     for what, n, key in (("source", setup.seq, "max_source"), ("target", target, "max_target")):
         most = enc.shape(key)
         if most and n > most and not (what == "source" and enc.encoder_tokens):
@@ -393,7 +398,7 @@ def _activation_spec(setup: TrainingSetup) -> ActivationSpec:
     """The activation spec of `setup`, validated (validate_activations)."""
     lo, fw, lora = setup.layout, setup.framework, setup.lora
     return _spec(
-        setup.target_seq or setup.seq,
+        setup.decoder_seq,
         setup.micro_batch,
         setup.recipe,
         setup.kernel,
@@ -904,7 +909,7 @@ def _flop_params(setup: TrainingSetup, counts: ParamCounts) -> int:
         return n
     encoder = arch.encoder.stack("encoder")
     source = arch.encoder.encoder_tokens or setup.seq
-    target = setup.target_seq or setup.seq
+    target = setup.decoder_seq
     return round((encoder * source + (n - encoder) * target) / setup.seq)
 
 
@@ -935,7 +940,7 @@ def _notes(setup: TrainingSetup, st: StageParams, in_flight: int) -> tuple[str, 
         setup.capacity_factor,
         setup.lora,
         _activation_spec(setup) if parse_recompute(setup.recompute)[0] in COUNTED else None,
-        (setup.seq, setup.target_seq or setup.seq),
+        (setup.seq, setup.decoder_seq),
     )
 
 
