@@ -76,6 +76,19 @@ def _hf_config(model_type: str, **settings: Any) -> Any:
         return AutoConfig.for_model(model_type, **settings)
 
 
+def _tiny_run(config: Any, dtype: str, **inputs: Any) -> tuple[Any, Any]:
+    """A tiny model of `config` in `dtype` (fp32 / bf16), seeded, and its output after one
+    forward pass of TOKENS tokens with the cache on (`inputs`: e.g. a cache object)."""
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(config).to(torch_dtype).eval()
+        with torch.no_grad():
+            ids = torch.randint(0, config.vocab_size, (1, TOKENS))
+            return model, model(input_ids=ids, use_cache=True, **inputs)
+
+
 def _meta_causal_lm(config: Any) -> Any:
     """transformers' causal LM for `config`, built on the meta device (no weights allocated)."""
     with warnings.catch_warnings():
@@ -305,13 +318,7 @@ def test_rwkv_state_matches_a_forward_pass(dtype: str) -> None:
     config = _hf_config(
         "rwkv", hidden_size=32, num_hidden_layers=3, vocab_size=128, context_length=64
     )
-    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.manual_seed(0)
-        model = AutoModelForCausalLM.from_config(config).to(torch_dtype).eval()
-        with torch.no_grad():
-            out = model(input_ids=torch.randint(0, 128, (1, TOKENS)), use_cache=True)
+    _, out = _tiny_run(config, dtype)
     measured = sum(t.numel() * t.element_size() for t in out.state)
     arch = architecture_from_config(config.to_dict(), "rwkv-tiny")
     precision = get_precision(dtype, for_kv=True)
@@ -383,14 +390,8 @@ def test_recurrent_gemma_caches_match_a_forward_pass(dtype: str) -> None:
         eos_token_id=2,
     )
     config._attn_implementation = "eager"
-    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.manual_seed(0)
-        model = AutoModelForCausalLM.from_config(config).to(torch_dtype).eval()
-        cache = DynamicCache(config=config)
-        with torch.no_grad():
-            model(input_ids=torch.randint(0, 128, (1, TOKENS)), use_cache=True, cache=cache)
+    cache = DynamicCache(config=config)
+    model, _ = _tiny_run(config, dtype, cache=cache)
     kv, _ = _measure(cache)
     blocks = [layer.temporal_block for layer in model.model.layers]
     states = [
@@ -438,13 +439,7 @@ def test_xlstm_state_matches_a_forward_pass(dtype: str) -> None:
         bos_token_id=1,
         eos_token_id=2,
     )
-    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.manual_seed(0)
-        model = AutoModelForCausalLM.from_config(config).to(torch_dtype).eval()
-        with torch.no_grad():
-            out = model(input_ids=torch.randint(0, 128, (1, TOKENS)), use_cache=True)
+    _, out = _tiny_run(config, dtype)
     states = out["cache"].rnn_state.values()
     measured = sum(t.numel() * t.element_size() for layer in states for t in layer)
     arch = architecture_from_config(config.to_dict(), "xlstm-tiny")
