@@ -157,8 +157,7 @@ def activation_rows(results: list[Result]) -> list[dict[str, Any]]:
                 "class": gpu_class(r.case.gpu),
                 "version": version_group(r),
                 "logged": act * GIB,
-                "forward": 2 * inputs["hidden_bytes"]
-                + max(inputs["layer_transient_bytes"], inputs["moe_workspace_bytes"]),
+                "forward": inputs["forward_bytes"],  # V0: its eager forward replayed
                 "rest": inputs["hidden_bytes"] + inputs["moe_workspace_bytes"],
                 "elements": min(inputs["max_num_seqs"], inputs["max_num_batched_tokens"])
                 * padded_vocab(arch.vocab_size),

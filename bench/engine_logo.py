@@ -48,6 +48,11 @@ from gpuplan.engine.profiles.common import (  # noqa: E402
 )
 from gpuplan.engine.profiles.sglang.bill import RULES as SGLANG_RULES  # noqa: E402
 from gpuplan.engine.profiles.vllm.non_torch import interconnect_class  # noqa: E402
+from gpuplan.engine.profiles.vllm.profile_run import (  # noqa: E402
+    ProfileBatch,
+    peak_terms,
+    v0_peak_terms,
+)
 from gpuplan.engine.profiles.vllm.rules import rules_at, rules_for  # noqa: E402
 
 GIB = 2**30
@@ -184,10 +189,13 @@ def _const(other: float) -> Callable[[float], float]:
 
 
 def activation_constant(results: list[Result]) -> list[Row]:
-    """Profile-run constant c0 (versions.toml activation_constant_gib): every vLLM profile peak
-    holds it once; implied by 'torch peak memory increase' minus the counted terms."""
+    """Profile-run constant c0 (versions.toml activation_constant_gib): every V1 profile peak
+    holds it once; implied by 'torch peak memory increase' minus the counted terms. V0 counts
+    its eager forward tensor by tensor and holds none (v0.activation_constant_gib 0)."""
     rows = []
-    for r, _rules in _vllm(results):
+    for r, rules in _vllm(results):
+        if rules["engine"] != "v1":
+            continue
         a, peak = _act(r), r.bill.item("activation_peak").bytes / GIB
         other = peak - a["constant_bytes"] / GIB
         logged = r.case.logged.get("activation_peak_gib")
@@ -232,24 +240,17 @@ def sampler(
                 r.bill.launch.arch.vocab_size
             )
             fixed = (a["constant_bytes"] + a["encoder_bytes"]) / GIB
-            forward = (
-                2 * a["hidden_bytes"] + max(a["layer_transient_bytes"], a["moe_workspace_bytes"])
-            ) / GIB
+            forward = a["forward_bytes"] / GIB
             rest = (a["hidden_bytes"] + a["moe_workspace_bytes"]) / GIB
             n = elements / GIB
 
-            def figure(
-                b: float,
-                fixed: float = fixed,
-                forward: float = forward,
-                rest: float = rest,
-                n: float = n,
-            ) -> float:
-                return fixed + max(forward, n * b + rest)
+            def figure(b: float, r: Result = r, rules: dict[str, Any] = rules) -> float:
+                return _peak_at(r, rules, b)
 
             logged = r.case.logged.get("activation_peak_gib")
             implied = None
-            if logged is not None and elements * 4 / GIB > forward:
+            reserved = rules["engine"] == "v0" and rules["non_torch_scope"] == "init_free"
+            if logged is not None and not reserved and elements * 4 / GIB > forward:
                 b = (logged - fixed - rest) / n
                 implied = b if b > 0 else None
             row = _row(r, implied, logged, figure, figure(value))
@@ -257,6 +258,20 @@ def sampler(
         return out
 
     return rows
+
+
+def _peak_at(r: Result, rules: dict[str, Any], b: float) -> float:
+    """The case's activation peak (GiB) with the sampler at `b` bytes per logit element, through
+    the function its bill used (profile_run.py peak_terms; V0: v0_peak_terms, whose reserve up
+    to 0.6.3 holds the sampler's blocks)."""
+    a, launch = _act(r), r.bill.launch
+    batch = ProfileBatch(a["max_num_batched_tokens"], a["max_num_seqs"], sampler=True)
+    args = (launch.arch, launch.weights, launch.tp, batch, b)
+    fixed = (a["constant_bytes"], a["encoder_bytes"])
+    if rules["engine"] == "v0":
+        reserved = rules["non_torch_scope"] == "init_free"
+        return v0_peak_terms(*args, *fixed, reserved=reserved).peak / GIB
+    return peak_terms(*args, *fixed).peak / GIB
 
 
 def _nt(r: Result) -> tuple[float, dict[str, Any]]:
@@ -335,8 +350,19 @@ def allreduce(value: float) -> NtSelect:
 
 
 def nccl(rules: dict[str, Any], inputs: dict[str, Any]) -> float | None:
-    """The NCCL communicators inside the growth (nccl_communicator_gib, 0.9.2-0.10)."""
-    return inputs["nccl_communicator_bytes"] / GIB if inputs["nccl_communicator_bytes"] else None
+    """The NCCL communicators inside the growth (nccl_communicator_gib: V0 to 0.6.4, V1
+    0.9.2-0.10)."""
+    if inputs.get("communicator", "nccl") != "nccl" or not inputs["nccl_communicator_bytes"]:
+        return None
+    return inputs["nccl_communicator_bytes"] / GIB
+
+
+def rccl(rules: dict[str, Any], inputs: dict[str, Any]) -> float | None:
+    """RCCL's communicators between Infinity Fabric-linked AMD Instinct GPUs, where the version
+    counts them (rccl_communicator_gib; V0 to 0.6.4)."""
+    if inputs.get("communicator") != "rccl" or not inputs["nccl_communicator_bytes"]:
+        return None
+    return inputs["nccl_communicator_bytes"] / GIB
 
 
 def nvls(rules: dict[str, Any], inputs: dict[str, Any]) -> float | None:
@@ -394,8 +420,9 @@ def cuda_gap(results: list[Result]) -> list[Row]:
     the catalog's driver total; the budget is utilisation × total."""
     rows = []
     for r, _rules in _vllm(results):
-        driver = get_gpu(r.case.gpu).driver_total_bytes
-        if not driver:
+        gpu = get_gpu(r.case.gpu)
+        driver = gpu.driver_total_bytes
+        if not driver or gpu.vendor == "amd":  # ROCm reports the VRAM size itself: no gap
             continue
         logged = r.case.logged.get("total_gib")
         implied = None if logged is None else driver / GIB - logged
@@ -481,7 +508,7 @@ TERMS: tuple[Term, ...] = (
         "profile-run constant c0",
         "activation_constant_gib",
         "0.19.0",
-        "'torch peak memory increase' (vLLM V0 and V1)",
+        "'torch peak memory increase' (vLLM V1)",
         activation_constant,
     ),
     _nt_term(
@@ -588,11 +615,18 @@ TERMS: tuple[Term, ...] = (
         non_torch(allreduce(AR2), lambda i: True),
     ),
     _nt_term(
-        "NCCL communicators (0.9.2-0.10)",
+        "NCCL communicators (V0 to 0.6.4, V1 0.9.2-0.10)",
         "nccl_communicator_gib",
         "0.10.0",
         "A100 80GB TP2 vs TP1 KV left (0.10.1)",
         non_torch(nccl, lambda i: True, kv=True),
+    ),
+    _nt_term(
+        "RCCL communicators, Infinity Fabric (V0 to 0.6.4)",
+        "rccl_communicator_gib",
+        "0.6.3",
+        "MI300X TP8 block count (Hot Aisle, 0.6.3)",
+        non_torch(rccl, lambda i: True, kv=True),
     ),
     _nt_term(
         "NCCL NVLS buffers (to 0.6)",

@@ -39,6 +39,7 @@ LOG_FILES = (
     "public-logs-3.json",
     "public-logs-4.json",
     "public-logs-6.json",
+    "public-logs-7.json",
 )
 # SGLang and TensorRT-LLM logs of issue 20 (tests/test_engine_logs_engines.py holds their bars)
 ENGINE_FILES = ("public-logs-5.json",)

@@ -34,23 +34,24 @@ L = _bench()
 # term: (logs implying it, GPU types among them, LOGO figure |error| bar GiB or None, LOGO KV
 # within 10 %, of) — None: no LOGO figure (one GPU type or none implies the term)
 BARS = {
-    "profile-run constant c0": (80, 5, 0.25, 73, 75),
+    "profile-run constant c0": (75, 2, 0.39, 68, 71),  # V1 logs only (V0 holds none)
     "vision-encoder dummy run": (11, 1, None, 0, 0),
-    "sampler bytes/element, V0 to 0.6": (2, 2, 2.47, 2, 3),
-    "sampler bytes/element, V0 0.7": (1, 1, None, 2, 3),
+    "sampler bytes/element, V0 to 0.6": (3, 3, 0.94, 3, 4),
+    "sampler bytes/element, V0 0.7": (1, 1, None, 3, 4),
     "sampler bytes/element, native": (5, 2, 0.19, 3, 4),
     "sampler bytes/element, FlashInfer 0.8-0.10": (5, 1, None, 0, 0),
     "sampler bytes/element, FlashInfer 0.11-0.16": (0, 0, None, 0, 0),
     "sampler bytes/element, Triton / FlashInfer 0.17+": (16, 1, None, 1, 1),
     "CUDA-graph pool": (69, 5, 0.50, 72, 75),
-    "CUDA context (absolute scope)": (45, 2, 0.26, 1, 3),
-    "non-torch base, V0": (5, 3, 0.95, 0, 4),
+    "CUDA context (absolute scope)": (45, 2, 0.26, 1, 2),  # 0.6.3 reads from init
+    "non-torch base, V0": (5, 3, 0.95, 1, 4),
     "non-torch base, V1 0.8-0.17": (9, 1, None, 7, 8),
     "non-torch base, V1 0.18+": (44, 1, None, 1, 1),
     "non-torch, PP stage without TP": (2, 1, None, 0, 0),
     "all-reduce base, NVSwitch, to 0.15": (4, 2, 1.13, 1, 2),
     "all-reduce base, NVSwitch, 0.16+": (16, 1, None, 0, 0),
-    "NCCL communicators (0.9.2-0.10)": (5, 3, 0.56, 5, 5),
+    "NCCL communicators (V0 to 0.6.4, V1 0.9.2-0.10)": (7, 4, 0.65, 5, 6),
+    "RCCL communicators, Infinity Fabric (V0 to 0.6.4)": (0, 0, None, 0, 0),
     "NCCL NVLS buffers (to 0.6)": (1, 1, None, 0, 0),
     "CUDA total gap (nvidia-smi - cudaMemGetInfo)": (84, 4, 0.05, 72, 75),
     "SGLang memory before weights, one GPU": (43, 1, None, 0, 0),

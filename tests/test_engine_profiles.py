@@ -42,7 +42,8 @@ def test_version_rules_do_not_overlap():
 @pytest.mark.parametrize(
     "version, engine, sampler, graphs_in, nccl",
     [
-        ("0.6.3", "v0", "v0", False, False),
+        ("0.6.3", "v0", "v0", False, True),  # V0 to 0.6.4: the init snapshot precedes NCCL
+        ("0.6.6", "v0", "v0", False, False),
         ("0.8.5", "v1", "native", False, False),
         ("0.10.1", "v1", "native", False, True),
         ("0.15.0", "v1", "native", False, False),

@@ -319,7 +319,7 @@ def test_cli_engine_version_and_auto_length(capsys):
     assert json.loads(capsys.readouterr().out)["engine"]["max_model_len"] > 0
     assert main(["serve", "llama-3.1-8b", "--engine-version", "0.19.0"]) == 2
     assert "needs --engine" in capsys.readouterr().err
-    assert main(["serve", "llama-3.1-8b", "--engine", "vllm", "--engine-version", "0.4.0"]) == 2
+    assert main(["serve", "llama-3.1-8b", "--engine", "vllm", "--engine-version", "0.3.0"]) == 2
     assert "older than" in capsys.readouterr().err
 
 

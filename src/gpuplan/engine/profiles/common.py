@@ -45,6 +45,8 @@ def cuda_total_bytes(gpu: GpuSpec) -> int:
         return gpu.memory_override
     if gpu.id in CUDA_TOTAL_BYTES:
         return CUDA_TOTAL_BYTES[gpu.id]
+    if gpu.vendor == "amd":  # ROCm's hipMemGetInfo total is the amdgpu VRAM size itself: vLLM
+        return gpu.memory_bytes  # logs total_gpu_memory=191.98GiB on MI300X (206,141,652,992 B)
     return gpu.memory_bytes - (CUDA_RESERVED_BYTES if gpu.driver_total_bytes else 0)
 
 

@@ -60,7 +60,12 @@ from gpuplan.engine.profiles.vllm.kv_layout import (
 )
 from gpuplan.engine.profiles.vllm.mla_absorption import absorbed_mla_bytes
 from gpuplan.engine.profiles.vllm.non_torch import non_torch_bytes
-from gpuplan.engine.profiles.vllm.profile_run import PeakTerms, ProfileBatch, peak_terms
+from gpuplan.engine.profiles.vllm.profile_run import (
+    PeakTerms,
+    ProfileBatch,
+    peak_terms,
+    v0_peak_terms,
+)
 from gpuplan.engine.profiles.vllm.rules import rules_for
 from gpuplan.engine.state_cache import state_bytes_per_layer
 from gpuplan.errors import GpuplanError
@@ -417,7 +422,7 @@ def _profile_peak(launch: EngineLaunch, rules: dict[str, Any], shape: Shape, s: 
     stage runs the sampler, the first a multimodal encoder's dummy input."""
     batch = ProfileBatch(shape.batched, shape.seqs, sampler=s == launch.pp - 1)
     encoder = gib(rules["encoder_gib"]) if launch.is_multimodal and s == 0 else 0
-    return peak_terms(
+    args = (
         launch.arch,
         launch.weights,
         launch.tp,
@@ -426,6 +431,9 @@ def _profile_peak(launch: EngineLaunch, rules: dict[str, Any], shape: Shape, s: 
         gib(rules["activation_constant_gib"]),
         encoder,
     )
+    if rules["engine"] == "v0":  # V0: its eager forward replayed (profile_run.v0_peak_terms)
+        return v0_peak_terms(*args, reserved=rules["non_torch_scope"] == "init_free")
+    return peak_terms(*args)
 
 
 def v0_state_slots(max_num_seqs: int, eager: bool) -> int:
@@ -616,8 +624,8 @@ def _activation_item(st: Stage, shape: Shape) -> LineItem:
         "activation_peak",
         "Activation peak",
         p.peak,
-        "max(forward: 2 hidden + widest layer transient; sampler: seqs × vocab × bytes"
-        " + hidden + MoE workspace) + constant",
+        "max(forward: 2 hidden + widest layer transient (V0: its eager forward replayed, up to"
+        " 0.6.3 as reserved); sampler: seqs × vocab × bytes + hidden + MoE workspace) + constant",
         {
             "max_num_batched_tokens": shape.batched,
             "max_num_seqs": shape.seqs,
@@ -628,6 +636,7 @@ def _activation_item(st: Stage, shape: Shape) -> LineItem:
             "sampler_bytes": p.sampler,
             "encoder_bytes": p.encoder,
             "constant_bytes": p.constant,
+            "forward_bytes": p.forward,
         },
         "activations",
     )

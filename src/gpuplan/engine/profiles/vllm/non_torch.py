@@ -70,17 +70,27 @@ def comm_bytes(rules: dict[str, Any], cls: str, tp: int, pp: int) -> int:
     return gib(base + per_rank * tp + nvls)
 
 
+def communicator_bytes(rules: dict[str, Any], gpu: GpuSpec, cls: str) -> int:
+    """One rank's NCCL / RCCL communicator memory (channel buffers, proxy and work FIFOs) where
+    the version counts it (`nccl_counted`): NCCL's figure (`nccl_communicator_gib`), or RCCL's
+    between AMD Instinct GPUs linked by Infinity Fabric (`rccl_communicator_gib`), which opens
+    far more channels per peer; both read from logs (versions.toml names them)."""
+    if gpu.vendor == "amd" and cls == "nvlink":
+        return gib(rules["rccl_communicator_gib"])
+    return gib(rules["nccl_communicator_gib"])
+
+
 def non_torch_bytes(
     rules: dict[str, Any], gpu: GpuSpec, tp: int, pp: int, interconnect: str = ""
 ) -> tuple[int, dict[str, Any]]:
     """The non-torch line of one rank and how it was made up."""
     scope = rules["non_torch_scope"]
     base = gib(rules["non_torch_base_gib"])
-    if scope == "absolute":
+    if scope == "absolute":  # "init_free" and "increase" start after the CUDA context
         base = gib(rules["cuda_context_gib"]) + base
     cls = interconnect_class(gpu, interconnect)
     comm = comm_bytes(rules, cls, tp, pp)
-    nccl = gib(rules["nccl_communicator_gib"]) if rules["nccl_counted"] and tp * pp > 1 else 0
+    nccl = communicator_bytes(rules, gpu, cls) if rules["nccl_counted"] and tp * pp > 1 else 0
     if pp > 1 and tp == 1:
         base = gib(rules["non_torch_pp_gib"])
     total = base + comm + nccl
@@ -90,4 +100,5 @@ def non_torch_bytes(
         "interconnect": cls,
         "all_reduce_bytes": comm,
         "nccl_communicator_bytes": nccl,
+        "communicator": "rccl" if gpu.vendor == "amd" and cls == "nvlink" else "nccl",
     }

@@ -31,14 +31,17 @@ leave-one-version-out errors); everything else is counted from the model's shape
 
 from __future__ import annotations
 
+from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.profiles.common import (
     FUSED_MOE_CHUNK,
     PeakTerms,
     ProfileBatch,
     activation_bytes,
     layer_terms,
+    padded_vocab,
     peak_terms,
 )
+from gpuplan.engine.weights import WeightFormat
 
 __all__ = [
     "FUSED_MOE_CHUNK",
@@ -47,4 +50,187 @@ __all__ = [
     "activation_bytes",
     "layer_terms",
     "peak_terms",
+    "v0_peak_terms",
 ]
+
+
+# --- V0 (vLLM 0.5 - 0.8): the eager forward's tensors, allocation by allocation ----------------
+#
+# V0's profile run is one eager forward (no torch.compile, no CUDA graph): which tensors are
+# alive at each moment follows from the model file's Python locals (model_executor/models/
+# llama.py, 0.5.x-0.7.x, the layout every Llama-like V0 model shares):
+#
+#     LlamaModel.forward       embedding output [T, h] = layer 0's residual; layer 0's
+#                              input_layernorm writes a new [T, h] (residual is None there)
+#     LlamaAttention.forward   qkv = qkv_proj(x) [T, (q + 2kv)/tp]; rotary in place;
+#                              attn(q, k, v) -> [T, q/tp]; o_proj -> [T, h] (all-reduce in place:
+#                              large inputs go to pynccl / RCCL, not the custom all-reduce);
+#                              qkv and the attention output die when the call returns, the
+#                              layer's input when the caller rebinds hidden_states
+#     fused_add_rms_norm       in place on (hidden, residual) from the second norm on
+#     LlamaMLP.forward         gate_up [T, 2I/tp]; x = act_fn(gate_up) [T, I/tp]; down_proj(x)
+#                              -> [T, h] while gate_up is still bound: residual + hidden +
+#                              gate_up + act + output = 3h + 3I/tp at the MLP's peak
+#
+# Non-gated MLPs (fc1 -> act -> fc2) hold fc1's output and the activation at the act moment.
+# Models with MoE or state layers keep the generic terms of peak_terms.
+
+Event = tuple[str, str, int]  # ("alloc" | "free", tensor name, bytes)
+
+
+def v0_dense_forward_events(
+    arch: Architecture, fmt: WeightFormat, tp: int, tokens: int
+) -> list[Event]:
+    """The allocations and frees of V0's eager forward over the embedding and the first three
+    decoder layers (the allocator reaches its steady state by the second), in the order the
+    model file makes them (see the comment above; vLLM model_executor/models/llama.py)."""
+    a = activation_bytes(fmt)
+    att = arch.attention
+    h = tokens * arch.hidden_size * a
+    q = tokens * att.num_heads * att.head_dim // tp * a
+    kv = tokens * max(1, att.num_kv_heads // tp) * (att.head_dim + att.v_head_dim) * a
+    inter = tokens * (arch.mlp.intermediate_size // tp if arch.mlp else 0) * a
+    gated = arch.mlp is not None and arch.mlp.gated
+    ev: list[Event] = [("alloc", "residual", h), ("alloc", "x0", h)]
+    for i in range(3):
+        x, o, d = f"x{i}", f"o{i}", f"x{i + 1}"
+        ev += [("alloc", "qkv", q + kv), ("alloc", "attn", q), ("alloc", o, h)]
+        ev += [("free", "qkv", 0), ("free", "attn", 0), ("free", x, 0)]
+        if gated:
+            ev += [("alloc", "gate_up", 2 * inter), ("alloc", "act", inter), ("alloc", d, h)]
+            ev += [("free", "gate_up", 0), ("free", "act", 0)]
+        else:
+            ev += [("alloc", "fc1", inter), ("alloc", "act", inter), ("free", "fc1", 0)]
+            ev += [("alloc", d, h), ("free", "act", 0)]
+        ev.append(("free", o, 0))
+    return ev
+
+
+def _alloc_size(n: int) -> int:
+    """A request as the caching allocator rounds it (c10/cuda/CUDACachingAllocator.cpp
+    round_size): multiples of 512 B."""
+    return max(512, -(-n // 512) * 512)
+
+
+def _segment_size(n: int) -> int:
+    """The cudaMalloc a request that no cached block serves makes (get_allocation_size): 2 MiB
+    up to 1 MiB, 20 MiB up to 10 MiB, else rounded up to 2 MiB."""
+    if n <= 2**20:
+        return 2 * 2**20
+    if n < 10 * 2**20:
+        return 20 * 2**20
+    return -(-n // (2 * 2**20)) * 2 * 2**20
+
+
+class _Block:
+    """One block of a reserved segment: its size and the tensor holding it ("" when free)."""
+
+    __slots__ = ("owner", "size")
+
+    def __init__(self, size: int, owner: str = "") -> None:
+        self.size = size
+        self.owner = owner
+
+
+def caching_replay(events: list[Event]) -> tuple[int, int]:
+    """(peak allocated, reserved at the end) of PyTorch's caching allocator replaying `events`
+    (c10/cuda/CUDACachingAllocator.cpp, one stream, nothing released): a request takes the
+    smallest cached free block that holds it and splits off the rest when more than 1 MiB is
+    left; a freed block merges with free neighbours of its segment; when no block fits, a new
+    segment is reserved."""
+    segments: list[list[_Block]] = []
+    live: dict[str, int] = {}
+    allocated = peak = 0
+    for kind, name, size in events:
+        if kind == "free":
+            allocated -= live.pop(name)
+            for seg in segments:
+                for blk in seg:
+                    blk.owner = "" if blk.owner == name else blk.owner
+                _merge(seg)
+            continue
+        need = _alloc_size(size)
+        fits = [
+            (b.size, si, bi)
+            for si, seg in enumerate(segments)
+            for bi, b in enumerate(seg)
+            if not b.owner and b.size >= need
+        ]
+        if not fits:
+            segments.append([_Block(_segment_size(need))])
+            fits = [(0, len(segments) - 1, 0)]
+        _, si, bi = min(fits)
+        blk = segments[si][bi]
+        if blk.size - need > 2**20:
+            segments[si].insert(bi + 1, _Block(blk.size - need))
+            blk.size = need
+        blk.owner = name
+        live[name] = blk.size
+        allocated += blk.size
+        peak = max(peak, allocated)
+    return peak, sum(b.size for seg in segments for b in seg)
+
+
+def _merge(seg: list[_Block]) -> None:
+    """Coalesce adjacent free blocks of one segment (the allocator's free_block)."""
+    i = 0
+    while i < len(seg) - 1:
+        if not seg[i].owner and not seg[i + 1].owner:
+            seg[i].size += seg.pop(i + 1).size
+        else:
+            i += 1
+
+
+def v0_sampler_events(rows: int, vocab: int, sampler_bytes: float) -> list[Event]:
+    """The V0 sampler's logit-sized tensors, all alive at its peak (model_executor/layers/
+    sampler.py: fp32 logits, sort values and int64 indices, probabilities, the scatter's inverse
+    indices): `sampler_bytes` per element of [rows, padded vocab], in tensors of at most 8 B
+    per element (the int64 indices), freed together."""
+    total = int(rows * padded_vocab(vocab) * sampler_bytes)
+    pieces = max(1, -(-int(sampler_bytes * 2) // 16))
+    names = [f"sampler{i}" for i in range(pieces)]
+    return [("alloc", n, total // pieces) for n in names] + [("free", n, 0) for n in names]
+
+
+def v0_peak_terms(
+    arch: Architecture,
+    fmt: WeightFormat,
+    tp: int,
+    batch: ProfileBatch,
+    sampler_bytes: float,
+    constant: int,
+    encoder: int = 0,
+    reserved: bool = False,
+) -> PeakTerms:
+    """V0's profile-run peak, from its eager forward replayed tensor by tensor
+    (v0_dense_forward_events; vLLM worker/model_runner.py::profile_run, models/llama.py) and,
+    on the last stage, the sampler. `reserved`: the figure is what the caching allocator holds
+    after the run, not its allocated peak — vLLM <= 0.6.3 reads used device memory
+    (worker/worker.py::determine_num_available_blocks: init free - free after the run, with no
+    empty_cache between), 0.6.4 on torch's allocated peak (#9352). Models with MoE or state
+    layers take the generic terms (peak_terms)."""
+    generic = peak_terms(arch, fmt, tp, batch, sampler_bytes, constant, encoder)
+    if arch.moe is not None or arch.num_state_layers or arch.mlp is None:
+        return generic
+    events = v0_dense_forward_events(arch, fmt, tp, batch.tokens)
+    forward_peak, forward_reserved = caching_replay(events)
+    sampling = 0
+    if batch.sampler:
+        rows = min(batch.seqs, batch.tokens)
+        tail = [("free", "residual", 0)] + v0_sampler_events(rows, arch.vocab_size, sampler_bytes)
+        total_peak, total_reserved = caching_replay(events + tail)
+        sampling = generic.hidden + generic.sampler
+        forward_reserved = total_reserved
+    forward = forward_reserved if reserved else forward_peak
+    if reserved:
+        sampling = 0  # the reserve holds both moments' blocks
+    return PeakTerms(
+        generic.hidden,
+        generic.layer_transient,
+        generic.moe_workspace,
+        generic.sampler,
+        forward,
+        sampling,
+        encoder,
+        constant,
+    )
