@@ -60,7 +60,13 @@ from gpuplan.engine.profiles.vllm.kv_layout import (
 )
 from gpuplan.engine.profiles.vllm.mla_absorption import absorbed_mla_bytes
 from gpuplan.engine.profiles.vllm.non_torch import non_torch_bytes
-from gpuplan.engine.profiles.vllm.profile_run import PeakTerms, ProfileBatch, peak_terms
+from gpuplan.engine.profiles.vllm.profile_run import (
+    PeakTerms,
+    ProfileBatch,
+    moe_workspace_at_sampler,
+    peak_terms,
+    without_moe_workspace_at_sampler,
+)
 from gpuplan.engine.profiles.vllm.rules import rules_for
 from gpuplan.engine.state_cache import state_bytes_per_layer
 from gpuplan.errors import GpuplanError
@@ -417,7 +423,7 @@ def _profile_peak(launch: EngineLaunch, rules: dict[str, Any], shape: Shape, s: 
     stage runs the sampler, the first a multimodal encoder's dummy input."""
     batch = ProfileBatch(shape.batched, shape.seqs, sampler=s == launch.pp - 1)
     encoder = gib(rules["encoder_gib"]) if launch.is_multimodal and s == 0 else 0
-    return peak_terms(
+    terms = peak_terms(
         launch.arch,
         launch.weights,
         launch.tp,
@@ -426,6 +432,11 @@ def _profile_peak(launch: EngineLaunch, rules: dict[str, Any], shape: Shape, s: 
         gib(rules["activation_constant_gib"]),
         encoder,
     )
+    if rules["engine"] == "v1" and not moe_workspace_at_sampler(
+        rules, launch.weights.for_kind("experts").id
+    ):
+        terms = without_moe_workspace_at_sampler(terms)
+    return terms
 
 
 def v0_state_slots(max_num_seqs: int, eager: bool) -> int:
@@ -617,7 +628,7 @@ def _activation_item(st: Stage, shape: Shape) -> LineItem:
         "Activation peak",
         p.peak,
         "max(forward: 2 hidden + widest layer transient; sampler: seqs × vocab × bytes"
-        " + hidden + MoE workspace) + constant",
+        " + hidden (+ MoE workspace where kept between calls)) + constant",
         {
             "max_num_batched_tokens": shape.batched,
             "max_num_seqs": shape.seqs,
