@@ -34,7 +34,10 @@ L = _bench()
 # term: (logs implying it, GPU types among them, LOGO figure |error| bar GiB or None, LOGO KV
 # within 10 %, of) — None: no LOGO figure (one GPU type or none implies the term)
 BARS = {
-    "profile-run constant c0": (80, 5, 0.25, 73, 75),
+    # KV 72 of 75 (73 before): the H200 Qwen3-Next log no longer implies a negative c0 once the
+    # fused-MoE caches are freed before its sampler runs (vllm/profile_run.py), which raises the
+    # c0 refit without H100 and tips the Mistral-Small-3.2 log (-10.4 % shipped) past 10 %
+    "profile-run constant c0": (80, 5, 0.10, 72, 75),
     "vision-encoder dummy run": (11, 1, None, 0, 0),
     "sampler bytes/element, V0 to 0.6": (2, 2, 2.47, 2, 3),
     "sampler bytes/element, V0 0.7": (1, 1, None, 2, 3),
