@@ -450,7 +450,10 @@ def sglang_context(key: str, shipped: float) -> Callable[[list[Result]], list[Ro
             cls = "single" if single else interconnect_class(launch.gpu, launch.interconnect)
             if cls != key:
                 continue
-            before = r.case.logged.get("avail_before_load_gb")
+            lg = r.case.logged
+            before = lg.get("avail_before_load_gb")
+            if before is None and "avail_after_load_gb" in lg and "weights_gb" in lg:
+                before = lg["avail_after_load_gb"] + lg["weights_gb"]  # 'avail mem' + 'mem usage'
             total = cuda_total_bytes(launch.gpu) / GIB
             implied = None if before is None else total - before
             mfs = float(r.bill.settings["mem_fraction_static"])
@@ -672,7 +675,7 @@ TERMS: tuple[Term, ...] = (
         f"{SG}.pcie",
         SG_CONTEXT["pcie"],
         "GiB",
-        "assumed (no log)",
+        "4 x L4 (0.4.3) and 4 x RTX 4090 (0.5.9) free-at-start gaps",
         sglang_context("pcie", SG_CONTEXT["pcie"]),
     ),
 )

@@ -34,7 +34,11 @@ L = _bench()
 # term: (logs implying it, GPU types among them, LOGO figure |error| bar GiB or None, LOGO KV
 # within 10 %, of) — None: no LOGO figure (one GPU type or none implies the term)
 BARS = {
-    "profile-run constant c0": (75, 2, 0.39, 68, 71),  # V1 logs only (V0 holds none)
+    # V1 logs only (V0's forward is replayed, not fitted). KV 69 of 71: the H200 Qwen3-Next log
+    # no longer implies a negative c0 once the fused-MoE caches are freed before its sampler runs
+    # (vllm/profile_run.py), which raises the c0 refit without H100 and tips the
+    # Mistral-Small-3.2 log (-10.4 % shipped) past 10 %
+    "profile-run constant c0": (75, 2, 0.08, 69, 71),
     "vision-encoder dummy run": (11, 1, None, 0, 0),
     "sampler bytes/element, V0 to 0.6": (3, 3, 0.94, 3, 4),
     "sampler bytes/element, V0 0.7": (1, 1, None, 3, 4),
@@ -50,7 +54,7 @@ BARS = {
     "non-torch, PP stage without TP": (2, 1, None, 0, 0),
     "all-reduce base, NVSwitch, to 0.15": (4, 2, 1.13, 1, 2),
     "all-reduce base, NVSwitch, 0.16+": (16, 1, None, 0, 0),
-    "NCCL communicators (V0 to 0.6.4, V1 0.9.2-0.10)": (7, 4, 0.65, 5, 6),
+    "NCCL communicators (V0 to 0.6.4, V1 0.9.2-0.10)": (7, 4, 0.67, 5, 6),
     "RCCL communicators, Infinity Fabric (V0 to 0.6.4)": (0, 0, None, 0, 0),
     "NCCL NVLS buffers (to 0.6)": (1, 1, None, 0, 0),
     "CUDA total gap (nvidia-smi - cudaMemGetInfo)": (84, 4, 0.05, 72, 75),

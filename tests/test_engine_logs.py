@@ -92,7 +92,7 @@ def test_predictions_meet_the_acceptance_bar(capsys):
     """Every case of every corpus file, predicted from its inputs. The bars are today's result
     (a regression of one case fails; an improvement means raising them): the 61 H100 0.19 logs
     all within 2 % (weights) and 10 % (KV tokens); over all files weights within 2 % on 117 of
-    118, KV within 10 % on 106 of the 110 cases whose inputs are known, every failed start (13)
+    118, KV within 10 % on 107 of the 110 cases whose inputs are known, every failed start (13)
     predicted as a failure."""
     from engine_cases import load_cases, predict, summary_counts
 
@@ -104,7 +104,7 @@ def test_predictions_meet_the_acceptance_bar(capsys):
     counts = summary_counts(results)
     with capsys.disabled():
         print(f"\nengine-log corpus: {counts}")
-    assert counts == {"weights": (117, 118), "kv": (106, 110), "failed_starts": (13, 13)}
+    assert counts == {"weights": (117, 118), "kv": (107, 110), "failed_starts": (13, 13)}
 
 
 def test_no_false_alarm_and_the_bars_per_gpu_class():
@@ -117,7 +117,7 @@ def test_no_false_alarm_and_the_bars_per_gpu_class():
     alarms, started = false_alarms(results)
     assert alarms == 0 and started == 125
     assert class_counts(results) == {
-        "SXM": {"weights": (90, 90), "kv": (84, 87), "failed_starts": (8, 8)},
+        "SXM": {"weights": (90, 90), "kv": (85, 87), "failed_starts": (8, 8)},
         "PCIe datacenter": {"weights": (10, 11), "kv": (9, 10), "failed_starts": (1, 1)},
         "workstation/consumer": {"weights": (10, 10), "kv": (7, 7), "failed_starts": (4, 4)},
         "AMD": {"weights": (7, 7), "kv": (6, 6), "failed_starts": (0, 0)},

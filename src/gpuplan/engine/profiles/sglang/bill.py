@@ -47,6 +47,7 @@ from gpuplan.engine.profiles.common import (
     require_budget,
     stage_weights,
 )
+from gpuplan.engine.profiles.sglang.load_memory import load_extra_bytes
 from gpuplan.engine.profiles.vllm.non_torch import interconnect_class
 from gpuplan.engine.state_cache import FP32, layer_state_shape
 from gpuplan.errors import GpuplanError
@@ -175,7 +176,7 @@ def sglang_bill(launch: EngineLaunch) -> EngineBill:
     pre_load = total - context
     require_budget("--mem-fraction-static", frac.mfs, pre_load, "free at start")
     budget = int(pre_load * frac.mfs)
-    stage = min(_stage_pools(launch, budget), key=lambda p: p.tokens)
+    stage = min(_stage_pools(launch, rules, budget), key=lambda p: p.tokens)
     page = int(launch.arg("page_size", 1))
     tokens = _capped_tokens(launch, stage.tokens, page)
     max_len = int(launch.arg("context_length", launch.arch.max_position_embeddings or 4096))
@@ -260,18 +261,21 @@ def _settings(
     }
 
 
-def _stage_pools(launch: EngineLaunch, budget: int) -> list[StagePool]:
-    """Token-pool phase, per pipeline stage: rest = budget − weights, tokens = rest // cell_size;
-    a model with sliding-window and full layers splits the pool, full tokens = layer tokens ÷
-    (swa_full_tokens_ratio × SWA layers + full layers) (model_runner.py::set_num_token_hybrid)."""
+def _stage_pools(launch: EngineLaunch, rules: dict[str, Any], budget: int) -> list[StagePool]:
+    """Token-pool phase, per pipeline stage: rest = budget − weights (as SGLang measures them:
+    the allocator's segments and the RoPE table included, load_memory.py), tokens = rest //
+    cell_size; a model with sliding-window and full layers splits the pool, full tokens = layer
+    tokens ÷ (swa_full_tokens_ratio × SWA layers + full layers)
+    (model_runner.py::set_num_token_hybrid)."""
     arch = launch.arch
     stages = pp_layers(arch.num_layers, launch.pp)
     weights = stage_weights(arch, launch.weights, launch.tp, stages, launch.extra_params)
     per_layer = kv_bytes_per_token_layer(arch, launch.kv, launch.tp)
     ratio = float(launch.arg("swa_full_tokens_ratio", SWA_FULL_TOKENS_RATIO))
     pools = []
+    last = len(stages) - 1
     for s, layers in enumerate(stages):
-        w = weights[s].total
+        w = weights[s].total + sum(load_extra_bytes(launch, rules, layers, s == 0, s == last))
         rest = budget - w
         if any(arch.layers[i].has_state for i in layers):
             pools.append(_hybrid_pool(launch, s, w, rest, layers, per_layer))
@@ -416,7 +420,7 @@ def _items(
             "weights",
             "Weights",
             stage.weights,
-            "layers ÷ tp + padded vocab ÷ tp",
+            "layers ÷ tp + padded vocab ÷ tp + RoPE table + allocator segment rounding",
             {"tp": tp, "pp": pp, "stage": stage.index},
             "weights",
         ),

@@ -23,6 +23,7 @@ from typing import Any
 
 from gpuplan.engine.bill import LineItem
 from gpuplan.engine.frozen import record, replace
+from gpuplan.engine.gpu import GpuSpec
 from gpuplan.engine.profiles import (
     GIB,
     EngineBill,
@@ -63,8 +64,10 @@ from gpuplan.engine.profiles.vllm.non_torch import non_torch_bytes
 from gpuplan.engine.profiles.vllm.profile_run import (
     PeakTerms,
     ProfileBatch,
+    moe_workspace_at_sampler,
     peak_terms,
     v0_peak_terms,
+    without_moe_workspace_at_sampler,
 )
 from gpuplan.engine.profiles.vllm.rules import rules_for
 from gpuplan.engine.state_cache import state_bytes_per_layer
@@ -101,7 +104,8 @@ def batch_shape(
     """(max_num_seqs, max_num_batched_tokens) as the version picks them when not given.
 
     V1 (engine/arg_utils.py::get_batch_defaults, API server): 8192 tokens / 1024 seqs on GPUs
-    of >= 70 GiB (not A100 from 0.9), else 2048 / 256; --no-enable-chunked-prefill makes the
+    of >= 70 GiB (not A100 from 0.9), else 2048 / 256, by device name before 0.8.5 and with
+    1024 seqs everywhere before 0.8.4 (v1_big_defaults); --no-enable-chunked-prefill makes the
     batch a whole max_model_len. V0 (config.py SchedulerConfig): 256 seqs; max(max_model_len,
     2048) tokens, or the chunked-prefill size when chunked prefill is on (by default only for
     max_model_len > 32768 without sliding windows)."""
@@ -113,10 +117,8 @@ def batch_shape(
             chunked = max_len > 32768 and not any(lay.sliding_window for lay in launch.arch.layers)
         default = int(rules["v0.chunked_prefill_tokens"]) if chunked else max(max_len, 2048)
         return seqs, int(args.get("max_num_batched_tokens") or default)
-    big = total >= 70 * GIB
-    if rules["v1.batch_defaults"] == "70gib_not_a100":
-        big = big and not launch.gpu.id.startswith("a100")
-    seqs = int(args.get("max_num_seqs") or (1024 if big else 256))
+    big, many = v1_big_defaults(rules["v1.batch_defaults"], launch.gpu, total)
+    seqs = int(args.get("max_num_seqs") or (1024 if many else 256))
     tokens = args.get("max_num_batched_tokens")
     if tokens is None:
         tokens = (
@@ -125,6 +127,20 @@ def batch_shape(
             else (8192 if big else 2048)
         )
     return seqs, int(tokens)
+
+
+def v1_big_defaults(rule: str, gpu: GpuSpec, total: int) -> tuple[bool, bool]:
+    """(8192 batched tokens, 1024 sequences) for the V1 API server's defaults, by the version's
+    rule (versions.toml `v1.batch_defaults`, engine/arg_utils.py): the device name holding
+    'h100' / 'h200' (#12369; with 1024 sequences on every GPU until #16158), then the device's
+    memory >= 70 GiB (#17073), A100 excepted (#17885)."""
+    if rule in ("h100_name_1024", "h100_name"):
+        named = any(k in f"{gpu.id} {gpu.name}".lower() for k in ("h100", "h200"))
+        return named, named or rule == "h100_name_1024"
+    big = total >= 70 * GIB
+    if rule == "70gib_not_a100":
+        big = big and not gpu.id.startswith("a100")
+    return big, big
 
 
 def stage_weight_lines(
@@ -420,7 +436,9 @@ def _stage(
 def _profile_peak(launch: EngineLaunch, rules: dict[str, Any], shape: Shape, s: int) -> PeakTerms:
     """Profile-run phase: the torch peak of stage `s`'s dummy batch (profile_run.py); the last
     stage runs the sampler, the first a multimodal encoder's dummy input."""
-    batch = ProfileBatch(shape.batched, shape.seqs, sampler=s == launch.pp - 1)
+    batch = ProfileBatch(
+        shape.batched, logit_rows(shape.sampler_path, shape), sampler=s == launch.pp - 1
+    )
     encoder = gib(rules["encoder_gib"]) if launch.is_multimodal and s == 0 else 0
     args = (
         launch.arch,
@@ -433,7 +451,21 @@ def _profile_peak(launch: EngineLaunch, rules: dict[str, Any], shape: Shape, s: 
     )
     if rules["engine"] == "v0":  # V0: its eager forward replayed (profile_run.v0_peak_terms)
         return v0_peak_terms(*args, reserved=rules["non_torch_scope"] == "init_free")
-    return peak_terms(*args)
+    terms = peak_terms(*args)
+    if rules["engine"] == "v1" and not moe_workspace_at_sampler(
+        rules, launch.weights.for_kind("experts").id
+    ):
+        terms = without_moe_workspace_at_sampler(terms)
+    return terms
+
+
+def logit_rows(sampler_path: str, shape: Shape) -> int:
+    """Rows of full-vocabulary logits the profile run computes. V1 before 0.8 (`v1_logits`:
+    v1/worker/gpu_model_runner.py::profile_run at 0.7.x) took compute_logits over the whole
+    dummy batch's hidden states, all max_num_batched_tokens rows ("TODO: Consider the memory
+    usage of the sampler"); from 0.8 _dummy_run keeps one row per request (logit_indices) and
+    the sampler sees min(max_num_seqs, max_num_batched_tokens) rows, as V0's does."""
+    return shape.batched if sampler_path == "v1_logits" else shape.seqs
 
 
 def v0_state_slots(max_num_seqs: int, eager: bool) -> int:
@@ -625,7 +657,8 @@ def _activation_item(st: Stage, shape: Shape) -> LineItem:
         "Activation peak",
         p.peak,
         "max(forward: 2 hidden + widest layer transient (V0: its eager forward replayed, up to"
-        " 0.6.3 as reserved); sampler: seqs × vocab × bytes + hidden + MoE workspace) + constant",
+        " 0.6.3 as reserved); sampler: seqs × vocab × bytes + hidden (+ MoE workspace where kept"
+        " between calls)) + constant",
         {
             "max_num_batched_tokens": shape.batched,
             "max_num_seqs": shape.seqs,

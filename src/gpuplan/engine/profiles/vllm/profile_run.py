@@ -31,7 +31,10 @@ leave-one-version-out errors); everything else is counted from the model's shape
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.frozen import replace
 from gpuplan.engine.profiles.common import (
     FUSED_MOE_CHUNK,
     PeakTerms,
@@ -49,8 +52,10 @@ __all__ = [
     "ProfileBatch",
     "activation_bytes",
     "layer_terms",
+    "moe_workspace_at_sampler",
     "peak_terms",
     "v0_peak_terms",
+    "without_moe_workspace_at_sampler",
 ]
 
 
@@ -234,3 +239,29 @@ def v0_peak_terms(
         encoder,
         constant,
     )
+
+
+def moe_workspace_at_sampler(rules: dict[str, Any], experts_format: str) -> bool:
+    """Whether the fused-MoE caches are still allocated when the V1 profile run samples.
+
+    They are only when the experts run through the modular kernel, whose workspace13 /
+    workspace2 live in class-level shared buffers between calls
+    (fused_moe/modular_kernel.py::SharedResizableBuffer): the default for unquantized Triton
+    experts from #31052 (versions.toml `v1.moe_workspace_cached`). fused_moe.py's
+    fused_experts_impl (the path before) allocates its caches per call, and so do the MXFP4
+    kernels on Hopper and Ampere (fused_marlin_moe, triton_kernels' matmul_ogs via
+    fused_moe/gpt_oss_triton_kernels_moe.py): gpt-oss-20b / 120b on one H100 log 7.38 GiB
+    (0.11.0) and 2.87 GiB (0.19.0) torch peaks, the sampler moment without the caches. V0 keeps
+    its own accounting (the rule is absent there: True).
+    """
+    if experts_format == "mxfp4":
+        return False
+    return bool(rules.get("moe_workspace_cached", True))
+
+
+def without_moe_workspace_at_sampler(terms: PeakTerms) -> PeakTerms:
+    """`terms` with the sampler moment's fused-MoE caches released (moe_workspace_at_sampler):
+    the logits buffers and the kept hidden states only."""
+    if not terms.moe_workspace or not terms.sampling:
+        return terms
+    return replace(terms, sampling=terms.sampling - terms.moe_workspace)

@@ -18,7 +18,11 @@ def rules_at(version: str, engine: str | None = None) -> dict[str, Any]:
     if engine in ("v0", "v1"):
         values["engine"] = engine
         if engine == "v1" and "v1.non_torch_scope" not in values:
-            values.update({k: v for k, v in RULES.at("0.10.0").items() if k.startswith("v1.")})
+            # V1 before 0.8 (VLLM_USE_V1=1): its worker measured as 0.8.0's did
+            # (v1/worker/gpu_worker.py::determine_available_memory, absolute non-torch memory);
+            # rules the version itself states for V1 are kept
+            ref = RULES.at("0.8.0")
+            values.update({k: v for k, v in ref.items() if k.startswith("v1.") and k not in values})
     prefix = values["engine"] + "."
     for key in [k for k in values if k.startswith(prefix)]:
         values[key[len(prefix) :]] = values[key]
