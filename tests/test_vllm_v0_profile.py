@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from gpuplan.api import engine_serve
+from gpuplan.engine.allocator import replay
 from gpuplan.engine.model_reader import architecture_from_config
 from gpuplan.engine.profiles.common import engine_weight_format
 from gpuplan.engine.profiles.vllm.profile_run import (
     ProfileBatch,
-    caching_replay,
     v0_dense_forward_events,
     v0_peak_terms,
 )
@@ -46,7 +46,7 @@ def test_caching_allocator_reuses_splits_and_reserves():
         ("alloc", "c", 50 * MIB),
         ("alloc", "d", 30 * MIB),
     ]
-    peak, reserved = caching_replay(events)
+    peak, reserved = replay(events)
     assert reserved == 150 * MIB
     assert peak == 140 * MIB
 
@@ -62,7 +62,7 @@ def test_freed_neighbours_merge():
         ("free", "c", 0),
         ("alloc", "d", 100 * MIB),
     ]
-    assert caching_replay(events) == (100 * MIB, 100 * MIB)
+    assert replay(events) == (100 * MIB, 100 * MIB)
 
 
 @pytest.mark.parametrize("tokens, logged_gib", [(20000, 17.06 - 14.99), (29000, 17.98 - 14.99)])
@@ -74,7 +74,7 @@ def test_v0_forward_peak_is_three_hidden_and_three_mlp_widths(tokens, logged_gib
     would be under 1 MiB is handed out whole and counted so."""
     arch, fmt = _arch("meta-llama--Llama-3.1-8B-Instruct.json")
     h, inter = arch.hidden_size, arch.mlp.intermediate_size
-    peak, _ = caching_replay(v0_dense_forward_events(arch, fmt, 1, tokens))
+    peak, _ = replay(v0_dense_forward_events(arch, fmt, 1, tokens))
     assert peak == pytest.approx((3 * h + 3 * inter) * tokens * 2, abs=2 * MIB)
     assert peak / GIB == pytest.approx(logged_gib, abs=0.02)
 
@@ -90,7 +90,7 @@ def test_v0_reserve_of_a_wide_model_at_tp8():
     q = att.num_heads * att.head_dim // tp
     kv = 2 * (att.num_kv_heads // tp) * att.head_dim
     per_token = 4 * arch.hidden_size + (q + kv) + q + arch.mlp.intermediate_size // tp
-    peak, reserved = caching_replay(v0_dense_forward_events(arch, fmt, tp, t))
+    peak, reserved = replay(v0_dense_forward_events(arch, fmt, tp, t))
     assert reserved == per_token * t * 2
     assert peak == (3 * arch.hidden_size + 3 * arch.mlp.intermediate_size // tp) * t * 2
     terms = v0_peak_terms(arch, fmt, tp, ProfileBatch(t, 256, True), 37.5, 0, reserved=True)

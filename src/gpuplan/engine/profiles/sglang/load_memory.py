@@ -33,52 +33,20 @@ QwQ-32B at TP4 on L4 (0.4.3) 15.54 against 15.29 + 0.22 + 0.02; Llama-3.1-8B on 
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable
 from typing import Any
 
+from gpuplan.engine.allocator import replay
 from gpuplan.engine.model_records import Architecture
 from gpuplan.engine.profiles import EngineLaunch
 from gpuplan.engine.profiles.common import padded_vocab, rope_tables
 from gpuplan.engine.weights import WeightFormat
 
-MIN_BLOCK = 512  # kMinBlockSize: every request is rounded up to a multiple of it
-SMALL_SIZE = 2**20  # kSmallSize: largest request served from the small pool
-SMALL_BUFFER = 2 * 2**20  # kSmallBuffer: the small pool's segment
-LARGE_BUFFER = 20 * 2**20  # kLargeBuffer: segment for large requests under kMinLargeAlloc
-MIN_LARGE_ALLOC = 10 * 2**20  # kMinLargeAlloc
-ROUND_LARGE = 2 * 2**20  # kRoundLarge: larger requests get a segment rounded up to it
-
-
-def _segment(size: int) -> int:
-    """The segment cudaMalloc'd for a request no cached block can serve (get_allocation_size)."""
-    if size <= SMALL_SIZE:
-        return SMALL_BUFFER
-    if size < MIN_LARGE_ALLOC:
-        return LARGE_BUFFER
-    return -(-size // ROUND_LARGE) * ROUND_LARGE
-
 
 def reserved_bytes(sizes: Iterable[int]) -> int:
     """Bytes of the segments the caching allocator holds after allocating `sizes` in order,
-    none freed (module docstring, point 1): best-fit from each pool's free blocks, a new
-    segment when none fits, the remainder of a split kept as a free block."""
-    free: dict[bool, list[int]] = {True: [], False: []}  # small pool?, sorted free block sizes
-    reserved = 0
-    for n in sizes:
-        size = max(MIN_BLOCK, -(-n // MIN_BLOCK) * MIN_BLOCK)
-        small = size <= SMALL_SIZE
-        pool = free[small]
-        i = bisect.bisect_left(pool, size)
-        if i < len(pool):
-            block = pool.pop(i)
-        else:
-            block = _segment(size)
-            reserved += block
-        left = block - size
-        if left >= MIN_BLOCK if small else left > SMALL_SIZE:
-            bisect.insort(pool, left)
-    return reserved
+    none freed (module docstring, point 1; engine/allocator.py replay)."""
+    return replay(("alloc", f"t{i}", n) for i, n in enumerate(sizes))[1]
 
 
 def _plain_decoder(arch: Architecture, fmt: WeightFormat) -> bool:

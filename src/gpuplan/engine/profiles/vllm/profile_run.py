@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuplan.engine.allocator import Event, replay
 from gpuplan.engine.architecture import Architecture
 from gpuplan.engine.frozen import replace
 from gpuplan.engine.profiles.common import (
@@ -80,8 +81,6 @@ __all__ = [
 # Non-gated MLPs (fc1 -> act -> fc2) hold fc1's output and the activation at the act moment.
 # Models with MoE or state layers keep the generic terms of peak_terms.
 
-Event = tuple[str, str, int]  # ("alloc" | "free", tensor name, bytes)
-
 
 def v0_dense_forward_events(
     arch: Architecture, fmt: WeightFormat, tp: int, tokens: int
@@ -109,81 +108,6 @@ def v0_dense_forward_events(
             ev += [("alloc", d, h), ("free", "act", 0)]
         ev.append(("free", o, 0))
     return ev
-
-
-def _alloc_size(n: int) -> int:
-    """A request as the caching allocator rounds it (c10/cuda/CUDACachingAllocator.cpp
-    round_size): multiples of 512 B."""
-    return max(512, -(-n // 512) * 512)
-
-
-def _segment_size(n: int) -> int:
-    """The cudaMalloc a request that no cached block serves makes (get_allocation_size): 2 MiB
-    up to 1 MiB, 20 MiB up to 10 MiB, else rounded up to 2 MiB."""
-    if n <= 2**20:
-        return 2 * 2**20
-    if n < 10 * 2**20:
-        return 20 * 2**20
-    return -(-n // (2 * 2**20)) * 2 * 2**20
-
-
-class _Block:
-    """One block of a reserved segment: its size and the tensor holding it ("" when free)."""
-
-    __slots__ = ("owner", "size")
-
-    def __init__(self, size: int, owner: str = "") -> None:
-        self.size = size
-        self.owner = owner
-
-
-def caching_replay(events: list[Event]) -> tuple[int, int]:
-    """(peak allocated, reserved at the end) of PyTorch's caching allocator replaying `events`
-    (c10/cuda/CUDACachingAllocator.cpp, one stream, nothing released): a request takes the
-    smallest cached free block that holds it and splits off the rest when more than 1 MiB is
-    left; a freed block merges with free neighbours of its segment; when no block fits, a new
-    segment is reserved."""
-    segments: list[list[_Block]] = []
-    live: dict[str, int] = {}
-    allocated = peak = 0
-    for kind, name, size in events:
-        if kind == "free":
-            allocated -= live.pop(name)
-            for seg in segments:
-                for blk in seg:
-                    blk.owner = "" if blk.owner == name else blk.owner
-                _merge(seg)
-            continue
-        need = _alloc_size(size)
-        fits = [
-            (b.size, si, bi)
-            for si, seg in enumerate(segments)
-            for bi, b in enumerate(seg)
-            if not b.owner and b.size >= need
-        ]
-        if not fits:
-            segments.append([_Block(_segment_size(need))])
-            fits = [(0, len(segments) - 1, 0)]
-        _, si, bi = min(fits)
-        blk = segments[si][bi]
-        if blk.size - need > 2**20:
-            segments[si].insert(bi + 1, _Block(blk.size - need))
-            blk.size = need
-        blk.owner = name
-        live[name] = blk.size
-        allocated += blk.size
-        peak = max(peak, allocated)
-    return peak, sum(b.size for seg in segments for b in seg)
-
-
-def _merge(seg: list[_Block]) -> None:
-    """Coalesce adjacent free blocks of one segment (the allocator's free_block)."""
-    i = 0
-    while i < len(seg) - 1:
-        if not seg[i].owner and not seg[i + 1].owner:
-            seg[i].size += seg.pop(i + 1).size
-        else:
-            i += 1
 
 
 def v0_sampler_events(rows: int, vocab: int, sampler_bytes: float) -> list[Event]:
@@ -218,12 +142,12 @@ def v0_peak_terms(
     if arch.moe is not None or arch.num_state_layers or arch.mlp is None:
         return generic
     events = v0_dense_forward_events(arch, fmt, tp, batch.tokens)
-    forward_peak, forward_reserved = caching_replay(events)
+    forward_peak, forward_reserved = replay(events)
     sampling = 0
     if batch.sampler:
         rows = min(batch.seqs, batch.tokens)
         tail = [("free", "residual", 0)] + v0_sampler_events(rows, arch.vocab_size, sampler_bytes)
-        total_peak, total_reserved = caching_replay(events + tail)
+        total_peak, total_reserved = replay(events + tail)
         sampling = generic.hidden + generic.sampler
         forward_reserved = total_reserved
     forward = forward_reserved if reserved else forward_peak
