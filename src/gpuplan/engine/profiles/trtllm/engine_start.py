@@ -38,7 +38,9 @@ from gpuplan.engine.frozen import record
 from gpuplan.engine.profiles.trtllm.bill import engine_kv_blocks
 
 MIB = 2**20
-CUBLAS_WORKSPACE = 4 * MIB  # cuBLAS default workspace before Hopper (cuBLAS docs, cublasSetWorkspace)
+CUBLAS_WORKSPACE = (
+    4 * MIB
+)  # cuBLAS default workspace before Hopper (cuBLAS docs, cublasSetWorkspace)
 CUBLAS_WORKSPACE_HOPPER = 32 * MIB  # compute capability 9.0 and later
 
 
