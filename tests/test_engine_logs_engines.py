@@ -107,7 +107,7 @@ def test_trtllm_engine_pool_is_the_fraction_of_the_free_memory_in_whole_blocks()
 def test_trtllm_engine_failed_start_is_the_headroom_after_the_pool():
     """The engine backend cudaMallocs its pool right after printing the free memory
     (kvCacheManager.cpp allocatePools via gpuSync); what it leaves must still hold the first
-    forward's cuBLAS handle, whose default workspace is 4 MiB (32 MiB from Hopper). Failed starts
+    forward's cuBLAS handle, whose workspace the cuBLAS docs size at 4 MiB (32 MiB on Hopper). Failed starts
     predicted 1/1 (the RTX 3050's 0.03 GiB), no false alarm on the 4 logs that started; the
     smallest headroom of a start (the 24 GB card's 82-block pool) is over 30× the floor."""
     results = [predict_trtllm_engine(r) for r in trtllm_records()]
@@ -138,8 +138,9 @@ def test_rtx3050_headroom_from_first_principles():
 
 
 def test_cublas_floor_by_compute_capability():
-    """cuBLAS's default workspace: 4 MiB before Hopper, 32 MiB on compute capability 9.0 and
-    later; an unknown GPU gets the smaller floor (it cannot raise a false alarm)."""
+    """A cuBLAS handle's workspace (cuBLAS docs, cublasSetWorkspace): 4 MiB before Hopper,
+    32 MiB on compute capability 9.0 and later; an unknown GPU gets the smaller floor (it cannot
+    raise a false alarm)."""
     assert cublas_floor("8.6") == cublas_floor("8.0") == 4 * 2**20
     assert cublas_floor("9.0") == cublas_floor("12.0") == 32 * 2**20
     assert cublas_floor(None) == cublas_floor("") == 4 * 2**20

@@ -23,9 +23,9 @@ rounding up to whole blocks can take more than the fraction), and three things m
 out of it: the caching pool's free bytes, which the printed figure counts but which cudaMalloc
 cannot use (cudaMemPool.cpp sets the pool's release threshold to the maximum, so what the async
 buffers free stays in the pool); whatever the clamp's re-created buffers add; and the first
-forward's cuBLAS handle. The first two are not printed. The third has a documented floor: the
-cuBLAS default workspace, 4 MiB, 32 MiB from Hopper on (cuBLAS documentation, cublasSetWorkspace;
-the sizes PyTorch's CublasHandlePool.cpp allocates). A headroom below that floor is a start that
+forward's cuBLAS handle. The first two are not printed. The third has a documented size: the
+workspace the cuBLAS documentation gives a handle (cublasSetWorkspace's table: 4 MiB, 32 MiB on
+Hopper; later architectures are taken as Hopper here). A headroom below that floor is a start that
 cannot serve: the runtime either fails at the pool's cudaMalloc itself (the unprinted terms took
 the rest) or at the first request's cuBLAS handle. The floor is a necessary condition only: a
 headroom above it can still fail when the unprinted terms are larger, so this check can miss a
@@ -38,15 +38,14 @@ from gpuplan.engine.frozen import record
 from gpuplan.engine.profiles.trtllm.bill import engine_kv_blocks
 
 MIB = 2**20
-CUBLAS_WORKSPACE = (
-    4 * MIB
-)  # cuBLAS default workspace before Hopper (cuBLAS docs, cublasSetWorkspace)
-CUBLAS_WORKSPACE_HOPPER = 32 * MIB  # compute capability 9.0 and later
+# a cuBLAS handle's workspace (cuBLAS docs, cublasSetWorkspace): before Hopper, from Hopper on
+CUBLAS_WORKSPACE = 4 * MIB
+CUBLAS_WORKSPACE_HOPPER = 32 * MIB
 
 
 def cublas_floor(compute_capability: str | None) -> int:
-    """The cuBLAS default workspace the first forward's handle takes: 32 MiB from compute
-    capability 9.0 (Hopper) on, 4 MiB before; an unknown GPU gets the smaller (no false alarm)."""
+    """The cuBLAS workspace of the first forward's handle: 32 MiB from compute capability 9.0
+    (Hopper) on, 4 MiB before; an unknown GPU gets the smaller (no false alarm)."""
     try:
         major = int(str(compute_capability).split(".")[0])
     except ValueError:
