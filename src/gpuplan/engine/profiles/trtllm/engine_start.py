@@ -14,9 +14,11 @@ The order of the engine backend's start (TrtGptModelInflightBatching's construct
                                     and re-runs createBuffers and createDecoder
     allocatePools                   the pool, by cudaMalloc (BufferManager::gpuSync →
                                     CudaAllocator, "::cudaMalloc(ptr, n)")
-    first forward                   per-thread cuBLAS and cuBLASLt handles (opUtils.cpp
-                                    getCublasHandle / getCublasLtHandle, created by the GPT
-                                    attention and GEMM plugins on the thread that runs them)
+    first forward                   cuBLAS and cuBLASLt handles, one per CUDA context and
+                                    thread (opUtils.cpp getCublasHandle / getCublasLtHandle,
+                                    taken by the attention and GEMM plugins): a thread without
+                                    one creates it (the 1.2.1 RTX 3050 run at fraction 0.5 died
+                                    there, on its first request, with 7 MB free)
 
 So the pool leaves `headroom = available − blocks × tokens per block × bytes per token` (the
 rounding up to whole blocks can take more than the fraction), and three things must still come
