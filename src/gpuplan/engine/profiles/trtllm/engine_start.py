@@ -31,7 +31,7 @@ Hopper; later architectures are taken as Hopper here). A headroom below that flo
 cannot serve: the runtime either fails at the pool's cudaMalloc itself (the unprinted terms took
 the rest) or at the first request's cuBLAS handle. The floor is a necessary condition only: a
 headroom above it can still fail when the unprinted terms are larger, so this check can miss a
-failure but, the floor being memory the runtime always allocates, it raises no false alarm.
+failure; it flags only a start with no room for the handle its plugins take on the first request.
 """
 
 from __future__ import annotations
