@@ -467,23 +467,34 @@ def trt_lines(results: list[Any]) -> list[str]:
         blocks = "-" if r.blocks is None else f"{r.blocks[0]:,}–{r.blocks[1]:,}"
         per = f"{r.per_token:,} B/token ({'config.json' if r.per_token_from_config else 'from the log'})"
         err = "" if r.kv_bytes_error is None else f", KV bytes {r.kv_bytes_error:+.2%}"
-        outcome = (
-            " failed start: not predicted (the runtime shrinks max_seq_len to the pool)"
-            if r.failed
-            else ""
-        )
         lines.append(
             f"  {r.record['case_id'][:56]:<56} blocks {blocks} (logged {lg.get('num_blocks', '-')})"
-            f" {_mark(r.blocks_ok)}; {per}{err}{outcome}"
+            f" {_mark(r.blocks_ok)}; {per}{err}{_trt_start(r)}"
         )
     ok = [r.blocks_ok for r in results if r.blocks_ok is not None]
     kv = [abs(r.kv_bytes_error) <= 0.005 for r in results if r.kv_bytes_error is not None]
-    fails = [False for r in results if r.failed]
+    fails = [r.predicted_fail for r in results if r.failed]
+    alarms = sum(r.predicted_fail for r in results if not r.failed)
     lines.append(
         f"TensorRT-LLM engine: blocks as logged {_frac((sum(ok), len(ok)))}; KV bytes per token"
-        f" within 0.5 % {_frac((sum(kv), len(kv)))}; failed starts predicted {_frac((sum(fails), len(fails)))}"
+        f" within 0.5 % {_frac((sum(kv), len(kv)))}; failed starts predicted"
+        f" {_frac((sum(fails), len(fails)))}, false alarms {alarms}"
+        " (headroom after the pool against the cuBLAS workspace, trtllm/engine_start.py)"
     )
     return lines
+
+
+def _trt_start(r: Any) -> str:
+    """The headroom the pool leaves (MiB, over the printed range) against the floor."""
+    if r.start is None:
+        return ""
+    low, high = sorted(s.headroom / 2**20 for s in r.start)
+    verdict = "fails" if r.predicted_fail else "starts"
+    logged = "failed" if r.failed else "started"
+    return (
+        f"; headroom {low:,.1f}–{high:,.1f} MiB vs {r.start[0].needed / 2**20:.0f} MiB:"
+        f" {verdict} ({logged}) {_mark(r.predicted_fail == r.failed)}"
+    )
 
 
 def corpus_line(

@@ -28,7 +28,7 @@ from gpuplan.engine.profiles.llamacpp.bill import (
     options_from_args,
     requested_context,
 )
-from gpuplan.engine.profiles.trtllm.bill import engine_kv_blocks
+from gpuplan.engine.profiles.trtllm.engine_start import EngineStart, engine_start
 from gpuplan.errors import GpuplanError
 
 DATA = Path(__file__).parent / "data"
@@ -474,10 +474,17 @@ class TrtllmEngineResult:
     per_token_from_config: bool
     blocks: tuple[int, int] | None  # (low, high) for available ± 0.005 GiB
     kv_bytes_error: float | None  # logged KV bytes vs blocks × block × per-token, relative
+    # the pool and its headroom at available ± 0.005 GiB (trtllm/engine_start.py)
+    start: tuple[EngineStart, EngineStart] | None = None
 
     @property
     def failed(self) -> bool:
         return str(self.record.get("outcome", "started")).startswith("failed")
+
+    @property
+    def predicted_fail(self) -> bool:
+        """A failed start when the headroom is below the floor across the printed range."""
+        return self.start is not None and all(s.fails for s in self.start)
 
     @property
     def blocks_ok(self) -> bool | None:
@@ -504,21 +511,39 @@ def _trt_per_token(record: dict[str, Any]) -> tuple[int, bool]:
     return round(kv / lg["kv_cache_tokens"]), False
 
 
+# trtllm-build's tokens per block when the log does not print it: 32 from the 0.1x releases
+# whose PluginConfig has paged context FMHA on by default (tensorrt_llm/plugin/plugin.py
+# _tokens_per_block; 64 before), the figure the 0.19 RTX 5090 log prints
+TRT_BUILD_TOKENS_PER_BLOCK = 32
+
+
+def _compute_capability(record: dict[str, Any]) -> str | None:
+    try:
+        return get_gpu(record["gpu"]).compute_capability
+    except GpuplanError:
+        return record.get("compute_capability")
+
+
 def predict_trtllm_engine(record: dict[str, Any]) -> TrtllmEngineResult:
     lg = record["logged"]
     per_token, from_config = _trt_per_token(record)
-    blocks = None
-    if lg.get("available_gib") is not None and lg.get("tokens_per_block"):
+    blocks = start = None
+    if lg.get("available_gib") is not None:
         frac = float(
             lg.get("fraction") or record["launch_args"].get("free_gpu_memory_fraction", 0.9)
         )
-        low, high = ((lg["available_gib"] + d) * GIB for d in (-0.005, 0.005))
-        blocks = (
-            engine_kv_blocks(int(low), frac, per_token, lg["tokens_per_block"]),
-            engine_kv_blocks(int(high), frac, per_token, lg["tokens_per_block"]),
+        block = int(lg.get("tokens_per_block") or TRT_BUILD_TOKENS_PER_BLOCK)
+        seq = record["launch_args"].get("max_seq_len")
+        cc = _compute_capability(record)
+        low, high = (int((lg["available_gib"] + d) * GIB) for d in (-0.005, 0.005))
+        start = (
+            engine_start(low, frac, per_token, block, seq, cc),
+            engine_start(high, frac, per_token, block, seq, cc),
         )
+        if lg.get("tokens_per_block"):
+            blocks = (start[0].blocks, start[1].blocks)
     err = None
     if from_config and lg.get("kv_cache_tokens"):
         logged = lg.get("kv_cache_bytes") or lg["kv_cache_gib"] * GIB
         err = lg["kv_cache_tokens"] * per_token / logged - 1
-    return TrtllmEngineResult(record, per_token, from_config, blocks, err)
+    return TrtllmEngineResult(record, per_token, from_config, blocks, err, start)

@@ -9,6 +9,8 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engine_cases import (
     DATA,
@@ -23,6 +25,7 @@ from engine_cases import (
 )
 from gpuplan.catalog import get_gpu
 from gpuplan.engine.profiles.trtllm.bill import engine_kv_blocks
+from gpuplan.engine.profiles.trtllm.engine_start import cublas_floor, engine_start
 
 GIB = 2**30
 CASES = [
@@ -99,6 +102,64 @@ def test_trtllm_engine_pool_is_the_fraction_of_the_free_memory_in_whole_blocks()
     by_id = {r.record["case_id"]: r for r in results}
     assert by_id["trtllm-issue1400-a100-llama7b-sq-engine-v08"].per_token == 32 * 32 * 128 * 2 * 2
     assert by_id["trtllm-issue4275-rtx5090-llama31-8b-fp8-engine"].per_token == 32 * 8 * 128 * 2
+
+
+def test_trtllm_engine_failed_start_is_the_headroom_after_the_pool():
+    """The engine backend cudaMallocs its pool right after printing the free memory
+    (kvCacheManager.cpp allocatePools via gpuSync); what it leaves must still hold the first
+    forward's cuBLAS handle, whose workspace the cuBLAS docs size at 4 MiB (32 MiB on Hopper). Failed starts
+    predicted 1/1 (the RTX 3050's 0.03 GiB), no false alarm on the 4 logs that started; the
+    smallest headroom of a start (the 24 GB card's 82-block pool) is over 30× the floor."""
+    results = [predict_trtllm_engine(r) for r in trtllm_records()]
+    failed = [r for r in results if r.failed]
+    started = [r for r in results if not r.failed]
+    assert [r.predicted_fail for r in failed] == [True]
+    assert not any(r.predicted_fail for r in started)
+    heads = [s.headroom for r in started if r.start for s in r.start]
+    assert len(heads) == 6 and min(heads) > 30 * 4 * 2**20
+    rtx3050 = failed[0]
+    assert all(s.clamped for s in rtx3050.start)  # the pool holds < one 2,048-token sequence
+
+
+def test_rtx3050_headroom_from_first_principles():
+    """Qwen2.5-7B (28 layers, 4 KV heads × 128, fp16 KV): 57,344 B/token. The runtime printed
+    0.03 GiB free, so at most 0.035 GiB; the pool takes ⌈⌊0.9 × free ÷ 57,344⌋ ÷ 32⌉ blocks of
+    32 tokens, so it leaves less than 0.1 × free + one token's bytes, under 3.7 MiB: below the
+    4 MiB cuBLAS workspace an Ampere card's first forward needs."""
+    per_token = 28 * 4 * 128 * 2 * 2
+    for gib in (0.025, 0.03, 0.035):
+        free = int(gib * GIB)
+        s = engine_start(free, 0.9, per_token, 32, 2048, "8.6")
+        tokens = int(free * 0.9) // per_token
+        assert s.blocks == -(-tokens // 32)
+        assert s.headroom == free - s.blocks * 32 * per_token
+        assert s.headroom < 0.1 * free + per_token < 3.7 * 2**20
+        assert s.fails and s.clamped
+
+
+def test_cublas_floor_by_compute_capability():
+    """A cuBLAS handle's workspace (cuBLAS docs, cublasSetWorkspace): 4 MiB before Hopper,
+    32 MiB on compute capability 9.0 and later; an unknown GPU gets the smaller floor (it cannot
+    raise a false alarm)."""
+    assert cublas_floor("8.6") == cublas_floor("8.0") == 4 * 2**20
+    assert cublas_floor("9.0") == cublas_floor("12.0") == 32 * 2**20
+    assert cublas_floor(None) == cublas_floor("") == 4 * 2**20
+
+
+@given(
+    free=st.integers(0, 2**37),
+    frac=st.floats(0.01, 0.99),
+    per_token=st.integers(1, 2**21),
+    block=st.sampled_from([8, 16, 32, 64, 128]),
+)
+def test_engine_start_headroom_is_bounded_by_the_fraction_and_one_block(
+    free, frac, per_token, block
+):
+    """The pool is the fraction of the free memory, floored to whole tokens and rounded up to
+    whole blocks: (1 − f) × free − one block < headroom ≤ (1 − f) × free + one token."""
+    s = engine_start(free, frac, per_token, block)
+    rest = free - int(free * frac)
+    assert rest - block * per_token < s.headroom <= rest + per_token
 
 
 def test_engine_kv_blocks_floors_tokens_then_rounds_blocks_up():

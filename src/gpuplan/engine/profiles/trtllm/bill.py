@@ -15,7 +15,8 @@ once the engine, its execution context and the runtime buffers are in place
 (cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp, BaseKVCacheManager::calculateFreeMemBytes:
 free × fraction; calculateMaxNumBlocks: tokens rounded up to whole blocks): `engine_kv_blocks`.
 The engine's own memory (weights and the activation workspace fixed at build time by
-max_num_tokens / max_batch_size) is not modelled, so the bill is the PyTorch flow's.
+max_num_tokens / max_batch_size) is not modelled, so the bill is the PyTorch flow's. Whether the
+pool leaves the runtime what it still allocates after it (a failed start): engine_start.py.
 """
 
 from __future__ import annotations
