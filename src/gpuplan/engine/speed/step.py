@@ -38,6 +38,7 @@ from gpuplan.engine.speed.kernels import SpeedKnobs
 from gpuplan.engine.speed.shape import RankShape
 
 ACT_BYTES = 2
+QUANT_BYTES = 3  # a block-fp8 GEMM input quantised: 16-bit values read, fp8 written (scales ~3 %)
 ELEMENTWISE_PASSES = 12  # RMSNorm ×2 (read+write), residual adds ×2, rotary, SiLU·mul, qkv split
 
 
@@ -177,7 +178,12 @@ def stage_step(
     tile = s.kernels.gemm_tile_m
     comp = mem = 0.0
     for c, t in (
-        _roof(2 * s.dense_params * _tile(m, tile), s.dense_flops, s.dense_bytes, bw),
+        _roof(
+            2 * (s.dense_params + s.kernels.gemm_k_half * s.dense_width) * _tile(m, tile),
+            s.dense_flops,
+            s.dense_bytes,
+            bw,
+        ),
         _roof(
             2 * s.lm_params * _tile(sampled if sampled is not None else decode, tile),
             s.dense_flops,
@@ -191,6 +197,7 @@ def stage_step(
     ):
         comp, mem = comp + c, mem + t
     mem += ELEMENTWISE_PASSES * m * s.hidden * ACT_BYTES * s.layers / bw
+    mem += QUANT_BYTES * m * s.quant_width / bw
     comm = _comm(s, m)
     per_kernel = knobs.kernel_graph_us if graphs else knobs.kernel_eager_us
     overhead = s.launches * per_kernel * 1e-6
