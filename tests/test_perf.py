@@ -208,6 +208,35 @@ def test_narrow_k_expert_gemms_pay_each_output_tile():
         assert with_tiles / without == pytest.approx(1 + extra, rel=0.01)
 
 
+def test_block_fp8_dense_gemms_pay_each_output_tile_and_quantise_their_inputs():
+    """With 128x128-block fp8 weights every dense GEMM runs DeepGEMM-class fixed tiles (each output
+    column worth K½ = 760 more K, DeepGEMM PR #73's normal GEMMs) and each distinct input is
+    quantised per 1x128 group first (16-bit read, fp8 written). DeepSeek-R1 at TP8, from its
+    config (h 7168, 128 heads → 16 a rank, q_lora 1536, kv_lora 512, rope 64, nope 128, v 128;
+    dense MLP 18432 in layers 0-2, one shared expert of 2048 in the 58 MoE layers): per layer
+    the MLA GEMMs' Σ N = 1536 + 576 + 16·192 + 16·256 + 7168 and their inputs 7168 + 1536 + 512
+    + 16·128; the FFN's Σ N = 2·I + 7168 and inputs 7168 + I (+ 7168 for the routed experts)."""
+    setup = _setup("deepseek-r1", "h200", gpus=8)
+    s = shape_of(SpeedSetup(setup, Load()))
+    mla_n, mla_k = 1536 + 576 + 16 * 192 + 16 * 256 + 7168, 7168 + 1536 + 512 + 16 * 128
+    dense_n, dense_k = 2 * 2304 + 7168, 7168 + 2304
+    shared_n, shared_k = 2 * 256 + 7168, 7168 + 256 + 7168
+    assert s.dense_width == pytest.approx(61 * mla_n + 3 * dense_n + 58 * shared_n)
+    assert s.quant_width == pytest.approx(61 * mla_k + 3 * dense_k + 58 * shared_k)
+    # an 8-token step stays bound by the weight reads; 4096 tokens pay the tiles and the passes
+    bare = replace(s, dense_width=0.0, quant_width=0.0)
+    knobs = default_knobs()
+    m = 4096
+    extra = stage_step(s, knobs, 0, 0.0, m, 0.0, m, 0).total
+    extra -= stage_step(bare, knobs, 0, 0.0, m, 0.0, m, 0).total
+    tiles = 2 * 760 * s.dense_width * m / s.dense_flops
+    passes = 3 * m * s.quant_width / (s.bandwidth * knobs.hbm)
+    assert extra == pytest.approx(tiles + passes, rel=1e-6)
+    # bf16 weights run cuBLAS's tilings: no tile term, no quantisation
+    bf16 = shape_of(SpeedSetup(serve("deepseek-r1", "h200", gpus=8, dtype="bf16").bill.setup, Load()))
+    assert bf16.dense_width == bf16.quant_width == 0.0
+
+
 def test_turbomind_emits_first_tokens_after_every_admitted_context():
     """LMDeploy's TurboMind decodes the contexts of all newly admitted requests before the
     generation step (LlamaBatch::contextDecode): C prompts arriving together all get their first
