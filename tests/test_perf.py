@@ -233,7 +233,9 @@ def test_block_fp8_dense_gemms_pay_each_output_tile_and_quantise_their_inputs():
     passes = 3 * m * s.quant_width / (s.bandwidth * knobs.hbm)
     assert extra == pytest.approx(tiles + passes, rel=1e-6)
     # bf16 weights run cuBLAS's tilings: no tile term, no quantisation
-    bf16 = shape_of(SpeedSetup(serve("deepseek-r1", "h200", gpus=8, dtype="bf16").bill.setup, Load()))
+    bf16 = shape_of(
+        SpeedSetup(serve("deepseek-r1", "h200", gpus=8, dtype="bf16").bill.setup, Load())
+    )
     assert bf16.dense_width == bf16.quant_width == 0.0
 
 

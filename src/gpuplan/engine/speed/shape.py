@@ -70,6 +70,9 @@ class RankShape:
     # distinct inputs, each quantised to fp8 in 1×128 groups on the way in; 0 otherwise
     dense_width: float = 0.0
     quant_width: float = 0.0
+    # rows of the dense GEMMs' M tile: the MMA tile (kernels.toml gemm_tile_m), or Marlin's
+    # 16-row block on the weight-only path (MARLIN_TILE_M)
+    dense_tile_m: int = 64
 
 
 def gemm_path(p: Precision, k: KernelFigures, gpu: GpuSpec) -> str:
@@ -113,6 +116,11 @@ def path_flops(path: str, k: KernelFigures, gpu: GpuSpec) -> float:
         return bf16 * k.gemm_w4a16
     return bf16 * k.gemm_bf16
 
+
+# Marlin (weight-only int4/fp4) computes M in blocks of 16 rows (up to four per thread block):
+# its time is flat from batch 1 to 16 on A100 (vLLM pull request #2497's bench.py table), so a
+# decode step is not padded to the 64-row MMA tile
+MARLIN_TILE_M = 16
 
 ATTENTION_KERNELS = (
     5  # norm, qkv GEMM, rotary, attention, o GEMM (vllm model_executor/models/llama.py)
@@ -277,4 +285,5 @@ def rank_shape(
         expert_width=expert_widths(arch, tp, ep > 1),
         dense_width=width,
         quant_width=quant,
+        dense_tile_m=MARLIN_TILE_M if dense_path == "w4a16" else k.gemm_tile_m,
     )

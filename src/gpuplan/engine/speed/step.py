@@ -175,7 +175,7 @@ def stage_step(
     kernel shares each KV head's reads across its query heads (else it reads them per head)."""
     bw = s.bandwidth * knobs.hbm
     m = decode + prefill
-    tile = s.kernels.gemm_tile_m
+    tile = s.dense_tile_m
     comp = mem = 0.0
     for c, t in (
         _roof(
