@@ -239,6 +239,24 @@ def test_block_fp8_dense_gemms_pay_each_output_tile_and_quantise_their_inputs():
     assert bf16.dense_width == bf16.quant_width == 0.0
 
 
+def test_weight_only_gemms_run_marlins_16_row_blocks_at_its_measured_rate():
+    """Marlin (int4 weight-only) computes M in 16-row blocks and runs ~141 of the A100's 312
+    TFLOP/s from batch 64 up (vLLM PR #2497's table): a one-sequence decode of Qwen3-14B-AWQ
+    stays bound by its int4 weight reads (16 rows, not the 64-row MMA tile), and a 2048-token
+    prefill chunk is bound by 2·N·2048 FLOPs at 0.45 of the fp16 peak."""
+    setup = serve("qwen3-14b", "a100-80gb", dtype="awq-int4-g128").bill.setup
+    s = shape_of(SpeedSetup(setup, Load()))
+    assert s.dense_tile_m == 16
+    assert s.dense_flops == pytest.approx(312e12 * 0.45)
+    one = stage_step(s, default_knobs(), 1, 1.0, sampled=0)
+    knobs = default_knobs()
+    weights = s.dense_bytes / (s.bandwidth * knobs.hbm)
+    assert 2 * s.dense_params * 16 / s.dense_flops < weights
+    assert one.compute == 0.0
+    chunk = stage_step(s, knobs, 0, 0.0, 2048, 0.0, 2048, 0)
+    assert chunk.compute >= 2 * s.dense_params * 2048 / s.dense_flops
+
+
 def test_turbomind_emits_first_tokens_after_every_admitted_context():
     """LMDeploy's TurboMind decodes the contexts of all newly admitted requests before the
     generation step (LlamaBatch::contextDecode): C prompts arriving together all get their first

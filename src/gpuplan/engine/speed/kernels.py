@@ -58,7 +58,7 @@ class SpeedKnobs:
     kernel_graph_us: float = 3.0
     kernel_eager_us: float = 35.0
     step_ms: float = 0.6
-    request_ms: float = 35.0  # fixed per request on the API path (HTTP, tokenise, detokenise)
+    request_ms: float = 40.0  # fixed per request on the API path (HTTP, tokenise, detokenise)
     seq_us: float = 0.0  # CPU cost per sequence of a step (scheduler bookkeeping, detokenise)
 
 

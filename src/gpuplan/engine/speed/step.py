@@ -4,7 +4,10 @@ A step carries `decode` sequences (one token each, at their contexts) and prefil
 (`prefill` tokens in all). With M = decode + prefill tokens, per stage:
 
     dense GEMMs   max(2·N_dense·M' ÷ F_gemm, W_dense ÷ (η_hbm·BW))      M' = M rounded up to the
-                                                                        MMA tile (kernels.toml)
+                                                                        MMA tile (kernels.toml;
+                  Marlin's 16 rows on the weight-only path); with 128×128-block fp8 weights
+                  (DeepGEMM-class tiles) N_dense + K½·ΣN, and each distinct GEMM input quantised
+                  per 1×128 group first: 3 bytes a value (widths.dense_sides)
     LM head       the same over the sampled tokens only (vLLM computes logits for the last token
                   of each sequence: the decode tokens and the prompts this step completes)
     routed        touched experts T = E·(1 − (1 − k/E)^M) (uniform routing); bytes T/E of the
