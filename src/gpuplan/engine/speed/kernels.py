@@ -56,9 +56,9 @@ class SpeedKnobs:
 
     hbm: float = 0.74
     kernel_graph_us: float = 3.0
-    kernel_eager_us: float = 35.0
-    step_ms: float = 0.6
-    request_ms: float = 40.0  # fixed per request on the API path (HTTP, tokenise, detokenise)
+    kernel_eager_us: float = 45.0
+    step_ms: float = 0.3
+    request_ms: float = 30.0  # fixed per request on the API path (HTTP, tokenise, detokenise)
     seq_us: float = 0.0  # CPU cost per sequence of a step (scheduler bookkeeping, detokenise)
 
 
