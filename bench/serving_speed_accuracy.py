@@ -254,7 +254,7 @@ def _print(cases: list[Case], errs: list[dict[str, float]], title: str) -> None:
         if g in s:
             med, within, n = s[g]
             print(
-                f"  {g:<10} median |error| {med:6.1%}   within 25 %: {within}/{n} ({within / n:.0%})"
+                f"  {g:<10} median |error| {med:6.2%}   within 25 %: {within}/{n} ({within / n:.0%})"
             )
 
 

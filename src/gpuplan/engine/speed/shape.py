@@ -73,6 +73,7 @@ class RankShape:
     # rows of the dense GEMMs' M tile: the MMA tile (kernels.toml gemm_tile_m), or Marlin's
     # 16-row block on the weight-only path (MARLIN_TILE_M)
     dense_tile_m: int = 64
+    gemms: float = 0.0  # GEMM kernels one step launches on this stage (stage_gemms)
 
 
 def gemm_path(p: Precision, k: KernelFigures, gpu: GpuSpec) -> str:
@@ -148,6 +149,21 @@ def stage_kernels(arch: Architecture, specs: list[LayerSpec]) -> float:
                 n += SHARED_KERNELS
         elif spec.ffn:
             n += MLP_KERNELS
+    return float(n)
+
+
+def stage_gemms(arch: Architecture, specs: list[LayerSpec]) -> float:
+    """GEMM kernels among stage_kernels': qkv and o (2; MLA's q_a, q_b, kv_a, the two absorbed
+    matmuls and o: 6), a dense MLP's gate_up and down (2), a MoE layer's router and two grouped
+    GEMMs (3) and its shared experts' two (2)."""
+    mla = bool(arch.attention.kv_lora_rank)
+    n = 0
+    for spec in specs:
+        n += 6 if mla else 2
+        if spec.moe:
+            n += 3 + (2 if arch.moe is not None and arch.moe.num_shared_experts else 0)
+        elif spec.ffn:
+            n += 2
     return float(n)
 
 
@@ -286,4 +302,5 @@ def rank_shape(
         dense_width=width,
         quant_width=quant,
         dense_tile_m=MARLIN_TILE_M if dense_path == "w4a16" else k.gemm_tile_m,
+        gemms=stage_gemms(arch, specs),
     )

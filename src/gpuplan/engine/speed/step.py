@@ -27,7 +27,9 @@ A step carries `decode` sequences (one token each, at their contexts) and prefil
                   2(tp−1)/tp·S ÷ (bus share × link) (ring bus bandwidth, nccl-tests' definition)
     PP            one hand-off of M·h·2 bytes per stage boundary
     overhead      kernels launched (per layer, counted from the engine's model code: shape.py)
-                  × (t_kernel with CUDA graphs | without) + t_step per engine step
+                  × (t_kernel with CUDA graphs | without) + t_step per engine step, and the GEMM
+                  kernels × the architecture's fixed GEMM time where one is published
+                  (kernels.toml gemm_fixed_us: CDNA3)
 
 Every operator takes the larger of its compute and memory time (roofline, Williams et al.
 2009); operators run one after another (no overlap)."""
@@ -203,7 +205,7 @@ def stage_step(
     mem += QUANT_BYTES * m * s.quant_width / bw
     comm = _comm(s, m)
     per_kernel = knobs.kernel_graph_us if graphs else knobs.kernel_eager_us
-    overhead = s.launches * per_kernel * 1e-6
+    overhead = s.launches * per_kernel * 1e-6 + s.gemms * s.kernels.gemm_fixed_us * 1e-6
     return StepTime(comp, mem, comm, overhead)
 
 
