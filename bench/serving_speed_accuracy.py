@@ -193,7 +193,7 @@ def summary(cases: list[Case], errs: list[dict[str, float]]) -> dict[str, tuple[
 GRID = [
     SpeedKnobs(hbm=h, kernel_graph_us=3.0, kernel_eager_us=e, step_ms=s, request_ms=r)
     for h, e, s, r in itertools.product(
-        (0.62, 0.66, 0.7, 0.74, 0.78), (25.0, 35.0, 45.0), (0.3, 0.6), (15.0, 30.0, 50.0)
+        (0.62, 0.66, 0.7, 0.74, 0.78), (25.0, 35.0, 45.0), (0.3, 0.6), (30.0, 35.0, 40.0)
     )
 ]
 
@@ -254,7 +254,7 @@ def _print(cases: list[Case], errs: list[dict[str, float]], title: str) -> None:
         if g in s:
             med, within, n = s[g]
             print(
-                f"  {g:<10} median |error| {med:6.1%}   within 25 %: {within}/{n} ({within / n:.0%})"
+                f"  {g:<10} median |error| {med:6.2%}   within 25 %: {within}/{n} ({within / n:.0%})"
             )
 
 

@@ -24,7 +24,7 @@ from gpuplan.engine.kv_cache import kv_cache_bytes_per_sequence_per_gpu
 from gpuplan.engine.params import count_params, expert_params
 from gpuplan.engine.precision import Precision
 from gpuplan.engine.speed.kernels import KernelFigures, kernel_figures
-from gpuplan.engine.speed.widths import expert_widths
+from gpuplan.engine.speed.widths import dense_sides, expert_widths
 from gpuplan.engine.weights import WeightFormat, stage_layers, weights_per_gpu
 from gpuplan.errors import GpuplanError
 
@@ -65,6 +65,15 @@ class RankShape:
     # Σ N (output columns) of one routed expert's GEMMs on this rank: each costs K_half more K
     # per routed row (widths.py)
     expert_width: float = 0.0
+    # block-scaled fp8 dense GEMMs (DeepGEMM-class fixed tiles, widths.dense_sides): Σ N of the
+    # stage's dense GEMMs per token (each output column costs K_half more K), and Σ K of their
+    # distinct inputs, each quantised to fp8 in 1×128 groups on the way in; 0 otherwise
+    dense_width: float = 0.0
+    quant_width: float = 0.0
+    # rows of the dense GEMMs' M tile: the MMA tile (kernels.toml gemm_tile_m), or Marlin's
+    # 16-row block on the weight-only path (MARLIN_TILE_M)
+    dense_tile_m: int = 64
+    gemms: float = 0.0  # GEMM kernels one step launches on this stage (stage_gemms)
 
 
 def gemm_path(p: Precision, k: KernelFigures, gpu: GpuSpec) -> str:
@@ -77,6 +86,13 @@ def gemm_path(p: Precision, k: KernelFigures, gpu: GpuSpec) -> str:
     if pid.startswith("fp8") and k.gemm_fp8 > 0 and gpu.fp8_dense_tflops:
         return "fp8"
     return "w4a16"
+
+
+def block_scaled(p: Precision) -> bool:
+    """fp8 weights with one scale per 128×128 block (DeepSeek-V3's format): the GEMMs quantise
+    their activations per 1×128 group at run time (sglang/vllm per_token_group_quant_fp8) and run
+    DeepGEMM-class block-scaled kernels."""
+    return p.id.lower().startswith("fp8") and bool(p.group_size)
 
 
 def _half_peak(gpu: GpuSpec) -> float | None:
@@ -101,6 +117,11 @@ def path_flops(path: str, k: KernelFigures, gpu: GpuSpec) -> float:
         return bf16 * k.gemm_w4a16
     return bf16 * k.gemm_bf16
 
+
+# Marlin (weight-only int4/fp4) computes M in blocks of 16 rows (up to four per thread block):
+# its time is flat from batch 1 to 16 on A100 (vLLM pull request #2497's bench.py table), so a
+# decode step is not padded to the 64-row MMA tile
+MARLIN_TILE_M = 16
 
 ATTENTION_KERNELS = (
     5  # norm, qkv GEMM, rotary, attention, o GEMM (vllm model_executor/models/llama.py)
@@ -128,6 +149,21 @@ def stage_kernels(arch: Architecture, specs: list[LayerSpec]) -> float:
                 n += SHARED_KERNELS
         elif spec.ffn:
             n += MLP_KERNELS
+    return float(n)
+
+
+def stage_gemms(arch: Architecture, specs: list[LayerSpec]) -> float:
+    """GEMM kernels among stage_kernels': qkv and o (2; MLA's q_a, q_b, kv_a, the two absorbed
+    matmuls and o: 6), a dense MLP's gate_up and down (2), a MoE layer's router and two grouped
+    GEMMs (3) and its shared experts' two (2)."""
+    mla = bool(arch.attention.kv_lora_rank)
+    n = 0
+    for spec in specs:
+        n += 6 if mla else 2
+        if spec.moe:
+            n += 3 + (2 if arch.moe is not None and arch.moe.num_shared_experts else 0)
+        elif spec.ffn:
+            n += 2
     return float(n)
 
 
@@ -229,6 +265,9 @@ def rank_shape(
     dense_path = gemm_path(fmt.for_kind("attention"), k, gpu)
     exp_path = gemm_path(exp_fmt, k, gpu)
     ep = tp if expert_parallel and n_exp >= tp > 1 else 1
+    specs = [arch.layers[i] for i in layers]
+    block = dense_path == "fp8" and block_scaled(fmt.for_kind("attention"))
+    width, quant = dense_sides(arch, specs, tp) if block else (0.0, 0.0)
     return RankShape(
         layers=sw.layers,
         moe_layers=sw.moe_layers,
@@ -248,7 +287,7 @@ def rank_shape(
         mla_v=mla,
         kv_bytes_per_token=kv_tok,
         gqa_group=1 if mla else max(1, a.num_heads // max(1, a.num_kv_heads)),
-        launches=stage_kernels(arch, [arch.layers[i] for i in layers]),
+        launches=stage_kernels(arch, specs),
         dense_flops=path_flops(dense_path, k, gpu),
         expert_flops=path_flops(exp_path, k, gpu) * k.grouped_gemm / k.gemm_bf16,
         expert_input_bytes=1 if exp_path in ("fp8", "fp4") else 2,
@@ -260,4 +299,8 @@ def rank_shape(
         kernels=k,
         expert_ranks=ep,
         expert_width=expert_widths(arch, tp, ep > 1),
+        dense_width=width,
+        quant_width=quant,
+        dense_tile_m=MARLIN_TILE_M if dense_path == "w4a16" else k.gemm_tile_m,
+        gemms=stage_gemms(arch, specs),
     )

@@ -4,7 +4,10 @@ A step carries `decode` sequences (one token each, at their contexts) and prefil
 (`prefill` tokens in all). With M = decode + prefill tokens, per stage:
 
     dense GEMMs   max(2·N_dense·M' ÷ F_gemm, W_dense ÷ (η_hbm·BW))      M' = M rounded up to the
-                                                                        MMA tile (kernels.toml)
+                                                                        MMA tile (kernels.toml;
+                  Marlin's 16 rows on the weight-only path); with 128×128-block fp8 weights
+                  (DeepGEMM-class tiles) N_dense + K½·ΣN, and each distinct GEMM input quantised
+                  per 1×128 group first: 3 bytes a value (widths.dense_sides)
     LM head       the same over the sampled tokens only (vLLM computes logits for the last token
                   of each sequence: the decode tokens and the prompts this step completes)
     routed        touched experts T = E·(1 − (1 − k/E)^M) (uniform routing); bytes T/E of the
@@ -24,7 +27,9 @@ A step carries `decode` sequences (one token each, at their contexts) and prefil
                   2(tp−1)/tp·S ÷ (bus share × link) (ring bus bandwidth, nccl-tests' definition)
     PP            one hand-off of M·h·2 bytes per stage boundary
     overhead      kernels launched (per layer, counted from the engine's model code: shape.py)
-                  × (t_kernel with CUDA graphs | without) + t_step per engine step
+                  × (t_kernel with CUDA graphs | without) + t_step per engine step, and the GEMM
+                  kernels × the architecture's fixed GEMM time where one is published
+                  (kernels.toml gemm_fixed_us: CDNA3)
 
 Every operator takes the larger of its compute and memory time (roofline, Williams et al.
 2009); operators run one after another (no overlap)."""
@@ -38,6 +43,7 @@ from gpuplan.engine.speed.kernels import SpeedKnobs
 from gpuplan.engine.speed.shape import RankShape
 
 ACT_BYTES = 2
+QUANT_BYTES = 3  # a block-fp8 GEMM input quantised: 16-bit values read, fp8 written (scales ~3 %)
 ELEMENTWISE_PASSES = 12  # RMSNorm ×2 (read+write), residual adds ×2, rotary, SiLU·mul, qkv split
 
 
@@ -174,10 +180,15 @@ def stage_step(
     kernel shares each KV head's reads across its query heads (else it reads them per head)."""
     bw = s.bandwidth * knobs.hbm
     m = decode + prefill
-    tile = s.kernels.gemm_tile_m
+    tile = s.dense_tile_m
     comp = mem = 0.0
     for c, t in (
-        _roof(2 * s.dense_params * _tile(m, tile), s.dense_flops, s.dense_bytes, bw),
+        _roof(
+            2 * (s.dense_params + s.kernels.gemm_k_half * s.dense_width) * _tile(m, tile),
+            s.dense_flops,
+            s.dense_bytes,
+            bw,
+        ),
         _roof(
             2 * s.lm_params * _tile(sampled if sampled is not None else decode, tile),
             s.dense_flops,
@@ -191,9 +202,10 @@ def stage_step(
     ):
         comp, mem = comp + c, mem + t
     mem += ELEMENTWISE_PASSES * m * s.hidden * ACT_BYTES * s.layers / bw
+    mem += QUANT_BYTES * m * s.quant_width / bw
     comm = _comm(s, m)
     per_kernel = knobs.kernel_graph_us if graphs else knobs.kernel_eager_us
-    overhead = s.launches * per_kernel * 1e-6
+    overhead = s.launches * per_kernel * 1e-6 + s.gemms * s.kernels.gemm_fixed_us * 1e-6
     return StepTime(comp, mem, comm, overhead)
 
 

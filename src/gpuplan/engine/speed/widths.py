@@ -23,7 +23,7 @@ The widths mirror vLLM's fused_moe: w13 (gate and up, 2·I columns for a gated e
 
 from __future__ import annotations
 
-from gpuplan.engine.architecture import Architecture
+from gpuplan.engine.architecture import Architecture, AttentionSpec, LayerSpec
 
 
 def expert_widths(arch: Architecture, tp: int, expert_parallel: bool) -> float:
@@ -34,3 +34,50 @@ def expert_widths(arch: Architecture, tp: int, expert_parallel: bool) -> float:
     m = arch.moe
     inter = m.expert_intermediate_size / (1 if expert_parallel else tp)
     return (2 if m.expert_gated else 1) * inter + arch.hidden_size
+
+
+def _attention_sides(arch: Architecture, a: AttentionSpec, tp: int) -> tuple[float, float]:
+    """(Σ N, Σ K of distinct inputs) of one attention block's GEMMs on a rank. MLA (vLLM / SGLang
+    deepseek_v2.py, prefill run non-absorbed): q_a (N = q_lora, replicated) and kv_a (N = kv_lora
+    + rope, replicated) read the hidden state, q_b (N = H·d_qk) reads q_lora, kv_b (N = H·(d_nope
+    + d_v)) reads kv_lora, o (N = h) reads H·d_v; otherwise qkv (N = (H + 2·KV)·d) and o."""
+    h, heads = arch.hidden_size, a.num_heads / tp
+    if a.kv_lora_rank:
+        q = a.q_lora_rank or 0
+        n = (q + a.kv_lora_rank + a.qk_rope_head_dim) + heads * a.head_dim
+        n += heads * (a.qk_nope_head_dim + a.v_head_dim) + h
+        return n, h + q + a.kv_lora_rank + heads * a.v_head_dim
+    kv = max(1.0, a.num_kv_heads / tp)
+    return (heads + 2 * kv) * a.head_dim + h, h + heads * a.v_head_dim
+
+
+def _ffn_sides(arch: Architecture, spec: LayerSpec, tp: int) -> tuple[float, float]:
+    """(Σ N, Σ K of distinct inputs) of one layer's dense FFN GEMMs on a rank: the gated MLP
+    (gate_up N = 2·I, down N = h reading I), or a MoE layer's shared experts, whose routed
+    experts' input is quantised once more (h)."""
+    h = arch.hidden_size
+    if spec.moe and arch.moe is not None:
+        m = arch.moe
+        inter = m.shared_intermediate_size / tp if m.num_shared_experts else 0.0
+        if not inter:
+            return 0.0, float(h)
+        return (2 if m.shared_gated else 1) * inter + h, 2 * h + inter
+    if not spec.ffn or arch.mlp is None:
+        return 0.0, 0.0
+    inter = (spec.mlp_width or arch.mlp.intermediate_size) / tp
+    return (2 if arch.mlp.gated else 1) * inter + h, h + inter
+
+
+def dense_sides(arch: Architecture, layers: list[LayerSpec], tp: int) -> tuple[float, float]:
+    """Σ N (output columns) and Σ K (input widths, one per distinct input) of the dense GEMMs of
+    `layers` on one rank, per token: with block-scaled fp8 weights each GEMM runs DeepGEMM-class
+    fixed tiles (K_half more K per output column, DEEPGEMM-73) and each distinct input is first
+    quantised to fp8 in 1×128 groups by its own kernel (step.py)."""
+    n_sum = k_sum = 0.0
+    for spec in layers:
+        if spec.mixer != "attention":
+            continue
+        n, k = _attention_sides(arch, spec.attention or arch.attention, tp)
+        fn, fk = _ffn_sides(arch, spec, tp)
+        n_sum, k_sum = n_sum + n + fn, k_sum + k + fk
+    return n_sum, k_sum
