@@ -103,6 +103,9 @@ def _load(row: dict) -> Load:
         request_rate=float(row.get("request_rate", 0.0)),
         num_prompts=n,
         spread=float(row.get("length_spread", 0.0)),
+        seed=1 if row.get("client") == "sglang" else 0,  # sglang.bench_serving's --seed default
+        client=row.get("client", ""),
+        random_lens=tuple(row.get("random_lens", (0, 0, 0.0))),
     )
 
 

@@ -36,6 +36,46 @@ def _lengths(mean: int, spread: float, n: int, rng: np.random.Generator) -> np.n
     return rng.integers(lo, hi + 1, n)
 
 
+def _sglang_draw(load: Load, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Lengths and send times as sglang.bench_serving draws them (python/sglang/bench_serving.py
+    of late 2024): main() seeds numpy's global generator with --seed (default 1); the random
+    dataset (`sample_random_requests`) draws every input length, then every output length,
+    with np.random.randint on [max(int(L·r), 1), L] and [int(O·r), O]; ShareGPT prompts are
+    shuffled with Python's `random`, which leaves numpy's state alone; `get_request` then draws
+    one np.random.exponential(1 / rate) gap after sending each request. Replaying the draw makes
+    a run's arrival span, and so its throughput, the measured one: the 300 draws of the 1
+    request/s run end at 293.6 s (measured duration 298.4 s), where an unrelated seeded draw
+    gives ~347 s. An output length of 0 still yields the prefill's token (counted as 1)."""
+    import numpy as np
+
+    rs = np.random.RandomState(load.seed)
+    inp, out, ratio = load.random_lens
+    if inp > 0:
+        plen = rs.randint(max(int(inp * ratio), 1), inp + 1, size=n).astype(np.int64)
+        olen = np.maximum(1, rs.randint(int(out * ratio), out + 1, size=n)).astype(np.int64)
+    else:
+        rng = np.random.default_rng(load.seed + 1)
+        plen = _lengths(load.prompt, load.spread, n, rng)
+        olen = np.maximum(1, _lengths(load.output, load.spread, n, rng))
+    arrive = np.zeros(n)
+    if load.mode == "rate":
+        gaps = rs.exponential(1.0 / load.request_rate, n)
+        arrive = np.concatenate(([0.0], np.cumsum(gaps[:-1])))
+    return plen, olen, arrive
+
+
+def _draw(load: Load, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each request's prompt and output length and send time, by the load's client."""
+    import numpy as np
+
+    if load.client == "sglang":
+        return _sglang_draw(load, n)
+    rng = np.random.default_rng(load.seed + 1)
+    plen = _lengths(load.prompt, load.spread, n, rng)
+    olen = np.maximum(1, _lengths(load.output, load.spread, n, rng))
+    return plen, olen, _arrivals(load, n)
+
+
 class _Itl:
     """Inter-token gaps as weighted samples."""
 
@@ -117,11 +157,8 @@ class _Run:
 
         self.load, self.eng, self.rate = load, eng, load.mode == "rate"
         n = load.num_prompts or (max(16, 4 * load.concurrency) if not self.rate else 200)
-        rng = np.random.default_rng(load.seed + 1)
         self.n = n
-        self.plen = _lengths(load.prompt, load.spread, n, rng)
-        self.olen = np.maximum(1, _lengths(load.output, load.spread, n, rng))
-        self.arrive = _arrivals(load, n)
+        self.plen, self.olen, self.arrive = _draw(load, n)
         self.sent = n if self.rate else min(max(1, load.concurrency), n)
         if not self.rate:
             self.arrive[self.sent :] = np.inf
