@@ -145,6 +145,8 @@ def _case(row: dict) -> Case:
             cuda_graphs=row.get("cuda_graphs", True),
             max_num_batched_tokens=row.get("max_num_batched_tokens"),
             expert_parallel=bool(row.get("ep", False)),
+            radix_cache=not row.get("disable_radix_cache", False),
+            engine_args=tuple(sorted(row.get("engine_args", {}).items())),
             poll_steps=max(
                 int(row.get("scheduler_recv_interval", 1)),
                 int(row.get("num_continuous_decode_steps", 1)),

@@ -148,6 +148,54 @@ def _kv_room(
     return max(room, 1 if not len(run) else 0)
 
 
+def _fits_to_the_end(free: float, left: np.ndarray, held: np.ndarray) -> bool:
+    """Whether `free` KV tokens last while the requests run out their `left` output tokens, each
+    releasing its `held` tokens (and what it grew) when done: SGLang's walk over the requests by
+    tokens left (PrefillAdder.add_one_req_ignore_eos), which charges the i-th shortest stretch as
+    the next one's tokens left times the requests still running, and credits the tokens held by
+    those already done."""
+    import numpy as np
+
+    order = np.argsort(left, kind="stable")
+    left, held = left[order], held[order]
+    steps = np.append(left[1:], left[-1:])
+    running = len(left) - np.arange(len(left))
+    freed = np.cumsum(held) - held
+    return bool((free + freed - steps * running > 0).all())
+
+
+def _kv_room_exact(
+    policy: Policy,
+    run: np.ndarray,
+    head: np.ndarray,
+    plen: np.ndarray,
+    olen: np.ndarray,
+    gen: np.ndarray,
+) -> int:
+    """How many of the queue's `head` SGLang admits when the requests ignore EOS and the radix
+    cache is off (sglang/srt/managers/schedule_policy.py PrefillAdder.add_one_req_ignore_eos,
+    late 2024): no reserve ratio; a request is added, first come first served, only while the KV
+    pool, less the prompts admitted with it, lasts to the end of every running and admitted
+    request's output (`_fits_to_the_end`): a loaded run's queue waits for completions instead
+    of over-admitting at the 0.1 ratio (schedule_policy.py add_one_req, `_kv_room`)."""
+    import numpy as np
+
+    if policy.kv_tokens <= 0:
+        return len(head)
+    left = (olen[run] - gen[run]).astype(float)
+    held = (plen[run] + gen[run]).astype(float)
+    free = policy.kv_tokens - float(held.sum())
+    room = 0
+    for h in head:
+        left2 = np.append(left, float(olen[h]))
+        held2 = np.append(held, float(plen[h]))
+        keep = left2 > 0
+        if not _fits_to_the_end(free - plen[h], left2[keep], held2[keep]):
+            break
+        left, held, free, room = left2, held2, free - plen[h], room + 1
+    return max(room, 1 if not len(run) else 0)
+
+
 class _Run:
     """The state of one benchmark run: each request's lengths, arrival, progress and times, the
     queue (arrived, not admitted) and the running set, and the clock."""
@@ -187,7 +235,8 @@ class _Run:
         room = policy.max_seqs - len(self.run)
         if room > 0 and len(self.queue):
             head = self.queue[:room]
-            room = _kv_room(policy, self.run, head, self.plen, self.olen, self.gen)
+            rule = _kv_room_exact if policy.exact_kv else _kv_room
+            room = rule(policy, self.run, head, self.plen, self.olen, self.gen)
             self.run = np.concatenate((self.run, self.queue[:room]))
             self.queue = self.queue[room:]
 

@@ -73,6 +73,9 @@ class Policy:
     kv_tokens: int = 0  # KV-cache tokens of the replica (0: admission not limited by memory)
     reserve: float = 0.0  # share of a request's output tokens reserved when it is admitted
     poll_steps: int = 1  # decode steps between two receives of new requests (module docstring)
+    # admission replays each request's remaining output instead of reserving a share of it
+    # (SGLang, requests that ignore EOS, radix cache off: dynamic.py `_kv_room_exact`)
+    exact_kv: bool = False
 
 
 def _version(text: str | None) -> tuple[int, ...]:
