@@ -166,15 +166,27 @@ def measured_runs(
     engine: str | None = None,
     engine_version: str | None = None,
     cuda_graphs: bool = True,
+    radix_cache: bool = True,
+    engine_args: dict[str, Any] | None = None,
 ) -> list[MeasuredRun]:
-    """The runs on one layout (what the result files do not record: the model, GPU, layout)."""
+    """The runs on one layout (what the result files do not record: the model, GPU, layout,
+    and the engine's launch: SGLang's --disable-radix-cache is `radix_cache=False`, its
+    --mem-fraction-static `engine_args={"mem_fraction_static": 0.87}`)."""
     arch = load_architecture(model)
     fmt = resolve_weight_format(arch, dtype)
     base = ServingSetup(arch, fmt, resolve_kv(fmt, kv or "auto"), resolve_gpu(gpu), tp, pp)
     out = []
     for r in runs:
         s = replace(base, context=r.load.prompt + r.load.output, users=r.load.concurrency)
-        setup = SpeedSetup(s, r.load, engine, engine_version, cuda_graphs)
+        setup = SpeedSetup(
+            s,
+            r.load,
+            engine,
+            engine_version,
+            cuda_graphs,
+            radix_cache=radix_cache,
+            engine_args=tuple(sorted((engine_args or {}).items())),
+        )
         out.append(MeasuredRun(setup, r.measured, r.label))
     return out
 
