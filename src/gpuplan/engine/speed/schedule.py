@@ -3,7 +3,8 @@
 Load modes (vllm/benchmarks/serve.py):
     concurrency  num_prompts requests, at most C in flight (--max-concurrency): the first C are
                  sent at t = 0, each completion sends the next
-    rate         Poisson arrivals at --request-rate (exponential gaps, seeded: deterministic)
+    rate         Poisson arrivals at --request-rate (exponential gaps, seeded: deterministic;
+                 a load from sglang.bench_serving replays that client's own draw, dynamic.py)
     static       one batch of C prompts prefilled in one step, then decoded together
 
 Each engine step is timed by step.py on the layout's rank shape; a pipeline of pp stages runs
