@@ -103,6 +103,9 @@ def _load(row: dict) -> Load:
         request_rate=float(row.get("request_rate", 0.0)),
         num_prompts=n,
         spread=float(row.get("length_spread", 0.0)),
+        seed=1 if row.get("client") == "sglang" else 0,  # sglang.bench_serving's --seed default
+        client=row.get("client", ""),
+        random_lens=tuple(row.get("random_lens", (0, 0, 0.0))),
     )
 
 
@@ -142,6 +145,8 @@ def _case(row: dict) -> Case:
             cuda_graphs=row.get("cuda_graphs", True),
             max_num_batched_tokens=row.get("max_num_batched_tokens"),
             expert_parallel=bool(row.get("ep", False)),
+            radix_cache=not row.get("disable_radix_cache", False),
+            engine_args=tuple(sorted(row.get("engine_args", {}).items())),
             poll_steps=max(
                 int(row.get("scheduler_recv_interval", 1)),
                 int(row.get("num_continuous_decode_steps", 1)),

@@ -69,6 +69,19 @@ def _figures(rec: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def _client(rec: dict[str, Any], random: bool) -> dict[str, Any]:
+    """An SGLang bench_serving record (its own keys `random_input_len`, `sharegpt_output_len`)
+    replays that client's seeded draw (engine/speed/dynamic.py `_sglang_draw`; --seed is not
+    written to the file: its default, 1); a vLLM record keeps gpuplan's own draw."""
+    if "random_input_len" not in rec and "sharegpt_output_len" not in rec:
+        return {}
+    out: dict[str, Any] = {"client": "sglang", "seed": 1}
+    if random and rec.get("random_input_len"):
+        ratio = float(rec.get("random_range_ratio") or 0.0)
+        out["random_lens"] = (int(rec["random_input_len"]), int(rec["random_output_len"]), ratio)
+    return out
+
+
 def _run(rec: dict[str, Any], where: str) -> ResultRun:
     done = int(rec.get("completed") or rec.get("num_prompts") or 0)
     if done < 1 or not rec.get("total_output_tokens"):
@@ -77,15 +90,17 @@ def _run(rec: dict[str, Any], where: str) -> ResultRun:
     output = max(1, round(rec["total_output_tokens"] / done))
     rate, cap = _rate(rec.get("request_rate")), rec.get("max_concurrency")
     spread = 0.0
-    if rec.get("random_range_ratio") is not None and rec.get("dataset_name", "random") == "random":
+    random = rec.get("dataset_name", "random") == "random"
+    if rec.get("random_range_ratio") is not None and random:
         r = float(rec["random_range_ratio"])
         spread = (1 - r) / (1 + r) if "random_input_len" in rec else r
+    client = _client(rec, random)
     if math.isfinite(rate):
-        load = Load("rate", prompt, output, int(cap or 1), rate, done, spread=spread)
+        load = Load("rate", prompt, output, int(cap or 1), rate, done, spread=spread, **client)
         label = f"rate {rate:g}/s"
     else:
         c = int(cap) if cap else done
-        load = Load("concurrency", prompt, output, c, 0.0, done, spread=spread)
+        load = Load("concurrency", prompt, output, c, 0.0, done, spread=spread, **client)
         label = f"concurrency {c}"
     label += f", {prompt}/{output} tokens, {done} prompts"
     return ResultRun(load, _figures(rec), label)
@@ -151,15 +166,27 @@ def measured_runs(
     engine: str | None = None,
     engine_version: str | None = None,
     cuda_graphs: bool = True,
+    radix_cache: bool = True,
+    engine_args: dict[str, Any] | None = None,
 ) -> list[MeasuredRun]:
-    """The runs on one layout (what the result files do not record: the model, GPU, layout)."""
+    """The runs on one layout (what the result files do not record: the model, GPU, layout,
+    and the engine's launch: SGLang's --disable-radix-cache is `radix_cache=False`, its
+    --mem-fraction-static `engine_args={"mem_fraction_static": 0.87}`)."""
     arch = load_architecture(model)
     fmt = resolve_weight_format(arch, dtype)
     base = ServingSetup(arch, fmt, resolve_kv(fmt, kv or "auto"), resolve_gpu(gpu), tp, pp)
     out = []
     for r in runs:
         s = replace(base, context=r.load.prompt + r.load.output, users=r.load.concurrency)
-        setup = SpeedSetup(s, r.load, engine, engine_version, cuda_graphs)
+        setup = SpeedSetup(
+            s,
+            r.load,
+            engine,
+            engine_version,
+            cuda_graphs,
+            radix_cache=radix_cache,
+            engine_args=tuple(sorted((engine_args or {}).items())),
+        )
         out.append(MeasuredRun(setup, r.measured, r.label))
     return out
 

@@ -36,6 +36,46 @@ def _lengths(mean: int, spread: float, n: int, rng: np.random.Generator) -> np.n
     return rng.integers(lo, hi + 1, n)
 
 
+def _sglang_draw(load: Load, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Lengths and send times as sglang.bench_serving draws them (python/sglang/bench_serving.py
+    of late 2024): main() seeds numpy's global generator with --seed (default 1); the random
+    dataset (`sample_random_requests`) draws every input length, then every output length,
+    with np.random.randint on [max(int(L·r), 1), L] and [int(O·r), O]; ShareGPT prompts are
+    shuffled with Python's `random`, which leaves numpy's state alone; `get_request` then draws
+    one np.random.exponential(1 / rate) gap after sending each request. Replaying the draw makes
+    a run's arrival span, and so its throughput, the measured one: the 300 draws of the 1
+    request/s run end at 293.6 s (measured duration 298.4 s), where an unrelated seeded draw
+    gives ~347 s. An output length of 0 still yields the prefill's token (counted as 1)."""
+    import numpy as np
+
+    rs = np.random.RandomState(load.seed)
+    inp, out, ratio = load.random_lens
+    if inp > 0:
+        plen = rs.randint(max(int(inp * ratio), 1), inp + 1, size=n).astype(np.int64)
+        olen = np.maximum(1, rs.randint(int(out * ratio), out + 1, size=n)).astype(np.int64)
+    else:
+        rng = np.random.default_rng(load.seed + 1)
+        plen = _lengths(load.prompt, load.spread, n, rng)
+        olen = np.maximum(1, _lengths(load.output, load.spread, n, rng))
+    arrive = np.zeros(n)
+    if load.mode == "rate":
+        gaps = rs.exponential(1.0 / load.request_rate, n)
+        arrive = np.concatenate(([0.0], np.cumsum(gaps[:-1])))
+    return plen, olen, arrive
+
+
+def _draw(load: Load, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each request's prompt and output length and send time, by the load's client."""
+    import numpy as np
+
+    if load.client == "sglang":
+        return _sglang_draw(load, n)
+    rng = np.random.default_rng(load.seed + 1)
+    plen = _lengths(load.prompt, load.spread, n, rng)
+    olen = np.maximum(1, _lengths(load.output, load.spread, n, rng))
+    return plen, olen, _arrivals(load, n)
+
+
 class _Itl:
     """Inter-token gaps as weighted samples."""
 
@@ -108,6 +148,54 @@ def _kv_room(
     return max(room, 1 if not len(run) else 0)
 
 
+def _fits_to_the_end(free: float, left: np.ndarray, held: np.ndarray) -> bool:
+    """Whether `free` KV tokens last while the requests run out their `left` output tokens, each
+    releasing its `held` tokens (and what it grew) when done: SGLang's walk over the requests by
+    tokens left (PrefillAdder.add_one_req_ignore_eos), which charges the i-th shortest stretch as
+    the next one's tokens left times the requests still running, and credits the tokens held by
+    those already done."""
+    import numpy as np
+
+    order = np.argsort(left, kind="stable")
+    left, held = left[order], held[order]
+    steps = np.append(left[1:], left[-1:])
+    running = len(left) - np.arange(len(left))
+    freed = np.cumsum(held) - held
+    return bool((free + freed - steps * running > 0).all())
+
+
+def _kv_room_exact(
+    policy: Policy,
+    run: np.ndarray,
+    head: np.ndarray,
+    plen: np.ndarray,
+    olen: np.ndarray,
+    gen: np.ndarray,
+) -> int:
+    """How many of the queue's `head` SGLang admits when the requests ignore EOS and the radix
+    cache is off (sglang/srt/managers/schedule_policy.py PrefillAdder.add_one_req_ignore_eos,
+    late 2024): no reserve ratio; a request is added, first come first served, only while the KV
+    pool, less the prompts admitted with it, lasts to the end of every running and admitted
+    request's output (`_fits_to_the_end`): a loaded run's queue waits for completions instead
+    of over-admitting at the 0.1 ratio (schedule_policy.py add_one_req, `_kv_room`)."""
+    import numpy as np
+
+    if policy.kv_tokens <= 0:
+        return len(head)
+    left = (olen[run] - gen[run]).astype(float)
+    held = (plen[run] + gen[run]).astype(float)
+    free = policy.kv_tokens - float(held.sum())
+    room = 0
+    for h in head:
+        left2 = np.append(left, float(olen[h]))
+        held2 = np.append(held, float(plen[h]))
+        keep = left2 > 0
+        if not _fits_to_the_end(free - plen[h], left2[keep], held2[keep]):
+            break
+        left, held, free, room = left2, held2, free - plen[h], room + 1
+    return max(room, 1 if not len(run) else 0)
+
+
 class _Run:
     """The state of one benchmark run: each request's lengths, arrival, progress and times, the
     queue (arrived, not admitted) and the running set, and the clock."""
@@ -117,11 +205,8 @@ class _Run:
 
         self.load, self.eng, self.rate = load, eng, load.mode == "rate"
         n = load.num_prompts or (max(16, 4 * load.concurrency) if not self.rate else 200)
-        rng = np.random.default_rng(load.seed + 1)
         self.n = n
-        self.plen = _lengths(load.prompt, load.spread, n, rng)
-        self.olen = np.maximum(1, _lengths(load.output, load.spread, n, rng))
-        self.arrive = _arrivals(load, n)
+        self.plen, self.olen, self.arrive = _draw(load, n)
         self.sent = n if self.rate else min(max(1, load.concurrency), n)
         if not self.rate:
             self.arrive[self.sent :] = np.inf
@@ -150,7 +235,8 @@ class _Run:
         room = policy.max_seqs - len(self.run)
         if room > 0 and len(self.queue):
             head = self.queue[:room]
-            room = _kv_room(policy, self.run, head, self.plen, self.olen, self.gen)
+            rule = _kv_room_exact if policy.exact_kv else _kv_room
+            room = rule(policy, self.run, head, self.plen, self.olen, self.gen)
             self.run = np.concatenate((self.run, self.queue[:room]))
             self.queue = self.queue[room:]
 

@@ -19,6 +19,9 @@ decodes, the token budget of a step, the sequence cap, and which steps replay CU
                       "relaxes max_cuda_graph_bs") GPUs of < 60 GB capture 32 (tp < 4) or 160,
                       < 160 GB (H100, H200) 256 (tp < 4) or 512 with 8192-token chunks, larger
                       ones (B200, B300, MI300X/MI325X) 512 with 16384-token chunks.
+                      Admission reserves new_token_ratio of each request's output (below), or,
+                      for requests that ignore EOS with the radix cache off, replays every
+                      remaining output against the pool (`exact_kv`, dynamic.py).
     LMDeploy          TurboMind (a C++ batcher): each iteration first decodes the contexts of
                       every newly admitted request (LlamaBatch::contextDecode, in sub-batches of
                       max_context_token_num), then runs the generation step that emits their
@@ -73,6 +76,9 @@ class Policy:
     kv_tokens: int = 0  # KV-cache tokens of the replica (0: admission not limited by memory)
     reserve: float = 0.0  # share of a request's output tokens reserved when it is admitted
     poll_steps: int = 1  # decode steps between two receives of new requests (module docstring)
+    # admission replays each request's remaining output instead of reserving a share of it
+    # (SGLang, requests that ignore EOS, radix cache off: dynamic.py `_kv_room_exact`)
+    exact_kv: bool = False
 
 
 def _version(text: str | None) -> tuple[int, ...]:

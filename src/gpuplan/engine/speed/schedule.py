@@ -3,7 +3,8 @@
 Load modes (vllm/benchmarks/serve.py):
     concurrency  num_prompts requests, at most C in flight (--max-concurrency): the first C are
                  sent at t = 0, each completion sends the next
-    rate         Poisson arrivals at --request-rate (exponential gaps, seeded: deterministic)
+    rate         Poisson arrivals at --request-rate (exponential gaps, seeded: deterministic;
+                 a load from sglang.bench_serving replays that client's own draw, dynamic.py)
     static       one batch of C prompts prefilled in one step, then decoded together
 
 Each engine step is timed by step.py on the layout's rank shape; a pipeline of pp stages runs
@@ -41,6 +42,12 @@ class Load:
     num_prompts: int = 0  # 0: the mode's default (concurrency: 4·C, at least 16; rate: 200)
     seed: int = 0
     spread: float = 0.0  # lengths uniform on mean·[1 − spread, 1 + spread] (0: all equal)
+    # the benchmark client whose own seeded draw of lengths and Poisson gaps is replayed
+    # ("sglang": sglang.bench_serving, dynamic.py `_sglang_draw`; "": gpuplan's own draw)
+    client: str = ""
+    # the client's random dataset: --random-input-len, --random-output-len, --random-range-ratio
+    # (input_len 0: not a random-dataset run; lengths come from prompt, output and spread)
+    random_lens: tuple[int, int, float] = (0, 0, 0.0)
 
 
 @record

@@ -4,7 +4,10 @@ every kernel figure used."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpuplan.engine.frozen import field, record, replace
+from gpuplan.engine.profiles import EngineLaunch, engine_bill
 from gpuplan.engine.serving import ServingSetup, serving_bill
 from gpuplan.engine.speed.kernels import SpeedKnobs, default_knobs, source_titles
 from gpuplan.engine.speed.policy import Policy, engine_policy
@@ -29,6 +32,12 @@ class SpeedSetup:
     # --scheduler-recv-interval / --num-continuous-decode-steps; policy.py): 1 = every step
     poll_steps: int = 1
     knobs: SpeedKnobs = field(default_factory=default_knobs)
+    # SGLang's radix (prefix) cache; --disable-radix-cache turns it off, and with it on the
+    # admission of requests that ignore EOS (policy.py `exact_kv`)
+    radix_cache: bool = True
+    # the engine's own launch arguments by its names (("mem_fraction_static", 0.87), ...): they
+    # size its KV pool where gpuplan models the engine's memory (`kv_tokens`)
+    engine_args: tuple[tuple[str, Any], ...] = ()
 
 
 @record
@@ -70,13 +79,44 @@ def kv_capacity(setup: SpeedSetup) -> int:
 def kv_tokens(setup: SpeedSetup) -> int:
     """Tokens the KV cache of one replica holds (the memory bill's `kv_capacity_tokens`): the
     scheduler admits a request only while its tokens fit (schedule.py); 0 when the bill cannot
-    say (then admission is not limited by memory)."""
+    say (then admission is not limited by memory). SGLang at a stated version: its own pool,
+    max_total_num_tokens (engine/profiles/sglang/bill.py, with the launch's
+    mem_fraction_static), which the generic bill overstates (Llama-3.1-405B on 8 H200s with
+    --mem-fraction-static 0.87: 431k tokens against 492k)."""
     s, ld = setup.serving, setup.load
+    own = _engine_kv_tokens(setup)
+    if own is not None:
+        return own
     try:
         bill = serving_bill(replace(s, context=ld.prompt + ld.output, users=1))
     except GpuplanError:
         return 0
     return max(0, int(bill.kv_capacity_tokens))
+
+
+def _engine_kv_tokens(setup: SpeedSetup) -> int | None:
+    """The KV pool SGLang's own memory rules give the layout (None: another engine, no
+    version, or a launch the engine bill refuses)."""
+    s = setup.serving
+    if not (setup.engine or "").lower().startswith("sglang") or not setup.engine_version:
+        return None
+    launch = EngineLaunch(
+        "sglang",
+        s.arch,
+        s.weights,
+        s.kv,
+        s.gpu,
+        s.tp,
+        s.pp,
+        1,
+        dict(setup.engine_args),
+        setup.engine_version,
+    )
+    try:
+        bill = engine_bill(launch)
+    except GpuplanError:
+        return None
+    return max(0, int(bill.kv_capacity_tokens)) if bill.fits else None
 
 
 def serving_speed(setup: SpeedSetup) -> SpeedResult:
@@ -103,6 +143,8 @@ def serving_speed(setup: SpeedSetup) -> SpeedResult:
         setup.poll_steps,
         setup.serving.tp,
     )
-    policy = replace(policy, kv_tokens=kv_tokens(setup))
+    # sglang.bench_serving's requests ignore EOS (its default, without --disable-ignore-eos)
+    exact = policy.engine == "sglang" and ld.client == "sglang" and not setup.radix_cache
+    policy = replace(policy, kv_tokens=kv_tokens(setup), exact_kv=exact)
     sim = simulate(shape, setup.knobs, policy, ld)
     return SpeedResult(setup, sim, policy, source_titles(shape.kernels.sources))
