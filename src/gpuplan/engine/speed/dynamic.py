@@ -272,9 +272,13 @@ class _Run:
         t1, _ = eng.time(nd, ctx + (k - 1) * nd, 0, 0.0, 0.0, nd)
         span = k * (t0 + t1) / 2
         eng.charge("decode", st0, span / t0)
+        # a prompt whose first token the generation step emits (Policy.first_in_generation)
+        # gets it at the end of the span's first step; that gap is its TTFT, not an ITL
+        fresh = np.isnan(self.first[dec])
+        self.first[dec[fresh]] = self.t + t0
         # a request's first gap includes any stall since its last token (a prefill step it
         # sat out); its other k − 1 gaps ramp from t0 to t1
-        self.itl.add(self.t - self.last[dec] + t0)
+        self.itl.add(self.t - self.last[dec[~fresh]] + t0)
         if k > 1:
             self.itl.add(np.array([t0, (t0 + t1) / 2, t1]), nd * (k - 1) / 3)
         self.t += span
@@ -284,6 +288,8 @@ class _Run:
 
     def prefill_step(self, dec: np.ndarray, ctx: float, chunks: np.ndarray, q: np.ndarray) -> None:
         """One step carrying prefill chunks `q` of `chunks` (and the decodes `dec`)."""
+        import numpy as np
+
         filled, plen, nd = self.filled, self.plen, len(dec)
         pre_tokens = int(q.sum())
         work = float((q * (filled[chunks] + q / 2)).sum())
@@ -299,7 +305,10 @@ class _Run:
         self.last[dec] = self.t
         filled[chunks] += q
         now = chunks[filled[chunks] >= plen[chunks]]
-        self.gen[now], self.first[now], self.last[now] = 1, self.t, self.t
+        if self.eng.p.first_in_generation:  # no token yet: the next generation step emits it
+            self.gen[now], self.first[now], self.last[now] = 0, np.nan, self.t
+        else:
+            self.gen[now], self.first[now], self.last[now] = 1, self.t, self.t
 
     def retire(self) -> None:
         """Finished requests leave; under --max-concurrency each completion sends the next."""
@@ -352,7 +361,7 @@ def _result(r: _Run) -> SimResult:
     import numpy as np
 
     eng, plen, olen, arrive = r.eng, r.plen, r.olen, r.arrive
-    req = eng.k.request_ms * 1e-3
+    req = 0.0 if r.load.client == "in_process" else eng.k.request_ms * 1e-3
     ttft = r.first - arrive + req
     e2e = r.done - arrive + req
     tpot = np.where(olen > 1, (r.done - r.first) / np.maximum(1, olen - 1), 0.0)

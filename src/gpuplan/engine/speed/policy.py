@@ -28,6 +28,10 @@ decodes, the token budget of a step, the sequence cap, and which steps replay CU
                       first tokens with everyone else's next token: prefill-first, whole
                       prompts, no token budget (src/turbomind/models/llama/LlamaBatch.cc of
                       v0.1); its decode kernel, as TensorRT-LLM's before 0.7, reads KV per head.
+                      A first token so costs a context step and a generation step: LMDeploy's
+                      own A100 table (docs/en/benchmark/a100_fp16.md, v0.1.0a1) gives Llama-2-7B
+                      a first-token latency of 11 ms for a 1-token prompt (one generation step,
+                      its per-token latency is 9-10 ms) and 22 ms for 128 tokens.
     TensorRT-LLM      before 0.7 its masked multi-head attention decode kernel read the KV cache
                       once per query head (the GQA-sharing XQA kernel came in release 0.7,
                       TensorRT-LLM docs/source/blogs/XQA-kernel.md); static batches.
@@ -79,6 +83,9 @@ class Policy:
     # admission replays each request's remaining output instead of reserving a share of it
     # (SGLang, requests that ignore EOS, radix cache off: dynamic.py `_kv_room_exact`)
     exact_kv: bool = False
+    # a prompt's first token comes from the generation step after its context step, not from
+    # the context step itself (TurboMind, module docstring; dynamic.py `decode_span`)
+    first_in_generation: bool = False
 
 
 def _version(text: str | None) -> tuple[int, ...]:
@@ -122,7 +129,16 @@ def engine_policy(
         budget, graph_bs = sglang_sizes(version, gpu, tp)
         p = Policy("sglang", False, budget, 4096, graph_bs, False, reserve=SGLANG_NEW_TOKEN_RATIO)
     elif name.startswith(("lmdeploy", "turbomind")):
-        p = Policy("turbomind", False, 1 << 30, 256, 1 << 30, True, gqa_decode=False)
+        p = Policy(
+            "turbomind",
+            False,
+            1 << 30,
+            256,
+            1 << 30,
+            True,
+            gqa_decode=False,
+            first_in_generation=True,
+        )
     elif name.startswith(("trt", "tensorrt", "nim")):
         old = bool(version) and _version(version) < (0, 7)
         torch_flow = bool(version) and _version(version) >= (0, 21) and name.startswith("t")

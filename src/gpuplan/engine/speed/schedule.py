@@ -42,8 +42,12 @@ class Load:
     num_prompts: int = 0  # 0: the mode's default (concurrency: 4·C, at least 16; rate: 200)
     seed: int = 0
     spread: float = 0.0  # lengths uniform on mean·[1 − spread, 1 + spread] (0: all equal)
-    # the benchmark client whose own seeded draw of lengths and Poisson gaps is replayed
-    # ("sglang": sglang.bench_serving, dynamic.py `_sglang_draw`; "": gpuplan's own draw)
+    # the benchmark client: "sglang", sglang.bench_serving, whose own seeded draw of lengths
+    # and Poisson gaps is replayed (dynamic.py `_sglang_draw`); "in_process", a benchmark that
+    # drives the engine in its own process with token ids (LMDeploy's profile_generation.py,
+    # vLLM's benchmark_latency.py): no HTTP request, tokenisation or detokenisation, so the
+    # fitted per-request cost (kernels.py SpeedKnobs.request_ms) is not added; "": an HTTP
+    # serving client with gpuplan's own draw
     client: str = ""
     # the client's random dataset: --random-input-len, --random-output-len, --random-range-ratio
     # (input_len 0: not a random-dataset run; lengths come from prompt, output and spread)
