@@ -84,6 +84,21 @@ def test_sglang_records_replay_the_clients_own_draw():
     assert 280.0 < arrive[-1] < 298.4
 
 
+def _seventy_b(runs, radix_cache: bool = False):
+    """DataCrunch's Llama-3.3-70B runs on 4 H200s as measured: the lmsysorg/sglang image of
+    December 2024 (results/README.md), launched with --disable-radix-cache."""
+    return measured_runs(
+        runs,
+        "llama-3.1-70b",
+        "h200",
+        tp=4,
+        dtype="bf16",
+        engine="sglang",
+        engine_version="0.4.0",
+        radix_cache=radix_cache,
+    )
+
+
 def test_sglang_admits_eos_ignoring_requests_while_the_pool_lasts():
     """PrefillAdder.add_one_req_ignore_eos by hand: requests with 10 and 30 tokens left hold
     100 and 200 tokens. With 70 free, the first stretch charges the second-shortest's 30 tokens
@@ -92,40 +107,14 @@ def test_sglang_admits_eos_ignoring_requests_while_the_pool_lasts():
     left, held = np.array([30.0, 10.0]), np.array([200.0, 100.0])
     assert _fits_to_the_end(70.0, left, held)
     assert not _fits_to_the_end(60.0, left, held)
-    runs = measured_runs(
-        read_results([ONLINE])[:1],
-        "llama-3.1-70b",
-        "h200",
-        tp=4,
-        dtype="bf16",
-        engine="sglang",
-        engine_version="0.4.0",
-        radix_cache=False,
-    )
+    runs = _seventy_b(read_results([ONLINE])[:1])
     assert serving_speed(runs[0].setup).policy.exact_kv
-    with_cache = measured_runs(
-        read_results([ONLINE])[:1],
-        "llama-3.1-70b",
-        "h200",
-        tp=4,
-        dtype="bf16",
-        engine="sglang",
-        engine_version="0.4.0",
-    )
+    with_cache = _seventy_b(read_results([ONLINE])[:1], radix_cache=True)
     assert not serving_speed(with_cache[0].setup).policy.exact_kv
 
 
 def test_round_trip_fit_on_one_run_predicts_the_others(tmp_path):
-    runs = measured_runs(
-        read_results([ONLINE]),
-        "llama-3.1-70b",
-        "h200",
-        tp=4,
-        dtype="bf16",
-        engine="sglang",
-        engine_version="0.4.0",  # the lmsysorg/sglang image of December 2024 (results/README.md)
-        radix_cache=False,  # launched with --disable-radix-cache
-    )
+    runs = _seventy_b(read_results([ONLINE]))
     # fit on the 1 request/s run; the 2, 4 and 8/s random runs and the 4/s ShareGPT run are
     # predicted (the 8/s run queues: measured median ITL 71 ms against 14 ms at 1/s)
     subset = [runs[0], runs[1], runs[2], runs[3], runs[5]]
