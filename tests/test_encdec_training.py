@@ -209,25 +209,39 @@ CASES = [
 ]
 
 
-@pytest.mark.reference
-@pytest.mark.parametrize(("family", "attn", "dtype", "shape"), CASES)
-def test_saved_activations_match_a_tiny_cpu_run(
-    family: str, attn: str, dtype: str, shape: tuple[int, int, int]
-) -> None:
+def _measured_and_predicted(
+    family: str, attn: str, dtype: str, shape: tuple[int, int, int], recompute: str = "none"
+) -> tuple[int, int]:
+    """The tiny model's saved bytes in one training step (`measure_saved_bytes`) and gpuplan's
+    activation figure for the same batch, lengths, dtype and kernel; full recompute runs the
+    model under transformers' gradient_checkpointing_enable() (non-reentrant, its default)."""
     torch = pytest.importorskip("torch")
     cfg = TINY[family]
     model = _hf_model(cfg, attn).to(getattr(torch, dtype))
     model.train()
+    if recompute == "full":
+        model.gradient_checkpointing_enable()
     batch, source, target = shape
-    measured = measure_saved_bytes(model, cfg, batch, source, target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        measured = measure_saved_bytes(model, cfg, batch, source, target)
     spec = ActivationSpec(
         seq=target,
         source=source,
         micro_batch=batch,
         act_bytes=4 if dtype == "float32" else 2,
         kernel=attn,
+        recompute=recompute,
     )
-    predicted = saved_activation_bytes(architecture_from_config(cfg, family), spec)
+    return measured, saved_activation_bytes(architecture_from_config(cfg, family), spec)
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize(("family", "attn", "dtype", "shape"), CASES)
+def test_saved_activations_match_a_tiny_cpu_run(
+    family: str, attn: str, dtype: str, shape: tuple[int, int, int]
+) -> None:
+    measured, predicted = _measured_and_predicted(family, attn, dtype, shape)
     error = predicted / measured - 1
     assert abs(error) <= TOLERANCE, (family, attn, dtype, shape, measured, predicted)
     assert abs(error) <= TODAY, (family, attn, dtype, shape, measured, predicted)
@@ -238,24 +252,8 @@ def test_saved_activations_match_a_tiny_cpu_run(
 def test_full_recompute_matches_gradient_checkpointing(family: str, attn: str, dtype: str) -> None:
     """transformers' gradient_checkpointing_enable() (non-reentrant, its default): each block
     keeps its inputs: the hidden states, the encoder output once, T5's position biases."""
-    torch = pytest.importorskip("torch")
-    cfg = TINY[family]
-    model = _hf_model(cfg, attn).to(getattr(torch, dtype))
-    model.train()
-    model.gradient_checkpointing_enable()
-    batch, source, target = SHAPES[0] if family == "whisper" else SHAPES[1]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        measured = measure_saved_bytes(model, cfg, batch, source, target)
-    spec = ActivationSpec(
-        seq=target,
-        source=source,
-        micro_batch=batch,
-        act_bytes=4 if dtype == "float32" else 2,
-        kernel=attn,
-        recompute="full",
-    )
-    predicted = saved_activation_bytes(architecture_from_config(cfg, family), spec)
+    shape = SHAPES[0] if family == "whisper" else SHAPES[1]
+    measured, predicted = _measured_and_predicted(family, attn, dtype, shape, recompute="full")
     assert abs(predicted / measured - 1) <= 0.01, (family, attn, dtype, measured, predicted)
 
 
