@@ -54,9 +54,7 @@ def _sglang_draw(load: Load, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
         plen = rs.randint(max(int(inp * ratio), 1), inp + 1, size=n).astype(np.int64)
         olen = np.maximum(1, rs.randint(int(out * ratio), out + 1, size=n)).astype(np.int64)
     else:
-        rng = np.random.default_rng(load.seed + 1)
-        plen = _lengths(load.prompt, load.spread, n, rng)
-        olen = np.maximum(1, _lengths(load.output, load.spread, n, rng))
+        plen, olen = _own_lengths(load, n)
     arrive = np.zeros(n)
     if load.mode == "rate":
         gaps = rs.exponential(1.0 / load.request_rate, n)
@@ -66,14 +64,20 @@ def _sglang_draw(load: Load, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 def _draw(load: Load, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each request's prompt and output length and send time, by the load's client."""
-    import numpy as np
 
     if load.client == "sglang":
         return _sglang_draw(load, n)
+    return (*_own_lengths(load, n), _arrivals(load, n))
+
+
+def _own_lengths(load: Load, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """gpuplan's own seeded draw of prompt and output lengths (`_lengths`, at least one output
+    token), where no client's draw is replayed."""
+    import numpy as np
+
     rng = np.random.default_rng(load.seed + 1)
     plen = _lengths(load.prompt, load.spread, n, rng)
-    olen = np.maximum(1, _lengths(load.output, load.spread, n, rng))
-    return plen, olen, _arrivals(load, n)
+    return plen, np.maximum(1, _lengths(load.output, load.spread, n, rng))
 
 
 class _Itl:
