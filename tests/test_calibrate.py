@@ -180,3 +180,42 @@ def test_a_file_that_is_not_a_result_or_calibration_is_refused(tmp_path, capsys)
     code = main(["calibrate", str(bad), "--model", "llama-3.1-8b", "--gpu", "h100"])
     assert code == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_the_cli_passes_the_servers_launch_flags(monkeypatch):
+    """`gpuplan calibrate FILE --engine sglang --disable-radix-cache --mem-fraction-static 0.87`
+    reaches the fit as the API's radix_cache=False and SGLang's own mem_fraction_static (the
+    405B run's launch, results/README.md); the fit itself is stubbed (the round trips above run
+    it)."""
+    import gpuplan.api.calibration as api
+
+    seen = []
+
+    def stub(runs, fit_on=(0,), start=None):
+        seen.extend(runs)
+        raise GpuplanError("stubbed")
+
+    monkeypatch.setattr(api, "calibrate", stub)
+    args = [
+        "calibrate",
+        str(RESULTS / "datacrunch_h200_llama-3.1-405b_tp8_sglang_online.jsonl"),
+        "--model",
+        "llama-3.1-405b",
+        "--gpu",
+        "h200",
+        "--tp",
+        "8",
+        "--engine",
+        "sglang",
+        "--engine-version",
+        "0.4.0",
+        "--disable-radix-cache",
+        "--mem-fraction-static",
+        "0.87",
+    ]
+    assert main(args) == 2
+    assert seen and all(not r.setup.radix_cache for r in seen)
+    assert dict(seen[0].setup.engine_args) == {"mem_fraction_static": 0.87}
+    seen.clear()
+    assert main(args[:-3]) == 2
+    assert seen[0].setup.radix_cache and seen[0].setup.engine_args == ()

@@ -219,8 +219,9 @@ def test_closed_sets_read_as_the_api_reads_them() -> None:
 # every command's option spellings: a new option (or a knob given a new spelling) fails here,
 # on purpose; add it to its request in api/requests.py (or to the CLI's own), then here
 CLI_SURFACE = {
-    "calibrate": "--dtype --eager --engine --engine-version --fit-on --gpu --json --kv-dtype"
-    " --model --out --pp --tp",
+    "calibrate": "--disable-radix-cache --dtype --eager --engine --engine-version --fit-on"
+    " --free-gpu-memory-fraction --gpu --gpu-memory-utilization --json --kv-dtype"
+    " --mem-fraction-static --memory-fraction --model --out --pp --tp",
     "check": "--engine-version --gpu --gpu-memory --json --model --units",
     "frameworks": "--json",
     "gpus": "--json --units",

@@ -8,6 +8,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from gpuplan.cli.options import memory_fraction_option
 from gpuplan.cli.render import console, print_json
 
 
@@ -22,6 +23,13 @@ from gpuplan.cli.render import console, print_json
 @click.option("--engine", default="vllm", show_default=True, help="vllm, sglang or trtllm.")
 @click.option("--engine-version", default=None, metavar="VERSION", help="The engine's version.")
 @click.option("--eager", is_flag=True, help="The run used --enforce-eager (no CUDA graphs).")
+@click.option(
+    "--disable-radix-cache",
+    is_flag=True,
+    help="SGLang: the server ran with --disable-radix-cache (its admission of EOS-ignoring"
+    " requests changes with it).",
+)
+@memory_fraction_option
 @click.option(
     "--fit-on",
     multiple=True,
@@ -42,6 +50,8 @@ def calibrate_command(
     engine: str,
     engine_version: str | None,
     eager: bool,
+    disable_radix_cache: bool,
+    memory_fraction: float | None,
     fit_on: tuple[int, ...],
     out: str | None,
     as_json: bool,
@@ -49,10 +59,23 @@ def calibrate_command(
     """Fit the speed model to RESULT files of one GPU, engine and layout; print every run's median
     |error| before and after, on the fitted run and on the others."""
     from gpuplan.api.calibration import calibrate, measured_runs, read_results, save_calibration
+    from gpuplan.api.engines import engine_args
 
     runs = read_results(results)
+    launch = engine_args(engine, {"memory_fraction": memory_fraction})
     measured = measured_runs(
-        runs, model, gpu, tp, pp, dtype, kv_dtype, engine, engine_version, not eager
+        runs,
+        model,
+        gpu,
+        tp,
+        pp,
+        dtype,
+        kv_dtype,
+        engine,
+        engine_version,
+        not eager,
+        radix_cache=not disable_radix_cache,
+        engine_args=launch,
     )
     report = calibrate(measured, tuple(i - 1 for i in fit_on) or (0,))
     if out:

@@ -85,3 +85,17 @@ def parse_gpus(value: str | None) -> int | str | None:
         return specs.read_gpus(value)
     except specs.BadValue as err:
         raise click.BadParameter(str(err), param_hint=err.hint) from None
+
+
+# The engine's memory share, by every engine's own flag name: one declaration for `serve` and
+# `calibrate` (each engine's adapter maps the common knob to its argument, engine/profiles/).
+memory_fraction_option = click.option(
+    "--memory-fraction",
+    "--gpu-memory-utilization",
+    "--mem-fraction-static",
+    "--free-gpu-memory-fraction",
+    "memory_fraction",
+    type=float,
+    help="Engines: the engine's memory share (vLLM of total; SGLang of free at start;"
+    " TensorRT-LLM of free after loading).",
+)

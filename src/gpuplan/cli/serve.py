@@ -9,7 +9,7 @@ import click
 from gpuplan.cli import specs
 from gpuplan.cli.errors import EXIT_WILL_NOT_START
 from gpuplan.cli.jsonout import print_json
-from gpuplan.cli.options import LazyChoice, click_option, parse_gpus
+from gpuplan.cli.options import LazyChoice, click_option, memory_fraction_option, parse_gpus
 from gpuplan.cli.serve_render import render_serving
 from gpuplan.units import format_bytes
 
@@ -66,16 +66,7 @@ def _own_bill_options(command: Any) -> Any:
     help='An engine launch line: "vllm serve MODEL --tensor-parallel-size 4 …" or'
     ' "python -m sglang.launch_server --model-path MODEL …".',
 )
-@click.option(
-    "--memory-fraction",
-    "--gpu-memory-utilization",
-    "--mem-fraction-static",
-    "--free-gpu-memory-fraction",
-    "memory_fraction",
-    type=float,
-    help="Engines: the engine's memory share (vLLM of total; SGLang of free at start;"
-    " TensorRT-LLM of free after loading).",
-)
+@memory_fraction_option
 @click.option("--max-num-seqs", type=int, help="Engines: concurrent sequences (profile, graphs).")
 @click.option(
     "--max-num-batched-tokens", help="Engines: tokens per step (profile run), e.g. 8192 or 16k."
