@@ -121,7 +121,6 @@ DERIVED = [
     ("rtx-4060", 24, 2460, GEFORCE, True),
     ("rtx-5000-ada", 100, 2550, FULL, True),
     ("rtx-4500-ada", 60, 2580, FULL, True),
-    ("rtx-4000-ada", 48, 2175, FULL, True),
 ]
 
 
