@@ -88,6 +88,73 @@ def test_geforce_bf16_is_the_dense_fp32_accumulate_rate():
     assert get_gpu("rtx-4090").bf16_dense_tflops == 165.2
 
 
+# Tensor FLOP per SM per clock, BF16/FP16 with FP32 accumulate: GeForce runs it at half the
+# workstation / datacenter rate (GA102 and Ada whitepaper tables).
+GEFORCE, FULL = 512, 1024
+
+# (row, SMs, boost MHz, FLOP/clk/SM, whitepaper's or datasheet's dense BF16): the cards NVIDIA's
+# tables list, which the SM x clock rule must reproduce before it is trusted for the others.
+RULE_CHECKS = [
+    ("rtx-3090", 82, 1695, GEFORCE, 71.0),  # [NV-GA102-WP] Appendix A
+    ("rtx-a6000", 84, 1800, FULL, 154.8),  # [NV-GA102-WP]
+    ("a10", 72, 1695, FULL, 125.0),  # [NV-A10-DS]
+    ("rtx-4090", 128, 2520, GEFORCE, 165.2),  # [NV-ADA-WP]
+    ("rtx-4080", 76, 2505, GEFORCE, 97.5),  # [NV-ADA-WP]
+    ("rtx-6000-ada", 142, 2505, FULL, 364.2),  # [NV-ADA-WP]
+]
+
+# (row, SMs, boost MHz, FLOP/clk/SM, Ada): SM counts (CUDA cores / 128) and boost clocks from
+# NVIDIA's product pages and datasheets ([NV-GEFORCE-SPECS], [NV-RTXA-DS], [NV-RTXPRO-ADA-DS]).
+DERIVED = [
+    ("rtx-3060", 28, 1777, GEFORCE, False),
+    ("rtx-3080-12gb", 70, 1710, GEFORCE, False),
+    ("rtx-3080-ti", 80, 1665, GEFORCE, False),
+    ("rtx-3090-ti", 84, 1860, GEFORCE, False),
+    ("rtx-a5000", 64, 1695, FULL, False),
+    ("rtx-a4500", 56, 1650, FULL, False),
+    ("rtx-a4000", 48, 1560, FULL, False),
+    ("rtx-4080-super", 80, 2550, GEFORCE, True),
+    ("rtx-4070-ti-super", 66, 2610, GEFORCE, True),
+    ("rtx-4070-ti", 60, 2610, GEFORCE, True),
+    ("rtx-4070", 46, 2475, GEFORCE, True),
+    ("rtx-4060-ti-16gb", 34, 2535, GEFORCE, True),
+    ("rtx-4060", 24, 2460, GEFORCE, True),
+    ("rtx-5000-ada", 100, 2550, FULL, True),
+    ("rtx-4500-ada", 60, 2580, FULL, True),
+]
+
+
+@pytest.mark.parametrize(("gpu", "sms", "mhz", "rate", "listed"), RULE_CHECKS)
+def test_sm_clock_rule_reproduces_nvidias_tables(gpu, sms, mhz, rate, listed):
+    assert sms * mhz * 1e6 * rate / 1e12 == pytest.approx(listed, abs=0.3)
+    assert get_gpu(gpu).bf16_dense_tflops == pytest.approx(listed, abs=0.1)
+
+
+@pytest.mark.parametrize(("gpu", "sms", "mhz", "rate", "ada"), DERIVED)
+def test_derived_peaks_are_sm_count_times_clock_times_rate(gpu, sms, mhz, rate, ada):
+    """[NV-TENSOR-RATE]: each row's dense BF16/FP16 (and Ada FP8, twice it) from first principles."""
+    spec = get_gpu(gpu)
+    bf16 = sms * mhz * 1e6 * rate / 1e12
+    assert spec.bf16_dense_tflops == spec.fp16_dense_tflops == pytest.approx(bf16, abs=0.06)
+    assert "NV-TENSOR-RATE" in figure_sources(gpu, "bf16_dense_tflops")
+    if ada:
+        assert spec.fp8_dense_tflops == pytest.approx(2 * bf16, abs=0.06)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "per_bf16"),
+    [("rtx-5090", 8), ("rtx-5070-ti", 8), ("rtx-5070", 8), ("rtx-5060-ti-16gb", 8)]
+    + [("rtx-pro-6000-ws", 4), ("rtx-pro-5000", 4), ("rtx-pro-4500", 4), ("rtx-pro-4000", 4)],
+)
+def test_rtx_blackwell_peaks_follow_the_fp4_ratios(gpu, per_bf16):
+    """RTX 5090 whitepaper table: FP4 1676, FP8 419, BF16 209.5 dense with FP32 accumulate (GeForce
+    halves FP32 accumulate); RTX PRO runs it at full rate ([AIC] Server Edition 467.8 / 935.6 /
+    1871.2), so BF16 is FP4 / 4 there and FP8 FP4 / 2."""
+    spec = get_gpu(gpu)
+    assert spec.bf16_dense_tflops == pytest.approx(spec.fp4_dense_tflops / per_bf16, abs=0.06)
+    assert spec.fp8_dense_tflops == pytest.approx(2 * spec.fp4_dense_tflops / per_bf16, abs=0.06)
+
+
 @pytest.mark.parametrize("gpu", ["t4", "v100-16gb", "v100-32gb", "mi50", "mi60"])
 def test_no_bf16_figure_where_the_hardware_has_no_bf16_rate(gpu):
     """Turing, Volta and Vega 20 have no BF16 matrix rate (T4, V100, MI50/MI60 datasheets)."""
@@ -140,7 +207,7 @@ def test_every_nvidia_and_amd_gpu_has_bandwidth_and_a_link_kind():
 
 
 def test_a_missing_figure_is_refused_in_one_line_naming_gpu_and_figure():
-    gpu = get_gpu("rtx-4060-ti-16gb")
+    gpu = get_gpu("a10g")  # AWS publishes no tensor figure for its A10 variant
     with pytest.raises(GpuplanError) as e:
         gpu_figure(gpu, "bf16_dense_tflops")
     message = str(e.value)
