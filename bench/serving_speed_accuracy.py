@@ -37,6 +37,7 @@ from gpuplan.catalog import load_architecture  # noqa: E402
 from gpuplan.catalog.sources.local import read_config  # noqa: E402
 from gpuplan.engine.serving import ServingSetup  # noqa: E402
 from gpuplan.engine.speed.kernels import SpeedKnobs, default_knobs  # noqa: E402
+from gpuplan.engine.speed.policy import engine_policy  # noqa: E402
 from gpuplan.engine.speed.schedule import Load, SimResult  # noqa: E402
 from gpuplan.engine.speed.serving import SpeedSetup, serving_speed  # noqa: E402
 from gpuplan.errors import GpuplanError  # noqa: E402
@@ -196,11 +197,25 @@ def summary(cases: list[Case], errs: list[dict[str, float]]) -> dict[str, tuple[
 
 
 GRID = [
-    SpeedKnobs(hbm=h, kernel_graph_us=3.0, kernel_eager_us=e, step_ms=s, request_ms=r)
+    replace(default_knobs(), hbm=h, kernel_graph_us=3.0, kernel_eager_us=e, step_ms=s, request_ms=r)
     for h, e, s, r in itertools.product(
         (0.62, 0.66, 0.7, 0.74, 0.78), (25.0, 35.0, 45.0), (0.3, 0.6), (30.0, 35.0, 40.0)
     )
 ]
+
+# The SGLang-native figures (kernels.toml: legacy_seq_us for SGLang before 0.5, native_request_ms
+# for sglang.bench_serving's own client) only move the cases that carry them: they are fitted in a
+# second stage on those cases alone (`_native_fit`), at the global figures already chosen.
+NATIVE_GRID = list(itertools.product((0.0, 30.0, 60.0, 90.0), (0.0, 5.0, 10.0, 20.0)))
+
+
+def _carries_native(case: Case) -> bool:
+    s = case.setup
+    assert s is not None
+    if s.load.client == "sglang":
+        return True
+    pol = engine_policy(s.engine, s.engine_version, s.serving.gpu, s.cuda_graphs, tp=s.serving.tp)
+    return pol.legacy_cpu
 
 
 SCORED = ("tpot", "ttft", "throughput")
@@ -247,17 +262,53 @@ def _table(cases: list[Case], grid: list[SpeedKnobs], jobs: int) -> list[list[di
 
 def loso(cases: list[Case], grid: list[SpeedKnobs] = GRID, jobs: int = 1):
     """(knobs fitted on all, LOSO errors per case): every grid point is scored once per case; a
-    fold picks the point best on the other sources' cases."""
+    fold picks the point best on the other sources' cases, then the SGLang-native figures best
+    on the other sources' cases that carry them (`_native_fit`)."""
     table = _table(cases, grid, jobs)
     best_all = min(range(len(grid)), key=lambda j: _score(table[j]))
     out: list[dict[str, float]] = [{} for _ in cases]
+    folds: dict[str, SpeedKnobs] = {}
     for src in sorted({c.source for c in cases}):
         keep = [i for i, c in enumerate(cases) if c.source != src]
         j = min(range(len(grid)), key=lambda j: _score([table[j][i] for i in keep]))
+        folds[src] = grid[j]
         for i, c in enumerate(cases):
             if c.source == src:
                 out[i] = table[j][i]
-    return grid[best_all], out
+    return _native_fit(cases, grid[best_all], folds, out, jobs)
+
+
+def _native_fit(
+    cases: list[Case],
+    best: SpeedKnobs,
+    folds: dict[str, SpeedKnobs],
+    out: list[dict[str, float]],
+    jobs: int,
+) -> tuple[SpeedKnobs, list[dict[str, float]]]:
+    """The second stage: (legacy_seq_us, native_request_ms) on NATIVE_GRID, scored on the cases
+    that carry them at the global figures fitted on all; a left-out source that carries them is
+    predicted at its fold's global figures and the point best on the other such sources."""
+    native = [i for i, c in enumerate(cases) if _carries_native(c)]
+    if not native:
+        return best, out
+    points = [replace(best, legacy_seq_us=q, native_request_ms=r) for q, r in NATIVE_GRID]
+    table = _table([cases[i] for i in native], points, jobs)
+
+    def pick(keep: list[int]) -> SpeedKnobs:
+        p = min(range(len(points)), key=lambda p: _score([table[p][k] for k in keep]))
+        return points[p]
+
+    every = pick(list(range(len(native))))
+    for src in sorted({cases[i].source for i in native}):
+        keep = [k for k, i in enumerate(native) if cases[i].source != src]
+        fit = pick(keep) if keep else every
+        knobs = replace(
+            folds[src], legacy_seq_us=fit.legacy_seq_us, native_request_ms=fit.native_request_ms
+        )
+        for i, c in enumerate(cases):
+            if c.source == src:
+                out[i] = predict(c, knobs)
+    return every, out
 
 
 def _print(cases: list[Case], errs: list[dict[str, float]], title: str) -> None:

@@ -120,12 +120,13 @@ def test_round_trip_fit_on_one_run_predicts_the_others(tmp_path):
     subset = [runs[0], runs[1], runs[2], runs[3], runs[5]]
     report = calibrate(subset, fit_on=(0,))
     assert report.after[0] < report.before[0]
-    # the bar is 10 % on every held-out setting; today's median |error|: 2/s 3.6 %,
-    # 4/s 18.0 % (over the bar: measured median ITL 19.4 ms, predicted 14.7 ms), 8/s 5.5 %,
-    # ShareGPT 4/s 2.4 % (before SGLang's own client draw was replayed: 5.3, 12.9, 6.1 and
-    # 4.1 %, the 1/s fit then absorbing the draw's 16 % longer arrival span)
-    assert report.after[1] <= 0.0365 and report.after[2] <= 0.1805
-    assert report.after[3] <= 0.0555 and report.after[4] <= 0.0245
+    # the bar: 10 % on every held-out setting. Today's median |error|: 2/s 1.1 %, 4/s
+    # 3.2 %, 8/s 8.7 %, ShareGPT 4/s 3.6 % (before SGLang's per-sequence CPU cost and the eager
+    # decode overlap: 3.6, 18.0, 5.5 and 2.4 %; with that cost fitted on SGLang's own v0.3.0
+    # table alone, 30 µs, the 4/s and 8/s runs come out 11.3 and 28.6 %: README)
+    assert max(report.after[1:]) <= 0.10
+    assert report.after[1] <= 0.0115 and report.after[2] <= 0.0325
+    assert report.after[3] <= 0.0875 and report.after[4] <= 0.0365
     path = tmp_path / "cal.json"
     save_calibration(report, path)
     knobs = load_calibration(path)
@@ -150,11 +151,11 @@ def test_round_trip_on_the_405b_sweep():
     )
     report = calibrate(runs[:5], fit_on=(0,))
     assert report.after[0] < report.before[0]
-    # today's figures: 2/s 0.8 %, 4/s 15.8 % (over the 10 % bar), 8/s 9.3 %, ShareGPT 4/s
-    # 5.8 % (before the client draw, exact admission and SGLang's own KV pool: 4.2, 13.5, 5.4
-    # and 4.1 %; 4/s moved from 15.5 % with the block-fp8 / AMD GEMM terms of the same round)
-    assert report.after[1] <= 0.0085 and report.after[2] <= 0.158
-    assert report.after[3] <= 0.0935 and report.after[4] <= 0.0585
+    # today's figures: 2/s 3.1 %, 4/s 3.9 %, 8/s 4.5 %, ShareGPT 4/s 5.8 % (before SGLang's
+    # per-sequence CPU cost and the eager decode overlap: 0.8, 15.8, 9.3 and 5.8 %)
+    assert max(report.after[1:]) <= 0.10
+    assert report.after[1] <= 0.0315 and report.after[2] <= 0.0395
+    assert report.after[3] <= 0.0455 and report.after[4] <= 0.0585
 
 
 def test_a_zero_figure_is_fitted_from_its_own_steps():

@@ -1,7 +1,8 @@
 """Calibration on a user's own benchmark: refit the few fitted figures (kernels.toml [fitted]:
-achieved HBM share, per-kernel cost with CUDA graphs and without, per-step and per-request cost)
+achieved HBM share, per-kernel cost with CUDA graphs and without, per-step and per-request cost;
+the per-request cost of SGLang's native endpoint for runs of its own client)
 to the figures of one or more measured runs of one GPU and engine, by coordinate descent on the
-median |relative error| — the same objective bench/serving_speed_accuracy.py fits globally.
+median |relative error| of their figures.
 
 A measured run is a `SpeedSetup` (layout, engine, load) and its figures keyed `figure@stat`
 (`ttft_ms@median`, `tokens_per_s@mean`, ...), the keys of the benchmark table."""
@@ -22,10 +23,11 @@ KNOB_BOUNDS = {
     "kernel_eager_us": (0.0, 200.0),
     "step_ms": (0.0, 50.0),
     "request_ms": (0.0, 500.0),
+    "native_request_ms": (0.0, 500.0),
     "seq_us": (0.0, 1000.0),
 }
 # Values tried for a figure that starts at zero (a multiplicative step cannot leave it).
-FROM_ZERO = {"seq_us": (25.0, 50.0, 100.0, 200.0)}
+FROM_ZERO = {"seq_us": (25.0, 50.0, 100.0, 200.0), "native_request_ms": (2.5, 5.0, 10.0, 20.0)}
 STEPS = (0.5, 0.75, 0.9, 1.1, 1.33, 2.0)
 
 
@@ -65,7 +67,10 @@ def fit_knobs(
 ) -> tuple[SpeedKnobs, float]:
     """The knobs minimising the runs' median |error|, from `start` (coordinate descent over
     multiplicative steps within KNOB_BOUNDS; per-kernel eager cost only where a run is eager)."""
-    names = ["hbm", "kernel_graph_us", "step_ms", "request_ms", "seq_us"]
+    # the per-request cost of the endpoint the runs' client called (dynamic.py request_seconds)
+    native = all(r.setup.load.client == "sglang" for r in runs)
+    names = ["hbm", "kernel_graph_us", "step_ms", "native_request_ms" if native else "request_ms"]
+    names.append("seq_us")
     if any(not r.setup.cuda_graphs for r in runs):
         names.append("kernel_eager_us")
     best, score = start, median_error(runs, start)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from gpuplan.engine.speed.kernels import SpeedKnobs
 from gpuplan.engine.speed.policy import Policy
 from gpuplan.engine.speed.schedule import Load, SimResult, Stat, _Engine
 
@@ -361,11 +362,20 @@ def run_dynamic(load: Load, eng: _Engine) -> SimResult:
     return _result(r)
 
 
+def request_seconds(load: Load, k: SpeedKnobs) -> float:
+    """The fixed per-request cost the client times in TTFT and E2E: none in process, SGLang's
+    native /generate endpoint for its own client (sglang.bench_serving --backend sglang), else
+    an OpenAI-compatible HTTP server's (kernels.toml [fitted])."""
+    if load.client == "in_process":
+        return 0.0
+    return (k.native_request_ms if load.client == "sglang" else k.request_ms) * 1e-3
+
+
 def _result(r: _Run) -> SimResult:
     import numpy as np
 
     eng, plen, olen, arrive = r.eng, r.plen, r.olen, r.arrive
-    req = 0.0 if r.load.client == "in_process" else eng.k.request_ms * 1e-3
+    req = request_seconds(r.load, eng.k)
     ttft = r.first - arrive + req
     e2e = r.done - arrive + req
     tpot = np.where(olen > 1, (r.done - r.first) / np.maximum(1, olen - 1), 0.0)

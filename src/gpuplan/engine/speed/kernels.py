@@ -61,6 +61,11 @@ class SpeedKnobs:
     step_ms: float = 0.3
     request_ms: float = 30.0  # fixed per request on the API path (HTTP, tokenise, detokenise)
     seq_us: float = 0.0  # CPU cost per sequence of a step (scheduler bookkeeping, detokenise)
+    # SGLang before 0.5: the scheduler's per-sequence work of a decode step, exposed (policy.py
+    # `legacy_cpu`), and the per-request cost of SGLang's native /generate endpoint, which
+    # sglang.bench_serving --backend sglang calls (Load.client "sglang") instead of request_ms
+    legacy_seq_us: float = 60.0
+    native_request_ms: float = 0.0
 
 
 def default_knobs() -> SpeedKnobs:
@@ -73,6 +78,8 @@ def default_knobs() -> SpeedKnobs:
         step_ms=float(f["step_ms"]),
         request_ms=float(f["request_ms"]),
         seq_us=float(f.get("seq_us", 0.0)),
+        legacy_seq_us=float(f["legacy_seq_us"]),
+        native_request_ms=float(f["native_request_ms"]),
     )
 
 

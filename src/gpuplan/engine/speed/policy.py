@@ -21,7 +21,14 @@ decodes, the token budget of a step, the sequence cap, and which steps replay CU
                       ones (B200, B300, MI300X/MI325X) 512 with 16384-token chunks.
                       Admission reserves new_token_ratio of each request's output (below), or,
                       for requests that ignore EOS with the radix cache off, replays every
-                      remaining output against the pool (`exact_kv`, dynamic.py).
+                      remaining output against the pool (`exact_kv`, dynamic.py). Before 0.5
+                      (`legacy_cpu`) a decode step also waits for the scheduler's per-sequence
+                      work: the overlap scheduler of 0.4 ran the forward in a second Python
+                      thread sharing the GIL (sglang issue #2573, Dec. 2024: "Due to GIL issues,
+                      the overlap mode doesn't actually always bring benefits") and FlashInfer's
+                      plan() copied indptr to the host each step (flashinfer PRs #529 / #564;
+                      SGLang removed those syncs in #8340 / #9409 and the thread in #11210,
+                      2025). Its size is fitted (kernels.toml legacy_seq_us).
     LMDeploy          TurboMind (a C++ batcher): each iteration first decodes the contexts of
                       every newly admitted request (LlamaBatch::contextDecode, in sub-batches of
                       max_context_token_num), then runs the generation step that emits their
@@ -86,6 +93,9 @@ class Policy:
     # a prompt's first token comes from the generation step after its context step, not from
     # the context step itself (TurboMind, module docstring; dynamic.py `decode_span`)
     first_in_generation: bool = False
+    # SGLang before 0.5: each decode step carries the scheduler's per-sequence CPU work
+    # (SpeedKnobs.legacy_seq_us; module docstring)
+    legacy_cpu: bool = False
 
 
 def _version(text: str | None) -> tuple[int, ...]:
@@ -127,7 +137,17 @@ def engine_policy(
     big = gpu.memory_bytes >= 70 * GIB and not gpu.id.startswith("a100")
     if name.startswith("sglang"):
         budget, graph_bs = sglang_sizes(version, gpu, tp)
-        p = Policy("sglang", False, budget, 4096, graph_bs, False, reserve=SGLANG_NEW_TOKEN_RATIO)
+        legacy = bool(version) and _version(version) < (0, 5)
+        p = Policy(
+            "sglang",
+            False,
+            budget,
+            4096,
+            graph_bs,
+            False,
+            reserve=SGLANG_NEW_TOKEN_RATIO,
+            legacy_cpu=legacy,
+        )
     elif name.startswith(("lmdeploy", "turbomind")):
         p = Policy(
             "turbomind",

@@ -135,7 +135,8 @@ class _Engine:
         )
         comm = pp * st.comm + pp_handoff(s, m / pp)
         seqs = dec + (round(pre / chunk) if pre and chunk else 0)
-        cpu = self.k.step_ms * 1e-3 + self.k.seq_us * 1e-6 * seqs
+        per_seq = self.k.seq_us + (self.k.legacy_seq_us if self.p.legacy_cpu else 0.0)
+        cpu = self.k.step_ms * 1e-3 + per_seq * 1e-6 * seqs
         st = StepTime(pp * st.compute, pp * st.memory, comm, pp * st.overhead + cpu)
         return st.total, st
 
