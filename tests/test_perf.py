@@ -289,6 +289,30 @@ def test_cdna3_gemms_pay_aiters_measured_fixed_time():
     assert kernel_figures(resolve_gpu_spec("h100")).gemm_fixed_us == 0.0
 
 
+def test_cdna3_mxfp4_moe_pads_tokens_per_expert_to_32_rows():
+    """vLLM runs gpt-oss's MXFP4 MoE on MI300X (gfx942) with triton_kernels' matmul_ogs, whose AMD
+    rule pads each expert's tokens to block_m = max(32, min(next_pow2(tokens per expert), 64))
+    below 512 tokens per expert (make_default_opt_flags_amd): 32 rows, where the fp8 fused_moe
+    path and NVIDIA GPUs keep the architecture's grouped tile. 64 sequences route 256 rows to
+    E·(1 − (1 − 4/E)^64) experts of 128, ~2.3 rows each: each computes 32 rows."""
+    s = shape_of(SpeedSetup(serve("gpt-oss-120b", "mi300x", dtype="mxfp4").bill.setup, Load()))
+    assert s.expert_tile_m == 32
+    r1 = serve("deepseek-r1", "mi300x", gpus=8, dtype="fp8-block128").bill.setup
+    assert shape_of(SpeedSetup(r1, Load())).expert_tile_m == 64
+    h100 = serve("gpt-oss-120b", "h100", dtype="mxfp4").bill.setup
+    assert shape_of(SpeedSetup(h100, Load())).expert_tile_m == 64
+    touched = 128 * (1 - (1 - 4 / 128) ** 64)
+    rows = touched * 32
+    tiles = s.kernels.gemm_k_half * s.expert_width * 64 * 4
+    flops = 2 * (s.expert_params * rows + tiles) * s.moe_layers
+    step = stage_step(s, default_knobs(), 64, 64.0)
+    padded = stage_step(replace(s, expert_tile_m=64), default_knobs(), 64, 64.0)
+    assert padded.compute - step.compute == pytest.approx(
+        2 * s.expert_params * touched * 32 * s.moe_layers / s.expert_flops, rel=1e-6
+    )
+    assert step.compute >= flops / s.expert_flops
+
+
 def test_turbomind_emits_first_tokens_after_every_admitted_context():
     """LMDeploy's TurboMind decodes the contexts of all newly admitted requests before the
     generation step (LlamaBatch::contextDecode): C prompts arriving together all get their first
