@@ -44,6 +44,8 @@ class KernelFigures:
     gemm_fp4: float = 0.0  # share of the fp4 peak; 0: as gemm_fp8 (kernels.toml)
     gemm_k_half: float = 0.0  # K at which a GEMM reaches half its large-K rate (widths.py)
     gemm_fixed_us: float = 0.0  # fixed time of one GEMM kernel beyond its roofline (kernels.toml)
+    grouped_tile_m_w4a16: int = 0  # the grouped GEMM's block M on the weight-only fp4/int4 path
+    # (0: grouped_tile_m; kernels.toml)
 
 
 @record

@@ -74,6 +74,9 @@ class RankShape:
     # 16-row block on the weight-only path (MARLIN_TILE_M)
     dense_tile_m: int = 64
     gemms: float = 0.0  # GEMM kernels one step launches on this stage (stage_gemms)
+    # rows of the grouped (MoE) GEMM's M tile: tokens per expert are padded to it (kernels.toml
+    # grouped_tile_m, or grouped_tile_m_w4a16 where the weight-only path runs another kernel)
+    expert_tile_m: int = 64
 
 
 def gemm_path(p: Precision, k: KernelFigures, gpu: GpuSpec) -> str:
@@ -303,4 +306,5 @@ def rank_shape(
         quant_width=quant,
         dense_tile_m=MARLIN_TILE_M if dense_path == "w4a16" else k.gemm_tile_m,
         gemms=stage_gemms(arch, specs),
+        expert_tile_m=(k.grouped_tile_m_w4a16 if exp_path == "w4a16" else 0) or k.grouped_tile_m,
     )

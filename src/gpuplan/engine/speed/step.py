@@ -123,7 +123,7 @@ def _experts(s: RankShape, m: float, bw: float) -> tuple[float, float]:
     touched = touched_experts(s.num_experts, s.top_k, m)
     per_expert = m * s.top_k / touched
     busiest = busiest_rank_experts(s.num_experts, s.top_k, m, s.expert_ranks)
-    rows = busiest * _tile(per_expert, s.kernels.grouped_tile_m)
+    rows = busiest * _tile(per_expert, s.expert_tile_m)
     tiles = s.kernels.gemm_k_half * s.expert_width * busiest * per_expert  # real rows' tiles
     flops = 2 * (s.expert_params * rows + tiles) * s.moe_layers
     nbytes = s.experts_bytes * busiest * s.expert_ranks / s.num_experts
