@@ -132,6 +132,7 @@ class _Engine:
             math.ceil(sampled / pp),
             graphs,
             self.p.gqa_decode,
+            overlap=self.p.graph_tokens > 0,
         )
         comm = pp * st.comm + pp_handoff(s, m / pp)
         seqs = dec + (round(pre / chunk) if pre and chunk else 0)

@@ -29,8 +29,9 @@ A step carries `decode` sequences (one token each, at their contexts) and prefil
     overhead      kernels launched (per layer, counted from the engine's model code: shape.py)
                   × (t_kernel with CUDA graphs | without) + t_step per engine step, and the GEMM
                   kernels × the architecture's fixed GEMM time where one is published
-                  (kernels.toml gemm_fixed_us: CDNA3); an eager decode step's launches overlap
-                  its GPU work (`eager_launch_exposed`)
+                  (kernels.toml gemm_fixed_us: CDNA3); a decode step past the engine's
+                  captured graph sizes overlaps its launches with its GPU work
+                  (`eager_launch_exposed`)
 
 Every operator takes the larger of its compute and memory time (roofline, Williams et al.
 2009); operators run one after another (no overlap)."""
@@ -173,12 +174,14 @@ def stage_step(
     sampled: int | None = None,
     graphs: bool = True,
     gqa_decode: bool = True,
+    overlap: bool = False,
 ) -> StepTime:
     """One stage's step: `decode` sequences with `decode_ctx` context tokens in all, `prefill`
     prompt tokens whose attention sees `prefill_work` (Σ q·(c + q/2)) keys, in chunks of about
     `chunk` tokens; `sampled` sequences get logits (default: decode). `graphs`: the step replays
     CUDA graphs (decode-only steps on engines that capture them); `gqa_decode`: the decode
-    kernel shares each KV head's reads across its query heads (else it reads them per head)."""
+    kernel shares each KV head's reads across its query heads (else it reads them per head);
+    `overlap`: an eager decode step whose launches overlap its GPU work (`eager_launch_exposed`)."""
     bw = s.bandwidth * knobs.hbm
     m = decode + prefill
     tile = s.dense_tile_m
@@ -208,19 +211,21 @@ def stage_step(
     per_kernel = knobs.kernel_graph_us if graphs else knobs.kernel_eager_us
     launch = s.launches * per_kernel * 1e-6
     fixed = s.gemms * s.kernels.gemm_fixed_us * 1e-6
-    if not graphs and prefill == 0:
+    if overlap and not graphs and prefill == 0:
         launch = eager_launch_exposed(launch, comp + mem + comm + fixed)
     return StepTime(comp, mem, comm, launch + fixed)
 
 
 def eager_launch_exposed(launch: float, gpu: float) -> float:
-    """The part of an eager decode step's host launch time the GPU waits for. Kernels launch
-    asynchronously (PyTorch "CUDA semantics: asynchronous execution"): the host queues the step's
-    kernels while the GPU runs those already queued, so the step takes the longer of the two,
-    max(launch, gpu) = gpu + max(0, launch − gpu). Decode steps past the captured graph sizes
-    run so (SGLang above cuda_graph_max_bs: DataCrunch's 8 and 16 requests/s runs). Steps with
-    prefill keep the whole launch time on top: their host-side preparation of per-token inputs
-    is not modelled and the fitted per-kernel cost stands in for it (README, Serving speed)."""
+    """The part of an eager decode step's host launch time the GPU waits for, where the engine
+    runs a decode batch past its captured CUDA-graph sizes (SGLang above cuda_graph_max_bs:
+    DataCrunch's 8 and 16 requests/s runs). Kernels launch asynchronously (PyTorch "CUDA
+    semantics: asynchronous execution"): the host queues the step's kernels while the GPU runs
+    those already queued, and a large batch's kernels outlast their launches, so the step takes
+    the longer of the two, max(launch, gpu) = gpu + max(0, launch − gpu). Runs without graphs
+    at all (`--enforce-eager`) and steps with prefill keep the launch time on top: at their
+    batches the GPU idles between short kernels, and the fitted per-kernel cost was fitted on
+    them as that sum (README, Serving speed, gives the three variants' figures)."""
     return max(0.0, launch - gpu)
 
 
