@@ -212,7 +212,7 @@ NATIVE_GRID = list(itertools.product((0.0, 30.0, 60.0, 90.0), (0.0, 5.0, 10.0, 2
 def _carries_native(case: Case) -> bool:
     s = case.setup
     assert s is not None
-    if s.load.client == "sglang":
+    if s.load.request_knob != "request_ms":
         return True
     pol = engine_policy(s.engine, s.engine_version, s.serving.gpu, s.cuda_graphs, tp=s.serving.tp)
     return pol.legacy_cpu

@@ -24,7 +24,13 @@ from gpuplan.api.common import resolve_gpu, resolve_kv, resolve_weight_format
 from gpuplan.catalog import load_architecture
 from gpuplan.engine.frozen import record, replace
 from gpuplan.engine.serving import ServingSetup
-from gpuplan.engine.speed.calibrate import MeasuredRun, fit_knobs, median_error, run_errors
+from gpuplan.engine.speed.calibrate import (
+    MeasuredRun,
+    fit_knobs,
+    median_error,
+    request_knob,
+    run_errors,
+)
 from gpuplan.engine.speed.kernels import SpeedKnobs, default_knobs
 from gpuplan.engine.speed.schedule import Load
 from gpuplan.engine.speed.serving import SpeedSetup
@@ -243,6 +249,7 @@ __all__ = [
     "load_calibration",
     "measured_runs",
     "read_results",
+    "request_knob",
     "run_errors",
     "save_calibration",
 ]

@@ -58,7 +58,13 @@ def calibrate_command(
 ) -> None:
     """Fit the speed model to RESULT files of one GPU, engine and layout; print every run's median
     |error| before and after, on the fitted run and on the others."""
-    from gpuplan.api.calibration import calibrate, measured_runs, read_results, save_calibration
+    from gpuplan.api.calibration import (
+        calibrate,
+        measured_runs,
+        read_results,
+        request_knob,
+        save_calibration,
+    )
     from gpuplan.api.engines import engine_args
 
     runs = read_results(results)
@@ -93,9 +99,7 @@ def calibrate_command(
         table.add_row(str(i + 1), escape(label), f"{b:.1%}", f"{a:.1%}", mark)
     con.print(table)
     k = report.knobs
-    # the per-request cost of the endpoint the runs' client called (engine/speed/calibrate.py)
-    native = all(m.setup.load.client == "sglang" for m in measured)
-    request = k.native_request_ms if native else k.request_ms
+    request = getattr(k, request_knob(measured))
     con.print(
         f"fitted: HBM {k.hbm:.2f} of peak, {k.kernel_graph_us:.1f} µs per kernel (graphs),"
         f" {k.kernel_eager_us:.1f} µs (eager), {k.step_ms:.2f} ms per step,"

@@ -62,15 +62,19 @@ def median_error(runs: Sequence[MeasuredRun], knobs: SpeedKnobs) -> float:
     return statistics.median(errs) if errs else 0.0
 
 
+def request_knob(runs: Sequence[MeasuredRun]) -> str:
+    """The per-request figure the runs' client pays (schedule.Load.request_knob): SGLang's native
+    endpoint's only when every run called it."""
+    knobs = {r.setup.load.request_knob for r in runs}
+    return knobs.pop() if len(knobs) == 1 else "request_ms"
+
+
 def fit_knobs(
     runs: Sequence[MeasuredRun], start: SpeedKnobs, passes: int = 3
 ) -> tuple[SpeedKnobs, float]:
     """The knobs minimising the runs' median |error|, from `start` (coordinate descent over
     multiplicative steps within KNOB_BOUNDS; per-kernel eager cost only where a run is eager)."""
-    # the per-request cost of the endpoint the runs' client called (dynamic.py request_seconds)
-    native = all(r.setup.load.client == "sglang" for r in runs)
-    names = ["hbm", "kernel_graph_us", "step_ms", "native_request_ms" if native else "request_ms"]
-    names.append("seq_us")
+    names = ["hbm", "kernel_graph_us", "step_ms", request_knob(runs), "seq_us"]
     if any(not r.setup.cuda_graphs for r in runs):
         names.append("kernel_eager_us")
     best, score = start, median_error(runs, start)

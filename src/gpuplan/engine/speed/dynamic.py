@@ -368,7 +368,7 @@ def request_seconds(load: Load, k: SpeedKnobs) -> float:
     an OpenAI-compatible HTTP server's (kernels.toml [fitted])."""
     if load.client == "in_process":
         return 0.0
-    return (k.native_request_ms if load.client == "sglang" else k.request_ms) * 1e-3
+    return float(getattr(k, load.request_knob)) * 1e-3
 
 
 def _result(r: _Run) -> SimResult:

@@ -53,6 +53,13 @@ class Load:
     # (input_len 0: not a random-dataset run; lengths come from prompt, output and spread)
     random_lens: tuple[int, int, float] = (0, 0, 0.0)
 
+    @property
+    def request_knob(self) -> str:
+        """The fitted per-request cost this client pays (kernels.py SpeedKnobs): SGLang's own
+        client calls its native /generate endpoint (--backend sglang), any other HTTP client an
+        OpenAI-compatible server's."""
+        return "native_request_ms" if self.client == "sglang" else "request_ms"
+
 
 @record
 class Stat:
